@@ -1,0 +1,48 @@
+"""The ``orchestrace`` command line: a thin layer over the packages; no logic of its own.
+
+Each ``cmd_*.py`` module in this package defines ``register(app)`` and is picked up here, so a
+new command group is one new file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+
+from ..core.errors import OrchestraceError
+from .common import console_err
+
+app = typer.Typer(
+    name="orchestrace",
+    help="Record, validate, measure, reward, credit and learn from multi-agent orchestration traces.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _register_all() -> None:
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("cmd_"):
+            importlib.import_module(f"{__name__}.{info.name}").register(app)
+
+
+_register_all()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user errors become one line on stderr and a non-zero exit code."""
+    try:
+        app(args=argv, standalone_mode=True)
+    except OrchestraceError as e:
+        console_err.print(f"[red]error[/red] {e}", highlight=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        console_err.print("[yellow]interrupted[/yellow]")
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)

@@ -1,0 +1,476 @@
+"""Reading and writing traces: ``.json``, ``.jsonl`` and the streaming ``.events.jsonl`` log.
+
+Every format may be gzip (``.gz``) or zstd (``.zst``) compressed; the extension decides.
+
+The event log is what a running system appends to: a header line with the trace's top-level
+fields, then one record per line (``"rec"`` is ``event``, ``edge`` or ``update``; an update merges
+rewards/costs/metrics/metadata known only at the end of a run). It can be read record by record
+without holding the whole trace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import msgspec
+import orjson
+
+from .errors import LoadError
+from .model import Event, Trace, derived_costs, event_to_dict, trace_from_dict, trace_to_dict
+
+Format = Literal["json", "jsonl", "events"]
+Compression = Literal["gz", "zst", None]
+
+REC = "rec"
+LOG_TOP_LEVEL = ("schema_version", "trace_id", "task_id", "system", "topology", "rewards", "costs", "metrics", "metadata")
+
+
+def split_format(path: str | os.PathLike[str]) -> tuple[Format, Compression]:
+    """Format and compression of a path, from its extension."""
+    name = os.fspath(path).lower()
+    comp: Compression = None
+    if name.endswith(".gz"):
+        comp, name = "gz", name[:-3]
+    elif name.endswith(".zst"):
+        comp, name = "zst", name[:-4]
+    if name.endswith(".events.jsonl"):
+        return "events", comp
+    if name.endswith(".jsonl"):
+        return "jsonl", comp
+    return "json", comp
+
+
+# ---------------------------------------------------------------- byte streams
+
+
+def open_read(path: str | os.PathLike[str]) -> IO[bytes]:
+    """A binary stream of the decompressed content; ``-`` is stdin."""
+    p = os.fspath(path)
+    if p == "-":
+        return sys.stdin.buffer
+    _, comp = split_format(p)
+    try:
+        raw = open(p, "rb")  # noqa: SIM115 - caller closes
+    except FileNotFoundError:
+        raise LoadError("OT001", "file not found", path=p) from None
+    except IsADirectoryError:
+        raise LoadError("OT001", "is a directory, expected a trace file", path=p) from None
+    except OSError as e:
+        raise LoadError("OT001", f"cannot read: {e.strerror}", path=p) from None
+    if comp == "gz":
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    if comp == "zst":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)  # type: ignore[return-value]
+    return raw
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    p = os.fspath(path)
+    with open_read(p) as f:
+        try:
+            return f.read()
+        except (EOFError, gzip.BadGzipFile, OSError) as e:
+            raise LoadError("OT007", f"corrupt or truncated compressed data ({e})", path=p) from None
+        except Exception as e:  # zstandard.ZstdError
+            if type(e).__name__ == "ZstdError":
+                raise LoadError("OT007", f"corrupt or truncated zstd data ({e})", path=p) from None
+            raise
+
+
+def iter_lines(path: str | os.PathLike[str], *, tolerant: bool = False) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, line bytes) of a possibly compressed file, streamed.
+
+    With ``tolerant`` a truncated compressed stream ends the iteration instead of raising.
+    """
+    p = os.fspath(path)
+    f = open_read(p)
+    try:
+        n = 0
+        buf = io.BufferedReader(f, buffer_size=1 << 20) if not isinstance(f, io.BufferedReader) else f
+        while True:
+            try:
+                line = buf.readline()
+            except (EOFError, gzip.BadGzipFile, OSError) as e:
+                if tolerant:
+                    return
+                raise LoadError("OT007", f"corrupt or truncated compressed data ({e})", path=p, line=n + 1) from None
+            except Exception as e:
+                if type(e).__name__ == "ZstdError":
+                    if tolerant:
+                        return
+                    raise LoadError("OT007", f"corrupt or truncated zstd data ({e})", path=p, line=n + 1) from None
+                raise
+            if not line:
+                return
+            n += 1
+            yield n, line
+    finally:
+        if p != "-":
+            f.close()
+
+
+# ---------------------------------------------------------------- JSON parsing
+
+
+def parse_json(data: bytes, *, path: str | None = None, line: int | None = None) -> Any:
+    """orjson.loads with errors that say what is wrong and where (OT002-OT006)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise _json_error(e, data, path, line) from None
+
+
+def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: int | None) -> LoadError:
+    msg = str(e).split(": line ")[0]
+    pos = e.pos
+    where_line = line if line is not None else e.lineno
+    head = data[pos : pos + 9] if isinstance(data, bytes | bytearray) else b""
+    col = f" column {e.colno}" if line is None else f" (char {pos})"
+    if "UTF-8" in msg or "utf-8" in msg:
+        return LoadError("OT002", "invalid UTF-8: trace files must be UTF-8 encoded", path=path, line=where_line)
+    if "infinity" in msg or head.lstrip(b"-").startswith((b"NaN", b"Infinity", b"inf")):
+        return LoadError(
+            "OT004",
+            f"NaN or Infinity at{col}: JSON numbers must be finite",
+            path=path,
+            line=where_line,
+        )
+    stripped = data[pos:].strip() if isinstance(data, bytes | bytearray) else b""
+    if not stripped or "EOF" in msg or "end of" in msg.lower():
+        return LoadError("OT006", f"unexpected end of input at{col}: the file looks truncated", path=path, line=where_line)
+    return LoadError("OT003", f"not valid JSON at{col}: {msg}", path=path, line=where_line)
+
+
+class _DupDict(dict):  # type: ignore[type-arg]
+    dup: str | None = None
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = _DupDict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                d.dup = k
+                break
+            seen.add(k)
+    return d
+
+
+def find_duplicate_key(data: bytes) -> tuple[str, str] | None:
+    """(JSON pointer of the object, key) of the first duplicated key, or None.
+
+    orjson silently keeps the last value of a duplicated key; a silent wrong answer is worse
+    than a slower check, so validation runs this (stdlib parser, C scanner) on every input.
+    """
+    if b'"' not in data:
+        return None
+    try:
+        obj = json.loads(data, object_pairs_hook=_pairs_hook)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[str, Any]] = [("", obj)]
+    while stack:
+        ptr, o = stack.pop()
+        if isinstance(o, dict):
+            if getattr(o, "dup", None) is not None:
+                return ptr, o.dup  # type: ignore[attr-defined]
+            stack.extend((f"{ptr}/{_esc(k)}", v) for k, v in o.items() if isinstance(v, dict | list))
+        elif isinstance(o, list):
+            stack.extend((f"{ptr}/{i}", v) for i, v in enumerate(o) if isinstance(v, dict | list))
+    return None
+
+
+def _esc(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+# ---------------------------------------------------------------- raw traces (dicts)
+
+
+class RawTrace(msgspec.Struct):
+    """A decoded but not yet validated trace object, with where it came from."""
+
+    data: Any
+    path: str
+    line: int | None = None
+    event_lines: list[int] | None = None
+    edge_lines: list[int] | None = None
+    log_errors: list[LoadError] = msgspec.field(default_factory=list)
+    duplicates: list[tuple[str, str, int | None]] = msgspec.field(default_factory=list)
+
+
+def iter_raw(
+    path: str | os.PathLike[str], *, tolerant: bool = False, check_duplicates: bool = False
+) -> Iterator[RawTrace]:
+    """Decoded trace objects of a file, one per trace, without validation."""
+    p = os.fspath(path)
+    fmt, _ = split_format(p)
+    if fmt == "events":
+        yield read_event_log_raw(p, tolerant=tolerant, check_duplicates=check_duplicates)
+    elif fmt == "jsonl":
+        empty = True
+        for n, line in iter_lines(p):
+            if not line.strip():
+                continue
+            empty = False
+            raw = RawTrace(parse_json(line, path=p, line=n), p, line=n)
+            if check_duplicates and (dup := find_duplicate_key(line)):
+                raw.duplicates.append((dup[0], dup[1], n))
+            yield raw
+        if empty:
+            raise LoadError("OT006", "empty file: expected one trace per line", path=p)
+    else:
+        data = read_bytes(p)
+        if not data.strip():
+            raise LoadError("OT006", "empty file: expected a JSON trace object", path=p)
+        raw = RawTrace(parse_json(data, path=p), p)
+        if check_duplicates and (dup := find_duplicate_key(data)):
+            raw.duplicates.append((dup[0], dup[1], None))
+        yield raw
+
+
+def iter_log_records(
+    path: str | os.PathLike[str],
+    *,
+    tolerant: bool = False,
+    check_duplicates: bool = False,
+    dups: list[tuple[str, str, int | None]] | None = None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line, record) of an event log, streamed. ``tolerant`` skips a bad or truncated line."""
+    p = os.fspath(path)
+    for n, line in iter_lines(p, tolerant=tolerant):
+        if not line.strip():
+            continue
+        try:
+            rec = parse_json(line, path=p, line=n)
+        except LoadError:
+            if tolerant:
+                continue
+            raise
+        if check_duplicates and dups is not None and (dup := find_duplicate_key(line)):
+            dups.append((dup[0], dup[1], n))
+        if not isinstance(rec, dict):
+            if tolerant:
+                continue
+            raise LoadError("OT102", f"expected a JSON object per line, got {type(rec).__name__}", path=p, line=n)
+        yield n, rec
+
+
+def read_event_log_raw(path: str, *, tolerant: bool = False, check_duplicates: bool = False) -> RawTrace:
+    """Assemble an event log into one trace object, remembering each record's line."""
+    top: dict[str, Any] = {}
+    events: list[Any] = []
+    edges: list[Any] = []
+    ev_lines: list[int] = []
+    ed_lines: list[int] = []
+    errors: list[LoadError] = []
+    saw_header = False
+    dups: list[tuple[str, str, int | None]] = []
+    for n, rec in iter_log_records(path, tolerant=tolerant, check_duplicates=check_duplicates, dups=dups):
+        kind = rec.pop(REC, None)
+        if kind == "event":
+            events.append(rec)
+            ev_lines.append(n)
+        elif kind == "edge":
+            edges.append(rec)
+            ed_lines.append(n)
+        elif kind in ("header", "update"):
+            if kind == "header":
+                if saw_header:
+                    errors.append(LoadError("OT110", "second header record", path=path, line=n))
+                saw_header = True
+            _merge_top(top, rec)
+        else:
+            err = LoadError("OT110", f'unknown record kind {kind!r}: expected "rec" to be header, event, edge or update', path=path, line=n)
+            if not tolerant:
+                raise err
+            errors.append(err)
+    if not saw_header and not tolerant:
+        raise LoadError("OT110", 'event log has no header line ({"rec": "header", ...})', path=path, line=1)
+    top["events"] = events
+    top["edges"] = edges
+    top.setdefault("rewards", {})
+    if "costs" not in top and events and all(isinstance(e, dict) for e in events):
+        top["_derived_costs"] = True
+    return RawTrace(top, path, event_lines=ev_lines, edge_lines=ed_lines, log_errors=errors, duplicates=dups)
+
+
+def _merge_top(top: dict[str, Any], rec: dict[str, Any]) -> None:
+    for k, v in rec.items():
+        if k in ("rewards", "costs", "metrics", "metadata") and isinstance(v, dict) and isinstance(top.get(k), dict):
+            top[k].update(v)
+        else:
+            top[k] = v
+
+
+# ---------------------------------------------------------------- typed load / save
+
+
+def load(path: str | os.PathLike[str], *, validate: bool = True) -> list[Trace]:
+    """All traces of a file, validated (raises InvalidTrace with every finding)."""
+    return list(iter_traces(path, validate=validate))
+
+
+def load_one(path: str | os.PathLike[str], *, validate: bool = True) -> Trace:
+    traces = load(path, validate=validate)
+    if len(traces) != 1:
+        raise LoadError("OT111", f"expected exactly one trace, found {len(traces)}", path=os.fspath(path))
+    return traces[0]
+
+
+def iter_traces(path: str | os.PathLike[str], *, validate: bool = True) -> Iterator[Trace]:
+    from .validate import check_raw  # validation depends on io, not the reverse
+
+    for raw in iter_raw(path):
+        if validate:
+            check_raw(raw, raise_on_error=True)
+        yield raw_to_trace(raw)
+
+
+def raw_to_trace(raw: RawTrace) -> Trace:
+    d = raw.data
+    derived = d.pop("_derived_costs", False)
+    tr = trace_from_dict(d)
+    if derived:
+        tr.costs = derived_costs(tr.events)
+    return tr
+
+
+def loads(data: bytes | str, *, validate: bool = True) -> Trace:
+    """One trace from JSON text."""
+    from .validate import check_raw
+
+    b = data.encode() if isinstance(data, str) else data
+    raw = RawTrace(parse_json(b), "<string>")
+    if validate:
+        check_raw(raw, raise_on_error=True, source=b)
+    return raw_to_trace(raw)
+
+
+def dumps(trace: Trace, *, indent: bool = False) -> bytes:
+    """JSON bytes of one trace (deterministic: same trace, same bytes)."""
+    _check_finite(trace)
+    return orjson.dumps(trace_to_dict(trace), option=orjson.OPT_INDENT_2 if indent else 0)
+
+
+def _check_finite(trace: Trace) -> None:
+    import math
+
+    for name in ("rewards", "costs", "metrics"):
+        for k, v in (getattr(trace, name) or {}).items():
+            if isinstance(v, float) and not math.isfinite(v):
+                raise LoadError("OT208", f"{name}.{k} is {v}: cannot write a non-finite number", pointer=f"/{name}/{k}")
+
+
+def _open_write(path: str, append: bool = False) -> IO[bytes]:
+    _, comp = split_format(path)
+    mode = "ab" if append else "wb"
+    if path == "-":
+        return sys.stdout.buffer
+    if comp == "gz":
+        return gzip.GzipFile(path, mode=mode, mtime=0)  # type: ignore[return-value]
+    if comp == "zst":
+        import zstandard
+
+        raw = open(path, mode)  # noqa: SIM115
+        return zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=True)  # type: ignore[return-value]
+    return open(path, mode)  # noqa: SIM115
+
+
+def save(traces: Trace | Iterable[Trace], path: str | os.PathLike[str]) -> int:
+    """Write traces in the format the extension names; returns how many were written."""
+    p = os.fspath(path)
+    fmt, _ = split_format(p)
+    items = [traces] if isinstance(traces, Trace) else list(traces)
+    if fmt == "json" and len(items) != 1:
+        raise LoadError("OT112", f"a .json file holds exactly one trace, got {len(items)}: use .jsonl", path=p)
+    if fmt == "events" and len(items) != 1:
+        raise LoadError("OT112", f"an event log holds exactly one trace, got {len(items)}", path=p)
+    if p != "-":
+        Path(p).parent.mkdir(parents=True, exist_ok=True)
+    f = _open_write(p)
+    try:
+        if fmt == "json":
+            f.write(dumps(items[0], indent=True) + b"\n")
+        elif fmt == "jsonl":
+            for tr in items:
+                f.write(dumps(tr) + b"\n")
+        else:
+            for line in event_log_lines(items[0]):
+                f.write(line)
+    finally:
+        if p != "-":
+            f.close()
+        else:
+            f.flush()
+    return len(items)
+
+
+def event_log_lines(tr: Trace) -> Iterator[bytes]:
+    """The lines of a trace written as an event log (header, events, edges)."""
+    _check_finite(tr)
+    d = trace_to_dict(tr)
+    header = {REC: "header", **{k: d[k] for k in LOG_TOP_LEVEL if k in d}}
+    yield orjson.dumps(header) + b"\n"
+    for e in d["events"]:
+        yield orjson.dumps({REC: "event", **e}) + b"\n"
+    for x in d["edges"]:
+        yield orjson.dumps({REC: "edge", **x}) + b"\n"
+
+
+class EventLogWriter:
+    """Appends records to an event log as a run happens; each record is flushed at once.
+
+    ``fsync``: ``"never"`` (flush to the OS only: survives a killed process), ``"always"``
+    (survives power loss, slower) or a number N (fsync every N records).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any], *, fsync: str | int = "never") -> None:
+        self.path = os.fspath(path)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._f = _open_write(self.path)
+        self._fsync = fsync
+        self._count = 0
+        self._write({REC: "header", **header})
+
+    def _write(self, rec: dict[str, Any]) -> None:
+        self._f.write(orjson.dumps(rec) + b"\n")
+        self._f.flush()
+        self._count += 1
+        if self._fsync == "always" or (isinstance(self._fsync, int) and self._count % self._fsync == 0):
+            raw = getattr(self._f, "fileno", None)
+            if raw is not None:
+                try:
+                    os.fsync(raw())
+                except (OSError, io.UnsupportedOperation):
+                    pass
+
+    def event(self, e: Event) -> None:
+        self._write({REC: "event", **event_to_dict(e)})
+
+    def edge(self, src: str, dst: str, type: str) -> None:
+        self._write({REC: "edge", "src": src, "dst": dst, "type": type})
+
+    def update(self, **fields: Any) -> None:
+        """Merge top-level fields (rewards, costs, metrics, metadata...) known later in the run."""
+        self._write({REC: "update", **fields})
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+
+    def __enter__(self) -> EventLogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

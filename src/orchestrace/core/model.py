@@ -1,0 +1,229 @@
+"""The orchestration trace: typed, plain data.
+
+A trace is a temporal event graph (survey Def. 3): events are vertices, edges are typed
+dependencies. Field names follow the published minimal schema; everything we add is optional,
+so every trace valid under that schema is a valid orchestrace trace.
+
+Time convention (ours, spec §1.2 leaves it open): ``t`` and ``t_end`` are seconds from the trace
+start. Traces whose ``t`` is ordinal (0, 1, 2, ...) remain valid; wall-clock metrics then read
+steps as seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+SCHEMA_VERSION: Final = "orchestrace/1"
+
+EVENT_TYPES: Final = (
+    "orchestrator_decision",
+    "spawn",
+    "despawn",
+    "message",
+    "tool_call",
+    "tool_result",
+    "return",
+    "aggregate",
+    "human_intervention",
+    "safety_event",
+)
+EDGE_TYPES: Final = (
+    "temporal",
+    "causal",
+    "spawn",
+    "message",
+    "tool_dependency",
+    "return",
+    "aggregate",
+    "safety_flow",
+)
+TOPOLOGIES: Final = (
+    "centralized",
+    "planner_executor_critic",
+    "debate",
+    "swarm",
+    "hierarchical",
+    "harness",
+    "mixed",
+    "unknown",
+)
+STATUSES: Final = ("ok", "error")
+
+#: Event fields of the published schema, in its order.
+SURVEY_EVENT_FIELDS: Final = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
+
+
+class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One vertex of the trace. ``extra`` holds fields we do not know, kept verbatim on save."""
+
+    id: str
+    t: float
+    type: str
+    agent: str
+    role: str | None = None
+    from_: str | None = msgspec.field(default=None, name="from")
+    to: str | None = None
+    tool: str | None = None
+    content_ref: str | None = None
+    trusted: bool | None = None
+    # --- orchestrace extensions (all optional) ---
+    t_end: float | None = None
+    parent: str | None = None
+    call_id: str | None = None
+    turn: int | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    model: str | None = None
+    content: str | None = None
+    status: str | None = None
+    attrs: dict[str, Any] | None = None
+    credit: dict[str, float] | None = None
+    extra: dict[str, Any] | None = None
+
+    @property
+    def duration(self) -> float:
+        """Seconds the event took; 0 for instantaneous events."""
+        return 0.0 if self.t_end is None else max(0.0, self.t_end - self.t)
+
+    @property
+    def tokens(self) -> int:
+        return (self.tokens_in or 0) + (self.tokens_out or 0)
+
+
+class Edge(msgspec.Struct, frozen=True):
+    """A typed dependency ``src -> dst`` between two event ids."""
+
+    src: str
+    dst: str
+    type: str
+
+
+class Trace(msgspec.Struct, kw_only=True):
+    """One run of a multi-agent system."""
+
+    trace_id: str
+    task_id: str
+    events: list[Event]
+    edges: list[Edge] = msgspec.field(default_factory=list)
+    rewards: dict[str, float] = msgspec.field(default_factory=dict)
+    costs: dict[str, float] = msgspec.field(default_factory=dict)
+    system: str | None = None
+    topology: str | None = None
+    metrics: dict[str, float] | None = None
+    schema_version: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    def agents(self) -> list[str]:
+        """Agents that act in the trace, in order of first appearance."""
+        return list(dict.fromkeys(e.agent for e in self.events))
+
+
+# Field names of Event as they appear in JSON, in output order.
+EVENT_JSON_FIELDS: Final = tuple(
+    f.encode_name for f in msgspec.structs.fields(Event) if f.name != "extra"
+)
+_EVENT_ATTR_BY_JSON: Final = {
+    f.encode_name: f.name for f in msgspec.structs.fields(Event) if f.name != "extra"
+}
+TRACE_JSON_FIELDS: Final = (
+    "schema_version",
+    "trace_id",
+    "task_id",
+    "system",
+    "topology",
+    "events",
+    "edges",
+    "rewards",
+    "costs",
+    "metrics",
+    "metadata",
+)
+
+
+def event_from_dict(d: dict[str, Any]) -> Event:
+    """Build an Event from a decoded JSON object (already validated), keeping unknown fields."""
+    kw: dict[str, Any] = {}
+    extra: dict[str, Any] | None = None
+    for k, v in d.items():
+        name = _EVENT_ATTR_BY_JSON.get(k)
+        if name is None:
+            if extra is None:
+                extra = {}
+            extra[k] = v
+        else:
+            kw[name] = v
+    if extra is not None:
+        kw["extra"] = extra
+    return Event(**kw)
+
+
+def event_to_dict(e: Event) -> dict[str, Any]:
+    """The JSON object of an event: known fields in schema order, then unknown ones."""
+    d: dict[str, Any] = {}
+    for json_name, attr in _EVENT_ATTR_BY_JSON.items():
+        v = getattr(e, attr)
+        if v is not None:
+            d[json_name] = v
+    if e.extra:
+        for k, v in e.extra.items():
+            d.setdefault(k, v)
+    return d
+
+
+def trace_from_dict(d: dict[str, Any]) -> Trace:
+    """Build a Trace from a decoded JSON object that passed structural validation."""
+    return Trace(
+        trace_id=d["trace_id"],
+        task_id=d["task_id"],
+        events=[event_from_dict(e) for e in d["events"]],
+        edges=[Edge(x["src"], x["dst"], x["type"]) for x in d.get("edges", ())],
+        rewards=dict(d.get("rewards") or {}),
+        costs=dict(d.get("costs") or {}),
+        system=d.get("system"),
+        topology=d.get("topology"),
+        metrics=d.get("metrics"),
+        schema_version=d.get("schema_version"),
+        metadata=d.get("metadata"),
+    )
+
+
+def trace_to_dict(tr: Trace) -> dict[str, Any]:
+    """The JSON object of a trace; required keys always, optional keys only when set."""
+    d: dict[str, Any] = {}
+    if tr.schema_version is not None:
+        d["schema_version"] = tr.schema_version
+    d["trace_id"] = tr.trace_id
+    d["task_id"] = tr.task_id
+    if tr.system is not None:
+        d["system"] = tr.system
+    if tr.topology is not None:
+        d["topology"] = tr.topology
+    d["events"] = [event_to_dict(e) for e in tr.events]
+    d["edges"] = [{"src": x.src, "dst": x.dst, "type": x.type} for x in tr.edges]
+    d["rewards"] = tr.rewards
+    d["costs"] = tr.costs
+    if tr.metrics is not None:
+        d["metrics"] = tr.metrics
+    if tr.metadata is not None:
+        d["metadata"] = tr.metadata
+    return d
+
+
+def derived_costs(events: list[Event]) -> dict[str, float]:
+    """Costs computed from events, used when a trace (e.g. a repaired log) carries none."""
+    tokens = sum(e.tokens for e in events)
+    end = max((e.t_end if e.t_end is not None else e.t) for e in events) if events else 0.0
+    start = min(e.t for e in events) if events else 0.0
+    usd = sum(e.cost_usd or 0.0 for e in events)
+    costs: dict[str, float] = {
+        "tokens": tokens,
+        "wall_clock_s": max(0.0, end - start),
+        "tool_calls": sum(1 for e in events if e.type == "tool_call"),
+        "messages": sum(1 for e in events if e.type == "message"),
+    }
+    if usd:
+        costs["usd"] = usd
+    return costs

@@ -1,0 +1,570 @@
+"""Validation: structural rules (what the JSON Schema says) plus semantic rules (what a trace means).
+
+Codes are stable; documented in docs/validation.md.
+
+=====  ========  =================================================================
+code   severity  rule
+=====  ========  =================================================================
+OT001  error     file cannot be read
+OT002  error     invalid UTF-8
+OT003  error     not JSON
+OT004  error     NaN / Infinity
+OT005  error     duplicate key in a JSON object
+OT006  error     empty or truncated input
+OT007  error     corrupt compressed stream
+OT101  error     required field missing
+OT102  error     wrong JSON type
+OT103  error     unknown top-level field (the schema is closed at the top level)
+OT104  error     value not in the allowed set (event type, edge type, topology, status)
+OT105  error     empty string where a non-empty one is required
+OT106  error     ``events`` is empty
+OT107  error     negative number where it must be >= 0 (t, costs, tokens)
+OT108  error     unknown field on an edge (edges are closed)
+OT110  error     bad event-log record
+OT201  error     duplicate event id
+OT202  error     edge endpoint is not an event id
+OT203  error     cycle among dependency edges
+OT204  error     edge goes backwards in time (t[src] > t[dst])
+OT205  error     agent acts before it was spawned
+OT206  error     return does not go back to the sender's spawner
+OT207  error     tool_result without a matching earlier tool_call
+OT208  error     non-finite reward, cost, metric or time
+OT209  warning   ``from``/``to`` names an agent that never appears
+OT210  error     event ends before it starts (t_end < t)
+=====  ========  =================================================================
+
+All edge types order their endpoints (src happens before dst), so the acyclicity rule covers
+every edge type; ``temporal`` included.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from .errors import Finding, InvalidTrace, LoadError
+from .io import RawTrace, iter_raw
+from .model import EDGE_TYPES, EVENT_TYPES, STATUSES, TOPOLOGIES
+
+_EVENT_TYPES = frozenset(EVENT_TYPES)
+_EDGE_TYPES = frozenset(EDGE_TYPES)
+_TOPOLOGIES = frozenset(TOPOLOGIES)
+_TOP_REQUIRED = ("trace_id", "task_id", "events", "edges", "rewards", "costs")
+_TOP_ALLOWED = frozenset((*_TOP_REQUIRED, "system", "topology", "metrics", "schema_version", "metadata"))
+_EVENT_REQUIRED = frozenset(("id", "t", "type", "agent"))
+_EDGE_KEYS = frozenset(("src", "dst", "type"))
+_INF = math.inf
+
+DEFAULT_MAX_FINDINGS = 200
+
+
+class ValidationResult(msgspec.Struct):
+    path: str
+    valid: bool
+    findings: list[Finding]
+    traces: int = 0
+    truncated: int = 0  # findings beyond the cap, counted but not listed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "valid": self.valid,
+            "traces": self.traces,
+            "findings": [
+                {"code": f.code, "severity": f.severity, "pointer": f.pointer, "line": f.line, "message": f.message}
+                for f in self.findings
+            ],
+            "findings_not_listed": self.truncated,
+        }
+
+
+class _Sink:
+    """Collects findings, keeping at most ``cap`` but counting all."""
+
+    def __init__(self, raw: RawTrace, cap: int) -> None:
+        self.raw = raw
+        self.cap = cap
+        self.items: list[Finding] = []
+        self.dropped = 0
+        self.errors = 0
+
+    def add(self, code: str, msg: str, pointer: str | None, *, warn: bool = False, line: int | None = None) -> None:
+        if not warn:
+            self.errors += 1
+        if len(self.items) >= self.cap:
+            self.dropped += 1
+            return
+        if line is None:
+            line = self._line(pointer)
+        self.items.append(
+            Finding(code=code, severity="warning" if warn else "error", message=msg, pointer=pointer, line=line, path=self.raw.path)
+        )
+
+    def _line(self, pointer: str | None) -> int | None:
+        raw = self.raw
+        if raw.line is not None:
+            return raw.line
+        if pointer and raw.event_lines is not None:
+            parts = pointer.split("/")
+            if len(parts) > 2 and parts[2].isdigit():
+                i = int(parts[2])
+                lines = raw.event_lines if parts[1] == "events" else raw.edge_lines if parts[1] == "edges" else None
+                if lines is not None and i < len(lines):
+                    return lines[i]
+        return None
+
+
+def _jtype(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, dict):
+        return "object"
+    return type(v).__name__
+
+
+def _is_num(v: Any) -> bool:
+    t = type(v)
+    return t is float or t is int
+
+
+# Optional event fields: JSON name -> (check, expectation). A check returns True when fine.
+def _opt_str(v: Any) -> bool:
+    return type(v) is str
+
+
+def _opt_bool(v: Any) -> bool:
+    return type(v) is bool
+
+
+def _opt_nonneg_int(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _opt_nonneg_num(v: Any) -> bool:
+    return _is_num(v) and 0 <= v < _INF
+
+
+def _opt_dict(v: Any) -> bool:
+    return type(v) is dict
+
+
+def _opt_num_map(v: Any) -> bool:
+    return type(v) is dict and all(_is_num(x) and math.isfinite(x) for x in v.values())
+
+
+_OPTIONAL_EVENT_FIELDS: dict[str, tuple[Any, str, str]] = {
+    "role": (_opt_str, "OT102", "a string"),
+    "from": (_opt_str, "OT102", "a string"),
+    "to": (_opt_str, "OT102", "a string"),
+    "tool": (_opt_str, "OT102", "a string"),
+    "content_ref": (_opt_str, "OT102", "a string"),
+    "trusted": (_opt_bool, "OT102", "a boolean"),
+    "t_end": (_opt_nonneg_num, "OT102", "a finite number >= 0 (seconds from trace start)"),
+    "parent": (_opt_str, "OT102", "a string (the spawning agent)"),
+    "call_id": (_opt_str, "OT102", "a string"),
+    "turn": (_opt_nonneg_int, "OT102", "an integer >= 0"),
+    "tokens_in": (_opt_nonneg_int, "OT107", "an integer >= 0"),
+    "tokens_out": (_opt_nonneg_int, "OT107", "an integer >= 0"),
+    "cost_usd": (_opt_nonneg_num, "OT107", "a finite number >= 0"),
+    "model": (_opt_str, "OT102", "a string"),
+    "content": (_opt_str, "OT102", "a string"),
+    "status": (lambda v: v in STATUSES, "OT104", 'one of "ok", "error"'),
+    "attrs": (_opt_dict, "OT102", "an object"),
+    "credit": (_opt_num_map, "OT102", "an object of finite numbers"),
+}
+
+
+def check_raw(
+    raw: RawTrace,
+    *,
+    raise_on_error: bool = False,
+    max_findings: int = DEFAULT_MAX_FINDINGS,
+    source: bytes | None = None,
+) -> tuple[list[Finding], int]:
+    """Validate one decoded trace object; returns (findings, findings not listed).
+
+    With ``raise_on_error`` an InvalidTrace carrying every finding is raised on any error.
+    """
+    sink = _Sink(raw, max_findings)
+    for err in raw.log_errors:
+        sink.add(err.code, err.message, None, line=err.line)
+    for ptr, key, line in raw.duplicates:
+        sink.add("OT005", f"duplicate key {key!r} in one object: the value would be silently overwritten", ptr or "/", line=line)
+    if source is not None:
+        from .io import find_duplicate_key
+
+        if dup := find_duplicate_key(source):
+            sink.add("OT005", f"duplicate key {dup[1]!r} in one object: the value would be silently overwritten", dup[0] or "/")
+    _check(raw.data, sink)
+    if raise_on_error and sink.errors:
+        raise InvalidTrace(sink.items, path=raw.path)
+    return sink.items, sink.dropped
+
+
+def _check(d: Any, s: _Sink) -> None:
+    if not isinstance(d, dict):
+        s.add("OT102", f"expected a trace object at the top level, got {_jtype(d)}", "")
+        return
+    derived_costs = d.get("_derived_costs", False)
+    for k in _TOP_REQUIRED:
+        if k not in d and not (k == "costs" and derived_costs):
+            s.add("OT101", f"missing required field {k!r}", "")
+    for k in d:
+        if k not in _TOP_ALLOWED and k != "_derived_costs":
+            s.add("OT103", f"unknown top-level field {k!r}: put extra data under 'metadata'", f"/{k}")
+    for k in ("trace_id", "task_id"):
+        v = d.get(k)
+        if k in d and type(v) is not str:
+            s.add("OT102", f"{k} must be a string, got {_jtype(v)}", f"/{k}")
+        elif k in d and not v:
+            s.add("OT105", f"{k} must be a non-empty string", f"/{k}")
+    for k in ("system", "schema_version"):
+        if k in d and type(d[k]) is not str:
+            s.add("OT102", f"{k} must be a string, got {_jtype(d[k])}", f"/{k}")
+    if "topology" in d and d["topology"] not in _TOPOLOGIES:
+        s.add("OT104", f"topology {d['topology']!r} is not one of {', '.join(TOPOLOGIES)}", "/topology")
+    if "metadata" in d and type(d["metadata"]) is not dict:
+        s.add("OT102", f"metadata must be an object, got {_jtype(d['metadata'])}", "/metadata")
+    for k in ("rewards", "metrics"):
+        if k in d:
+            _check_num_map(d[k], k, s, nonneg=False)
+    if "costs" in d:
+        c = d["costs"]
+        _check_num_map(c, "costs", s, nonneg=True)
+        if type(c) is dict:
+            for req in ("tokens", "wall_clock_s"):
+                if req not in c:
+                    s.add("OT101", f"costs must have {req!r} (a number >= 0)", "/costs")
+
+    events = d.get("events")
+    edges = d.get("edges")
+    if "events" in d and type(events) is not list:
+        s.add("OT102", f"events must be an array, got {_jtype(events)}", "/events")
+        events = None
+    elif type(events) is list and not events:
+        s.add("OT106", "events must contain at least one event", "/events")
+    if "edges" in d and type(edges) is not list:
+        s.add("OT102", f"edges must be an array, got {_jtype(edges)}", "/edges")
+        edges = None
+    if events:
+        _check_events_and_edges(events, edges or [], s)
+
+
+def _check_num_map(m: Any, name: str, s: _Sink, *, nonneg: bool) -> None:
+    if type(m) is not dict:
+        s.add("OT102", f"{name} must be an object of numbers, got {_jtype(m)}", f"/{name}")
+        return
+    for k, v in m.items():
+        if not _is_num(v):
+            s.add("OT102", f"{name}.{k} must be a number, got {_jtype(v)}", f"/{name}/{k}")
+        elif not math.isfinite(v):
+            s.add("OT208", f"{name}.{k} must be finite, got {v}", f"/{name}/{k}")
+        elif nonneg and v < 0:
+            s.add("OT107", f"{name}.{k} must be >= 0, got {v}", f"/{name}/{k}")
+
+
+def _check_events_and_edges(events: list[Any], edges: list[Any], s: _Sink) -> None:
+    n = len(events)
+    index: dict[str, int] = {}
+    t_arr = np.zeros(n, dtype=np.float64)
+    ok_t = np.ones(n, dtype=bool)
+    types: list[Any] = [None] * n
+    agents: list[Any] = [None] * n
+    interesting: list[int] = []  # spawn, return, tool events, events with from/to
+    ev_types = _EVENT_TYPES
+    opt = _OPTIONAL_EVENT_FIELDS
+    req = _EVENT_REQUIRED
+    add = s.add
+    for i, ev in enumerate(events):
+        if type(ev) is not dict:
+            add("OT102", f"event must be an object, got {_jtype(ev)}", f"/events/{i}")
+            ok_t[i] = False
+            continue
+        eid = ev.get("id")
+        t = ev.get("t")
+        ty = ev.get("type")
+        ag = ev.get("agent")
+        if type(eid) is not str or not eid:
+            if "id" not in ev:
+                add("OT101", "event is missing required field 'id'", f"/events/{i}")
+            elif type(eid) is not str:
+                add("OT102", f"id must be a string, got {_jtype(eid)}", f"/events/{i}/id")
+            else:
+                add("OT105", "id must be a non-empty string", f"/events/{i}/id")
+        elif eid in index:
+            add("OT201", f"duplicate event id {eid!r} (first at /events/{index[eid]})", f"/events/{i}/id")
+        else:
+            index[eid] = i
+        tt = type(t)
+        if (tt is float or tt is int) and 0 <= t < _INF:
+            t_arr[i] = t
+        else:
+            ok_t[i] = False
+            if t is None and "t" not in ev:
+                add("OT101", "event is missing required field 't' (seconds from trace start)", f"/events/{i}")
+            elif tt is not float and tt is not int:
+                add("OT102", f"t must be a number, got {_jtype(t)}", f"/events/{i}/t")
+            elif t != t or t == _INF:
+                add("OT208", f"t must be finite, got {t}", f"/events/{i}/t")
+            else:
+                add("OT107", f"t must be >= 0, got {t}", f"/events/{i}/t")
+        if ty not in ev_types:
+            if "type" not in ev:
+                add("OT101", "event is missing required field 'type'", f"/events/{i}")
+            else:
+                add("OT104", f"event type {ty!r} is not one of {', '.join(EVENT_TYPES)}", f"/events/{i}/type")
+        else:
+            types[i] = ty
+            if ty in ("spawn", "return", "tool_call", "tool_result", "despawn"):
+                interesting.append(i)
+        if type(ag) is not str or not ag:
+            if "agent" not in ev:
+                add("OT101", "event is missing required field 'agent'", f"/events/{i}")
+            elif type(ag) is not str:
+                add("OT102", f"agent must be a string, got {_jtype(ag)}", f"/events/{i}/agent")
+            else:
+                add("OT105", "agent must be a non-empty string", f"/events/{i}/agent")
+        else:
+            agents[i] = ag
+        if len(ev) > 4:
+            for k, v in ev.items():
+                if k in req:
+                    continue
+                rule = opt.get(k)
+                if rule is not None and not rule[0](v):
+                    add(rule[1], f"{k} must be {rule[2]}, got {_jtype(v)} {_short(v)}", f"/events/{i}/{k}")
+            te = ev.get("t_end")
+            if te is not None and _is_num(te) and ok_t[i] and te < t:
+                add("OT210", f"t_end {te} is before t {t}", f"/events/{i}/t_end")
+
+    # ---- edges
+    m = len(edges)
+    src = np.full(m, -1, dtype=np.int64)
+    dst = np.full(m, -1, dtype=np.int64)
+    etypes = _EDGE_TYPES
+    for j, ed in enumerate(edges):
+        if type(ed) is not dict:
+            add("OT102", f"edge must be an object, got {_jtype(ed)}", f"/edges/{j}")
+            continue
+        if len(ed) != 3 or ed.keys() != _EDGE_KEYS:
+            for k in _EDGE_KEYS - ed.keys():
+                add("OT101", f"edge is missing required field {k!r}", f"/edges/{j}")
+            for k in ed.keys() - _EDGE_KEYS:
+                add("OT108", f"unknown edge field {k!r}: edges have exactly src, dst, type", f"/edges/{j}/{k}")
+        a, b, ty = ed.get("src"), ed.get("dst"), ed.get("type")
+        if "type" in ed and ty not in etypes:
+            add("OT104", f"edge type {ty!r} is not one of {', '.join(EDGE_TYPES)}", f"/edges/{j}/type")
+        for key, v, arr in (("src", a, src), ("dst", b, dst)):
+            if key not in ed:
+                continue
+            if type(v) is not str:
+                add("OT102", f"{key} must be a string, got {_jtype(v)}", f"/edges/{j}/{key}")
+                continue
+            k = index.get(v)
+            if k is None:
+                add("OT202", f"edge {key} {v!r} is not the id of any event", f"/edges/{j}/{key}")
+            else:
+                arr[j] = k
+
+    good = (src >= 0) & (dst >= 0)
+    if m:
+        gi = np.nonzero(good)[0]
+        s_, d_ = src[gi], dst[gi]
+        both_t = ok_t[s_] & ok_t[d_]
+        back = gi[both_t & (t_arr[s_] > t_arr[d_])]
+        for j in back[: s.cap]:
+            a, b = int(src[j]), int(dst[j])
+            add(
+                "OT204",
+                f"edge goes backwards in time: {events[a]['id']!r} at t={t_arr[a]:g} -> {events[b]['id']!r} at t={t_arr[b]:g}",
+                f"/edges/{int(j)}",
+            )
+        _check_cycles(src[gi], dst[gi], gi, t_arr, n, bool(len(back)), events, s)
+
+    _check_semantics(events, types, agents, t_arr, ok_t, interesting, s)
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _check_cycles(
+    src: np.ndarray, dst: np.ndarray, eidx: np.ndarray, t: np.ndarray, n: int, has_back: bool, events: list[Any], s: _Sink
+) -> None:
+    """Report one cycle if the edges have any. Forward-in-time edges cannot close a cycle, so
+    without backward edges only edges between equal times need checking."""
+    if not has_back:
+        tie = t[src] == t[dst]
+        src, dst, eidx = src[tie], dst[tie], eidx[tie]
+    if not len(src):
+        return
+    cyc = find_cycle(src, dst, n)
+    if cyc is not None:
+        ids = [events[i]["id"] for i in cyc]
+        first_edge = None
+        pairs = set(zip(cyc, cyc[1:] + cyc[:1], strict=True))
+        for a, b, j in zip(src.tolist(), dst.tolist(), eidx.tolist(), strict=True):
+            if (a, b) in pairs:
+                first_edge = j
+                break
+        s.add("OT203", f"cycle among dependency edges: {' -> '.join(ids + ids[:1])}", f"/edges/{first_edge}")
+
+
+def find_cycle(src: np.ndarray, dst: np.ndarray, n: int) -> list[int] | None:
+    """Nodes of one directed cycle, or None (Kahn's algorithm, then a walk inside the rest)."""
+    nodes = np.unique(np.concatenate([src, dst]))
+    indeg = defaultdict(int)
+    out: dict[int, list[int]] = defaultdict(list)
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+        out[a].append(b)
+        indeg[b] += 1
+    stack = [int(v) for v in nodes if indeg[int(v)] == 0]
+    removed = 0
+    while stack:
+        v = stack.pop()
+        removed += 1
+        for w in out[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack.append(w)
+    if removed == len(nodes):
+        return None
+    remaining = {int(v) for v in nodes if indeg[int(v)] > 0}
+    # every remaining node has an in-edge from a remaining node: walk predecessors until a repeat
+    pred: dict[int, int] = {}
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+        if a in remaining and b in remaining:
+            pred.setdefault(b, a)
+    v = next(iter(remaining))
+    seen: dict[int, int] = {}
+    path: list[int] = []
+    while v not in seen:
+        seen[v] = len(path)
+        path.append(v)
+        v = pred[v]
+    cyc = path[seen[v] :]
+    cyc.reverse()
+    return cyc
+
+
+def _check_semantics(
+    events: list[Any],
+    types: list[Any],
+    agents: list[Any],
+    t: np.ndarray,
+    ok_t: np.ndarray,
+    interesting: list[int],
+    s: _Sink,
+) -> None:
+    # spawn times and spawners
+    spawn_t: dict[str, float] = {}
+    spawner: dict[str, str] = {}
+    despawned: set[str] = set()
+    for i in interesting:
+        if types[i] == "spawn" and ok_t[i]:
+            child = events[i].get("to")
+            if isinstance(child, str) and (child not in spawn_t or t[i] < spawn_t[child]):
+                spawn_t[child] = float(t[i])
+                if isinstance(agents[i], str):
+                    spawner[child] = agents[i]
+        elif types[i] == "despawn":
+            despawned.add(events[i].get("to") or "")
+    # acting before spawn: only events of spawned agents can violate
+    if spawn_t:
+        for i, ag in enumerate(agents):
+            st = spawn_t.get(ag) if ag is not None else None
+            if st is not None and ok_t[i] and t[i] < st and types[i] != "spawn":
+                s.add("OT205", f"agent {ag!r} acts at t={t[i]:g} before it is spawned at t={st:g}", f"/events/{i}")
+    # returns go back to the spawner; tool results follow calls
+    order = sorted(interesting, key=lambda i: (t[i], i))
+    calls_by_id: dict[str, float] = {}
+    open_calls: dict[str, int] = defaultdict(int)
+    for i in order:
+        ty = types[i]
+        ev = events[i]
+        if ty == "return":
+            sender = ev.get("from") or agents[i]
+            boss = spawner.get(sender)
+            target = ev.get("to")
+            if boss is not None and isinstance(target, str) and target != boss:
+                s.add(
+                    "OT206",
+                    f"return from {sender!r} goes to {target!r}, but {sender!r} was spawned by {boss!r}",
+                    f"/events/{i}/to",
+                )
+        elif ty == "tool_call":
+            cid = ev.get("call_id")
+            if isinstance(cid, str):
+                calls_by_id[cid] = float(t[i])
+            open_calls[str(ev.get("tool"))] += 1
+        elif ty == "tool_result":
+            cid = ev.get("call_id")
+            tool = str(ev.get("tool"))
+            if isinstance(cid, str):
+                if cid not in calls_by_id:
+                    s.add("OT207", f"tool_result for call_id {cid!r} has no earlier tool_call with that call_id", f"/events/{i}")
+                open_calls[tool] -= 1
+            elif open_calls[tool] > 0:
+                open_calls[tool] -= 1
+            else:
+                s.add("OT207", f"tool_result of tool {ev.get('tool')!r} has no earlier unmatched tool_call of that tool", f"/events/{i}")
+    # from/to name known agents
+    known = {a for a in agents if a is not None}
+    known.update(spawn_t)
+    for i, ev in enumerate(events):
+        if type(ev) is not dict or ("from" not in ev and "to" not in ev):
+            continue
+        for k in ("from", "to"):
+            v = ev.get(k)
+            if isinstance(v, str) and v not in known and not (types[i] == "spawn" and k == "to"):
+                s.add("OT209", f"{k} names agent {v!r}, which never acts and is never spawned", f"/events/{i}/{k}", warn=True)
+
+
+# ---------------------------------------------------------------- files
+
+
+def validate_path(path: str | os.PathLike[str], *, max_findings: int = DEFAULT_MAX_FINDINGS) -> ValidationResult:
+    """Validate every trace in a file. I/O and parse problems become findings, never exceptions."""
+    p = os.fspath(path)
+    findings: list[Finding] = []
+    dropped = 0
+    count = 0
+    try:
+        for raw in iter_raw(p, check_duplicates=True):
+            count += 1
+            items, more = check_raw(raw, max_findings=max(0, max_findings - len(findings)))
+            findings.extend(items)
+            dropped += more
+    except LoadError as e:
+        findings.append(e.finding())
+    valid = not any(f.severity == "error" for f in findings) and dropped == 0
+    return ValidationResult(p, valid, findings, traces=count, truncated=dropped)
+
+
+def validate_trace(trace: Any) -> list[Finding]:
+    """Validate an in-memory Trace (or trace dict)."""
+    from .model import Trace, trace_to_dict
+
+    d = trace_to_dict(trace) if isinstance(trace, Trace) else trace
+    items, _ = check_raw(RawTrace(d, "<memory>"))
+    return items
+
+
+def iter_validation(paths: list[str], **kw: Any) -> Iterator[ValidationResult]:
+    for p in paths:
+        yield validate_path(p, **kw)
