@@ -1,0 +1,28 @@
+"""Where the public data lives: ``$ORCHESTRACE_DATA``, else a ``shared/data`` beside the checkout."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import OrchestraceError
+
+
+def data_dir(required: bool = True) -> Path | None:
+    """The folder of public data sets (Who&When, reflexion, routellm, ...)."""
+    env = os.environ.get("ORCHESTRACE_DATA")
+    if env:
+        p = Path(env)
+        if p.is_dir():
+            return p
+        raise OrchestraceError("OT001", "ORCHESTRACE_DATA does not name a directory", path=env)
+    here = Path.cwd().resolve()
+    for base in (here, *here.parents, Path(__file__).resolve().parents[3]):
+        for cand in (base / "shared" / "data", base.parent / "shared" / "data"):
+            if cand.is_dir():
+                return cand
+    if required:
+        raise OrchestraceError(
+            "OT001", "public data not found: set ORCHESTRACE_DATA to the folder that holds who-and-when/, reflexion/, ..."
+        )
+    return None
