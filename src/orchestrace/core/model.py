@@ -220,7 +220,7 @@ def derived_costs(events: list[Event]) -> dict[str, float]:
     usd = sum(e.cost_usd or 0.0 for e in events)
     costs: dict[str, float] = {
         "tokens": tokens,
-        "wall_clock_s": max(0.0, end - start),
+        "wall_clock_s": round(max(0.0, end - start), 6),
         "tool_calls": sum(1 for e in events if e.type == "tool_call"),
         "messages": sum(1 for e in events if e.type == "message"),
     }
