@@ -14,7 +14,13 @@ import numpy as np
 from .core.model import SCHEMA_VERSION, TOPOLOGIES, Edge, Event, Trace, derived_costs
 
 GEN_TOPOLOGIES = ("centralized", "hierarchical", "swarm", "debate", "planner_executor_critic", "harness")
-_TOOLS = (("web.search", False), ("web.fetch", False), ("python.exec", True), ("fs.read", True), ("db.query", True))
+_TOOLS = (
+    ("web.search", False),
+    ("web.fetch", False),
+    ("python.exec", True),
+    ("fs.read", True),
+    ("db.query", True),
+)
 _MODELS = ("gpt-4o-mini", "claude-haiku", "qwen2.5-7b")
 
 
@@ -56,7 +62,15 @@ class _Builder:
         extra["content_ref"] = f"sha256:{int(rng.integers(1 << 62)):016x}"
         extra.update(kw)
         self.events.append(
-            Event(id=eid, t=t, t_end=round(t + d, 4), type=type, agent=agent, turn=self.turn.get(agent, 0), **extra)  # type: ignore[arg-type]
+            Event(
+                id=eid,
+                t=t,
+                t_end=round(t + d, 4),
+                type=type,
+                agent=agent,
+                turn=self.turn.get(agent, 0),
+                **extra,
+            )  # type: ignore[arg-type]
         )
         prev = self.last.get(agent)
         linked = {s for s, _ in after}
@@ -187,7 +201,13 @@ def _debate(b: _Builder, size: int, width: int) -> None:
             last[d] = b.ev("message", d, after=deps, to=judge, role="debater", trusted=True, **{"from_": d})
         rnd += 1
     rets = [b.ret(d, judge, "debater") for d in debaters]
-    b.ev("aggregate", judge, after=tuple((r, "aggregate") for r in rets), role="judge", attrs={"resolved": True})
+    b.ev(
+        "aggregate",
+        judge,
+        after=tuple((r, "aggregate") for r in rets),
+        role="judge",
+        attrs={"resolved": True},
+    )
 
 
 def _pec(b: _Builder, size: int, width: int) -> None:
@@ -197,10 +217,21 @@ def _pec(b: _Builder, size: int, width: int) -> None:
         b.spawn(orch, name, name, after=((dec, "spawn"),))
     feedback: tuple[tuple[str, str], ...] = ()
     while len(b.events) < size - 4:
-        plan = b.ev("message", "planner", after=feedback, to="executor", role="planner", **{"from_": "planner"})
+        plan = b.ev(
+            "message", "planner", after=feedback, to="executor", role="planner", **{"from_": "planner"}
+        )
         out = b.work("executor", "executor", int(b.rng.integers(1, 4)), ((plan, "message"),))
-        rep = b.ev("message", "executor", after=((out, "causal"),), to="critic", role="executor", **{"from_": "executor"})
-        crit = b.ev("message", "critic", after=((rep, "message"),), to="planner", role="critic", **{"from_": "critic"})
+        rep = b.ev(
+            "message",
+            "executor",
+            after=((out, "causal"),),
+            to="critic",
+            role="executor",
+            **{"from_": "executor"},
+        )
+        crit = b.ev(
+            "message", "critic", after=((rep, "message"),), to="planner", role="critic", **{"from_": "critic"}
+        )
         feedback = ((crit, "message"),)
     r = b.ret("critic", orch, "critic")
     b.ev("aggregate", orch, after=((r, "aggregate"),), role="lead")
@@ -237,7 +268,9 @@ def generate(
     if topology not in _GENERATORS:
         from .core.errors import OrchestraceError
 
-        raise OrchestraceError("OT021", f"unknown topology {topology!r}; choose from {', '.join(GEN_TOPOLOGIES)}")
+        raise OrchestraceError(
+            "OT021", f"unknown topology {topology!r}; choose from {', '.join(GEN_TOPOLOGIES)}"
+        )
     assert topology in TOPOLOGIES
     rng = np.random.default_rng(seed)
     b = _Builder(rng, error_rate)
@@ -258,7 +291,9 @@ def generate(
     )
 
 
-def generate_corpus(n: int, *, seed: int = 0, size: int = 100, topology: str | None = None, **kw: object) -> list[Trace]:
+def generate_corpus(
+    n: int, *, seed: int = 0, size: int = 100, topology: str | None = None, **kw: object
+) -> list[Trace]:
     """``n`` traces; topologies cycle through all generators unless one is given."""
     return [
         generate(seed=seed + i, size=size, topology=topology or GEN_TOPOLOGIES[i % len(GEN_TOPOLOGIES)], **kw)  # type: ignore[arg-type]

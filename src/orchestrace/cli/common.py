@@ -36,7 +36,9 @@ def expand_paths(paths: list[str]) -> Iterator[str]:
                         found = True
                         yield os.path.join(root, f)
             if not found:
-                raise OrchestraceError("OT001", "directory holds no trace files (.json, .jsonl, .events.jsonl)", path=p)
+                raise OrchestraceError(
+                    "OT001", "directory holds no trace files (.json, .jsonl, .events.jsonl)", path=p
+                )
         elif any(ch in p for ch in "*?["):
             matches = sorted(glob.glob(p, recursive=True))
             if not matches:

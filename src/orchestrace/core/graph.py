@@ -50,7 +50,9 @@ class TraceGraph:
         self.type = np.fromiter((EVENT_CODE[e.type] for e in ev), dtype=np.int8, count=n)
         self.agent, self.agents = _codes(e.agent for e in ev)
         self.role, self.roles = _codes(e.role for e in ev)
-        self.tokens = np.fromiter(((e.tokens_in or 0) + (e.tokens_out or 0) for e in ev), dtype=np.int64, count=n)
+        self.tokens = np.fromiter(
+            ((e.tokens_in or 0) + (e.tokens_out or 0) for e in ev), dtype=np.int64, count=n
+        )
         self.error = np.fromiter((e.status == "error" for e in ev), dtype=bool, count=n)
         self.untrusted = np.fromiter((e.trusted is False for e in ev), dtype=bool, count=n)
         idx = self.index
@@ -59,7 +61,9 @@ class TraceGraph:
             self.src = np.fromiter((idx[x.src] for x in trace.edges), dtype=np.int32, count=m)
             self.dst = np.fromiter((idx[x.dst] for x in trace.edges), dtype=np.int32, count=m)
         except KeyError as e:
-            raise OrchestraceError("OT202", f"edge endpoint {e.args[0]!r} is not an event id", pointer="/edges") from None
+            raise OrchestraceError(
+                "OT202", f"edge endpoint {e.args[0]!r} is not an event id", pointer="/edges"
+            ) from None
         self.etype = np.fromiter((EDGE_CODE[x.type] for x in trace.edges), dtype=np.int8, count=m)
         self._adj: dict[tuple[frozenset[int] | None, bool], csr_matrix] = {}
 
@@ -133,7 +137,11 @@ class TraceGraph:
         return np.asarray(out, dtype=np.int64)
 
     def reachable(
-        self, sources: Sequence[int] | np.ndarray, types: Iterable[str] | None = None, *, reverse: bool = False
+        self,
+        sources: Sequence[int] | np.ndarray,
+        types: Iterable[str] | None = None,
+        *,
+        reverse: bool = False,
     ) -> np.ndarray:
         """Mask of nodes reachable from any source (sources included) along the edge types."""
         src = np.asarray(sources, dtype=np.int64)

@@ -29,7 +29,17 @@ Format = Literal["json", "jsonl", "events"]
 Compression = Literal["gz", "zst", None]
 
 REC = "rec"
-LOG_TOP_LEVEL = ("schema_version", "trace_id", "task_id", "system", "topology", "rewards", "costs", "metrics", "metadata")
+LOG_TOP_LEVEL = (
+    "schema_version",
+    "trace_id",
+    "task_id",
+    "system",
+    "topology",
+    "rewards",
+    "costs",
+    "metrics",
+    "metadata",
+)
 
 
 def split_format(path: str | os.PathLike[str]) -> tuple[Format, Compression]:
@@ -102,12 +112,16 @@ def iter_lines(path: str | os.PathLike[str], *, tolerant: bool = False) -> Itera
             except (EOFError, gzip.BadGzipFile, OSError) as e:
                 if tolerant:
                     return
-                raise LoadError("OT007", f"corrupt or truncated compressed data ({e})", path=p, line=n + 1) from None
+                raise LoadError(
+                    "OT007", f"corrupt or truncated compressed data ({e})", path=p, line=n + 1
+                ) from None
             except Exception as e:
                 if type(e).__name__ == "ZstdError":
                     if tolerant:
                         return
-                    raise LoadError("OT007", f"corrupt or truncated zstd data ({e})", path=p, line=n + 1) from None
+                    raise LoadError(
+                        "OT007", f"corrupt or truncated zstd data ({e})", path=p, line=n + 1
+                    ) from None
                 raise
             if not line:
                 return
@@ -136,7 +150,9 @@ def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: 
     head = data[pos : pos + 9] if isinstance(data, bytes | bytearray) else b""
     col = f" column {e.colno}" if line is None else f" (char {pos})"
     if "UTF-8" in msg or "utf-8" in msg:
-        return LoadError("OT002", "invalid UTF-8: trace files must be UTF-8 encoded", path=path, line=where_line)
+        return LoadError(
+            "OT002", "invalid UTF-8: trace files must be UTF-8 encoded", path=path, line=where_line
+        )
     if "infinity" in msg or head.lstrip(b"-").startswith((b"NaN", b"Infinity", b"inf")):
         return LoadError(
             "OT004",
@@ -146,7 +162,9 @@ def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: 
         )
     stripped = data[pos:].strip() if isinstance(data, bytes | bytearray) else b""
     if not stripped or "EOF" in msg or "end of" in msg.lower():
-        return LoadError("OT006", f"unexpected end of input at{col}: the file looks truncated", path=path, line=where_line)
+        return LoadError(
+            "OT006", f"unexpected end of input at{col}: the file looks truncated", path=path, line=where_line
+        )
     return LoadError("OT003", f"not valid JSON at{col}: {msg}", path=path, line=where_line)
 
 
@@ -262,7 +280,9 @@ def iter_log_records(
         if not isinstance(rec, dict):
             if tolerant:
                 continue
-            raise LoadError("OT102", f"expected a JSON object per line, got {type(rec).__name__}", path=p, line=n)
+            raise LoadError(
+                "OT102", f"expected a JSON object per line, got {type(rec).__name__}", path=p, line=n
+            )
         yield n, rec
 
 
@@ -291,7 +311,12 @@ def read_event_log_raw(path: str, *, tolerant: bool = False, check_duplicates: b
                 saw_header = True
             _merge_top(top, rec)
         else:
-            err = LoadError("OT110", f'unknown record kind {kind!r}: expected "rec" to be header, event, edge or update', path=path, line=n)
+            err = LoadError(
+                "OT110",
+                f'unknown record kind {kind!r}: expected "rec" to be header, event, edge or update',
+                path=path,
+                line=n,
+            )
             if not tolerant:
                 raise err
             errors.append(err)
@@ -307,7 +332,11 @@ def read_event_log_raw(path: str, *, tolerant: bool = False, check_duplicates: b
 
 def _merge_top(top: dict[str, Any], rec: dict[str, Any]) -> None:
     for k, v in rec.items():
-        if k in ("rewards", "costs", "metrics", "metadata") and isinstance(v, dict) and isinstance(top.get(k), dict):
+        if (
+            k in ("rewards", "costs", "metrics", "metadata")
+            and isinstance(v, dict)
+            and isinstance(top.get(k), dict)
+        ):
             top[k].update(v)
         else:
             top[k] = v
@@ -369,7 +398,9 @@ def _check_finite(trace: Trace) -> None:
     for name in ("rewards", "costs", "metrics"):
         for k, v in (getattr(trace, name) or {}).items():
             if isinstance(v, float) and not math.isfinite(v):
-                raise LoadError("OT208", f"{name}.{k} is {v}: cannot write a non-finite number", pointer=f"/{name}/{k}")
+                raise LoadError(
+                    "OT208", f"{name}.{k} is {v}: cannot write a non-finite number", pointer=f"/{name}/{k}"
+                )
 
 
 def _open_write(path: str, append: bool = False) -> IO[bytes]:
@@ -393,7 +424,9 @@ def save(traces: Trace | Iterable[Trace], path: str | os.PathLike[str]) -> int:
     fmt, _ = split_format(p)
     items = [traces] if isinstance(traces, Trace) else list(traces)
     if fmt == "json" and len(items) != 1:
-        raise LoadError("OT112", f"a .json file holds exactly one trace, got {len(items)}: use .jsonl", path=p)
+        raise LoadError(
+            "OT112", f"a .json file holds exactly one trace, got {len(items)}: use .jsonl", path=p
+        )
     if fmt == "events" and len(items) != 1:
         raise LoadError("OT112", f"an event log holds exactly one trace, got {len(items)}", path=p)
     if p != "-":
@@ -435,7 +468,9 @@ class EventLogWriter:
     (survives power loss, slower) or a number N (fsync every N records).
     """
 
-    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any], *, fsync: str | int = "never") -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], header: dict[str, Any], *, fsync: str | int = "never"
+    ) -> None:
         self.path = os.fspath(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._f = _open_write(self.path)

@@ -52,7 +52,18 @@ TOPOLOGIES: Final = (
 STATUSES: Final = ("ok", "error")
 
 #: Event fields of the published schema, in its order.
-SURVEY_EVENT_FIELDS: Final = ("id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted")
+SURVEY_EVENT_FIELDS: Final = (
+    "id",
+    "t",
+    "type",
+    "agent",
+    "role",
+    "from",
+    "to",
+    "tool",
+    "content_ref",
+    "trusted",
+)
 
 
 class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -122,9 +133,7 @@ class Trace(msgspec.Struct, kw_only=True):
 
 
 # Field names of Event as they appear in JSON, in output order.
-EVENT_JSON_FIELDS: Final = tuple(
-    f.encode_name for f in msgspec.structs.fields(Event) if f.name != "extra"
-)
+EVENT_JSON_FIELDS: Final = tuple(f.encode_name for f in msgspec.structs.fields(Event) if f.name != "extra")
 _EVENT_ATTR_BY_JSON: Final = {
     f.encode_name: f.name for f in msgspec.structs.fields(Event) if f.name != "extra"
 }

@@ -23,6 +23,7 @@ def data_dir(required: bool = True) -> Path | None:
                 return cand
     if required:
         raise OrchestraceError(
-            "OT001", "public data not found: set ORCHESTRACE_DATA to the folder that holds who-and-when/, reflexion/, ..."
+            "OT001",
+            "public data not found: set ORCHESTRACE_DATA to the folder that holds who-and-when/, reflexion/, ...",
         )
     return None

@@ -77,7 +77,13 @@ class ValidationResult(msgspec.Struct):
             "valid": self.valid,
             "traces": self.traces,
             "findings": [
-                {"code": f.code, "severity": f.severity, "pointer": f.pointer, "line": f.line, "message": f.message}
+                {
+                    "code": f.code,
+                    "severity": f.severity,
+                    "pointer": f.pointer,
+                    "line": f.line,
+                    "message": f.message,
+                }
                 for f in self.findings
             ],
             "findings_not_listed": self.truncated,
@@ -94,7 +100,9 @@ class _Sink:
         self.dropped = 0
         self.errors = 0
 
-    def add(self, code: str, msg: str, pointer: str | None, *, warn: bool = False, line: int | None = None) -> None:
+    def add(
+        self, code: str, msg: str, pointer: str | None, *, warn: bool = False, line: int | None = None
+    ) -> None:
         if not warn:
             self.errors += 1
         if len(self.items) >= self.cap:
@@ -103,7 +111,14 @@ class _Sink:
         if line is None:
             line = self._line(pointer)
         self.items.append(
-            Finding(code=code, severity="warning" if warn else "error", message=msg, pointer=pointer, line=line, path=self.raw.path)
+            Finding(
+                code=code,
+                severity="warning" if warn else "error",
+                message=msg,
+                pointer=pointer,
+                line=line,
+                path=self.raw.path,
+            )
         )
 
     def _line(self, pointer: str | None) -> int | None:
@@ -114,7 +129,13 @@ class _Sink:
             parts = pointer.split("/")
             if len(parts) > 2 and parts[2].isdigit():
                 i = int(parts[2])
-                lines = raw.event_lines if parts[1] == "events" else raw.edge_lines if parts[1] == "edges" else None
+                lines = (
+                    raw.event_lines
+                    if parts[1] == "events"
+                    else raw.edge_lines
+                    if parts[1] == "edges"
+                    else None
+                )
                 if lines is not None and i < len(lines):
                     return lines[i]
         return None
@@ -203,12 +224,21 @@ def check_raw(
     for err in raw.log_errors:
         sink.add(err.code, err.message, None, line=err.line)
     for ptr, key, line in raw.duplicates:
-        sink.add("OT005", f"duplicate key {key!r} in one object: the value would be silently overwritten", ptr or "/", line=line)
+        sink.add(
+            "OT005",
+            f"duplicate key {key!r} in one object: the value would be silently overwritten",
+            ptr or "/",
+            line=line,
+        )
     if source is not None:
         from .io import find_duplicate_key
 
         if dup := find_duplicate_key(source):
-            sink.add("OT005", f"duplicate key {dup[1]!r} in one object: the value would be silently overwritten", dup[0] or "/")
+            sink.add(
+                "OT005",
+                f"duplicate key {dup[1]!r} in one object: the value would be silently overwritten",
+                dup[0] or "/",
+            )
     _check(raw.data, sink)
     if raise_on_error and sink.errors:
         raise InvalidTrace(sink.items, path=raw.path)
@@ -364,7 +394,9 @@ def _check_events_and_edges(events: list[Any], edges: list[Any], s: _Sink) -> No
             for k in _EDGE_KEYS - ed.keys():
                 add("OT101", f"edge is missing required field {k!r}", f"/edges/{j}")
             for k in ed.keys() - _EDGE_KEYS:
-                add("OT108", f"unknown edge field {k!r}: edges have exactly src, dst, type", f"/edges/{j}/{k}")
+                add(
+                    "OT108", f"unknown edge field {k!r}: edges have exactly src, dst, type", f"/edges/{j}/{k}"
+                )
         a, b, ty = ed.get("src"), ed.get("dst"), ed.get("type")
         if "type" in ed and ty not in etypes:
             add("OT104", f"edge type {ty!r} is not one of {', '.join(EDGE_TYPES)}", f"/edges/{j}/type")
@@ -404,7 +436,14 @@ def _short(v: Any) -> str:
 
 
 def _check_cycles(
-    src: np.ndarray, dst: np.ndarray, eidx: np.ndarray, t: np.ndarray, n: int, has_back: bool, events: list[Any], s: _Sink
+    src: np.ndarray,
+    dst: np.ndarray,
+    eidx: np.ndarray,
+    t: np.ndarray,
+    n: int,
+    has_back: bool,
+    events: list[Any],
+    s: _Sink,
 ) -> None:
     """Report one cycle if the edges have any. Forward-in-time edges cannot close a cycle, so
     without backward edges only edges between equal times need checking."""
@@ -489,7 +528,11 @@ def _check_semantics(
         for i, ag in enumerate(agents):
             st = spawn_t.get(ag) if ag is not None else None
             if st is not None and ok_t[i] and t[i] < st and types[i] != "spawn":
-                s.add("OT205", f"agent {ag!r} acts at t={t[i]:g} before it is spawned at t={st:g}", f"/events/{i}")
+                s.add(
+                    "OT205",
+                    f"agent {ag!r} acts at t={t[i]:g} before it is spawned at t={st:g}",
+                    f"/events/{i}",
+                )
     # returns go back to the spawner; tool results follow calls
     order = sorted(interesting, key=lambda i: (t[i], i))
     calls_by_id: dict[str, float] = {}
@@ -517,12 +560,20 @@ def _check_semantics(
             tool = str(ev.get("tool"))
             if isinstance(cid, str):
                 if cid not in calls_by_id:
-                    s.add("OT207", f"tool_result for call_id {cid!r} has no earlier tool_call with that call_id", f"/events/{i}")
+                    s.add(
+                        "OT207",
+                        f"tool_result for call_id {cid!r} has no earlier tool_call with that call_id",
+                        f"/events/{i}",
+                    )
                 open_calls[tool] -= 1
             elif open_calls[tool] > 0:
                 open_calls[tool] -= 1
             else:
-                s.add("OT207", f"tool_result of tool {ev.get('tool')!r} has no earlier unmatched tool_call of that tool", f"/events/{i}")
+                s.add(
+                    "OT207",
+                    f"tool_result of tool {ev.get('tool')!r} has no earlier unmatched tool_call of that tool",
+                    f"/events/{i}",
+                )
     # from/to name known agents
     known = {a for a in agents if a is not None}
     known.update(spawn_t)
@@ -532,13 +583,20 @@ def _check_semantics(
         for k in ("from", "to"):
             v = ev.get(k)
             if isinstance(v, str) and v not in known and not (types[i] == "spawn" and k == "to"):
-                s.add("OT209", f"{k} names agent {v!r}, which never acts and is never spawned", f"/events/{i}/{k}", warn=True)
+                s.add(
+                    "OT209",
+                    f"{k} names agent {v!r}, which never acts and is never spawned",
+                    f"/events/{i}/{k}",
+                    warn=True,
+                )
 
 
 # ---------------------------------------------------------------- files
 
 
-def validate_path(path: str | os.PathLike[str], *, max_findings: int = DEFAULT_MAX_FINDINGS) -> ValidationResult:
+def validate_path(
+    path: str | os.PathLike[str], *, max_findings: int = DEFAULT_MAX_FINDINGS
+) -> ValidationResult:
     """Validate every trace in a file. I/O and parse problems become findings, never exceptions."""
     p = os.fspath(path)
     findings: list[Finding] = []

@@ -1,0 +1,267 @@
+"""Trace commands: validate, stats, schema, gen, export."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.table import Table
+
+from ..core.errors import OrchestraceError
+from ..core.io import iter_log_records, iter_traces, save, split_format
+from ..core.validate import DEFAULT_MAX_FINDINGS, validate_path
+from .common import console, console_err, expand_paths
+
+
+def validate(
+    paths: Annotated[list[str], typer.Argument(help="Files, directories, globs, or - for stdin.")],
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+    max_findings: Annotated[
+        int, typer.Option(help="List at most this many findings per file.")
+    ] = DEFAULT_MAX_FINDINGS,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary line.")] = False,
+) -> None:
+    """Check traces against the schema and the semantic rules.
+
+    Exit code 0 when every file is valid, 1 when any is invalid, 2 on a usage or I/O error.
+
+    Examples:\n
+      orchestrace validate run.json\n
+      orchestrace validate traces/ --format json\n
+      cat run.json | orchestrace validate -
+    """
+    if format not in ("table", "json"):
+        raise OrchestraceError("OT010", f"--format must be table or json, got {format!r}")
+    results = [validate_path(p, max_findings=max_findings) for p in expand_paths(paths)]
+    io_error = any(f.code == "OT001" for r in results for f in r.findings)
+    if format == "json":
+        sys.stdout.buffer.write(
+            orjson.dumps([r.to_json() for r in results], option=orjson.OPT_INDENT_2) + b"\n"
+        )
+    else:
+        for r in results:
+            errs = sum(f.severity == "error" for f in r.findings)
+            warns = len(r.findings) - errs
+            mark = "[green]valid[/green]" if r.valid else "[red]invalid[/red]"
+            console.print(
+                f"{mark}  {r.path}  ({r.traces} trace(s), {errs} error(s), {warns} warning(s))",
+                highlight=False,
+            )
+            if quiet:
+                continue
+            for f in r.findings:
+                color = "red" if f.severity == "error" else "yellow"
+                loc = " ".join(x for x in (f"line {f.line}" if f.line else "", f.pointer or "/") if x)
+                console.print(f"  [{color}]{f.code}[/{color}] {loc}: {f.message}", highlight=False)
+            if r.truncated:
+                console.print(f"  ... and {r.truncated} more finding(s) not listed (--max-findings)")
+        ok = sum(r.valid for r in results)
+        console.print(f"{ok}/{len(results)} file(s) valid")
+    if io_error:
+        raise typer.Exit(2)
+    if not all(r.valid for r in results):
+        raise typer.Exit(1)
+
+
+def stats(
+    paths: Annotated[list[str], typer.Argument(help="Trace files or directories.")],
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+) -> None:
+    """Counts by event type, agent and role; duration; costs. Event logs are streamed.
+
+    Examples:\n
+      orchestrace stats run.events.jsonl\n
+      orchestrace stats corpus.jsonl --format json
+    """
+    out = []
+    for p in expand_paths(paths):
+        fmt, _ = split_format(p)
+        if fmt == "events":
+            out.append(_log_stats(p))
+        else:
+            for tr in iter_traces(p):
+                out.append(
+                    _stats_of(
+                        p,
+                        tr.trace_id,
+                        ((e.type, e.agent, e.role, e.t, e.t_end, e.tokens) for e in tr.events),
+                        len(tr.edges),
+                        tr.costs,
+                    )
+                )
+    if format == "json":
+        sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+        return
+    for s in out:
+        table = Table(title=f"{s['trace_id']}  ({s['path']})", show_header=True)
+        table.add_column("what")
+        table.add_column("count / value", justify="right")
+        table.add_row("events", str(s["events"]))
+        table.add_row("edges", str(s["edges"]))
+        table.add_row("agents", str(len(s["by_agent"])))
+        table.add_row("duration (s)", f"{s['duration_s']:.3f}")
+        for k, v in s["costs"].items():
+            table.add_row(f"costs.{k}", f"{v:g}")
+        for k, v in s["by_type"].items():
+            table.add_row(f"type {k}", str(v))
+        for k, v in list(s["by_role"].items())[:12]:
+            table.add_row(f"role {k}", str(v))
+        console.print(table)
+
+
+def _stats_of(path: str, trace_id: str, rows, n_edges: int, costs: dict) -> dict:  # type: ignore[no-untyped-def]
+    by_type: Counter[str] = Counter()
+    by_agent: Counter[str] = Counter()
+    by_role: Counter[str] = Counter()
+    n = 0
+    lo, hi = float("inf"), 0.0
+    tokens = 0
+    for ty, ag, role, t, t_end, tok in rows:
+        n += 1
+        by_type[ty] += 1
+        by_agent[ag] += 1
+        if role:
+            by_role[role] += 1
+        lo = min(lo, t)
+        hi = max(hi, t if t_end is None else t_end)
+        tokens += tok
+    return {
+        "path": path,
+        "trace_id": trace_id,
+        "events": n,
+        "edges": n_edges,
+        "duration_s": max(0.0, hi - lo) if n else 0.0,
+        "event_tokens": tokens,
+        "costs": costs,
+        "by_type": dict(by_type.most_common()),
+        "by_agent": dict(by_agent.most_common()),
+        "by_role": dict(by_role.most_common()),
+    }
+
+
+def _log_stats(path: str) -> dict:  # type: ignore[type-arg]
+    """Stats of an event log without building the trace (constant memory per record)."""
+    top: dict = {}
+    n_edges = 0
+
+    def rows():  # type: ignore[no-untyped-def]
+        nonlocal n_edges
+        for line, rec in iter_log_records(path):
+            kind = rec.get("rec")
+            if kind == "event":
+                try:
+                    tok = (rec.get("tokens_in") or 0) + (rec.get("tokens_out") or 0)
+                    yield rec["type"], rec["agent"], rec.get("role"), float(rec["t"]), rec.get("t_end"), tok
+                except (KeyError, TypeError, ValueError):
+                    raise OrchestraceError(
+                        "OT101", "event record lacks a valid type/agent/t", path=path, line=line
+                    ) from None
+            elif kind == "edge":
+                n_edges += 1
+            elif kind in ("header", "update"):
+                for k, v in rec.items():
+                    if isinstance(v, dict) and isinstance(top.get(k), dict):
+                        top[k].update(v)
+                    else:
+                        top[k] = v
+
+    s = _stats_of(path, "", rows(), 0, {})
+    s["edges"] = n_edges
+    s["trace_id"] = top.get("trace_id", "?")
+    s["costs"] = top.get("costs", {})
+    return s
+
+
+def schema() -> None:
+    """Print orchestrace's JSON Schema (draft 2020-12), a superset of the published minimal schema.
+
+    Example:\n
+      orchestrace schema > trace_schema.json
+    """
+    sys.stdout.write(resources.files("orchestrace.core").joinpath("trace_schema.json").read_text())
+
+
+def gen(
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Output file (.json, .jsonl, .events.jsonl, +.gz/.zst).")
+    ],
+    n: Annotated[int, typer.Option("--n", "-n", help="Number of traces.")] = 1,
+    size: Annotated[int, typer.Option(help="Approximate events per trace.")] = 100,
+    topology: Annotated[
+        str,
+        typer.Option(
+            help="centralized, hierarchical, swarm, debate, planner_executor_critic, harness, or all"
+        ),
+    ] = "all",
+    seed: Annotated[int, typer.Option(help="Seed; the same seed gives the same bytes.")] = 0,
+    width: Annotated[int, typer.Option(help="Sub-agents per spawn round (max).")] = 4,
+    error_rate: Annotated[float, typer.Option(help="Probability that a tool call fails.")] = 0.05,
+) -> None:
+    """Write realistic synthetic traces.
+
+    Examples:\n
+      orchestrace gen -o corpus.jsonl -n 1000 --size 1000\n
+      orchestrace gen -o big.events.jsonl.zst --size 1000000 --topology centralized
+    """
+    from ..gen import GEN_TOPOLOGIES, generate
+
+    if topology != "all" and topology not in GEN_TOPOLOGIES:
+        raise OrchestraceError(
+            "OT010", f"--topology must be one of {', '.join(GEN_TOPOLOGIES)} or all, got {topology!r}"
+        )
+    fmt, _ = split_format(str(out))
+    if fmt != "jsonl" and n != 1:
+        raise OrchestraceError("OT010", "several traces need a .jsonl output", path=str(out))
+    from rich.progress import track
+
+    traces = [
+        generate(
+            seed=seed + i,
+            size=size,
+            width=width,
+            error_rate=error_rate,
+            topology=GEN_TOPOLOGIES[i % len(GEN_TOPOLOGIES)] if topology == "all" else topology,
+        )
+        for i in track(range(n), description="generating", console=console_err, disable=n < 50)
+    ]
+    save(traces, out)
+    console_err.print(f"wrote {n} trace(s), {sum(len(t.events) for t in traces)} events -> {out}")
+
+
+def export(
+    paths: Annotated[list[str], typer.Argument(help="Trace files or directories.")],
+    to: Annotated[str, typer.Option("--to", help="survey, jsonl, otlp, trl, verl, ...")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Output file or directory.")],
+    opt: Annotated[
+        list[str] | None, typer.Option("--opt", help="Exporter option key=value (repeatable).")
+    ] = None,
+) -> None:
+    """Export traces to another format.
+
+    Examples:\n
+      orchestrace export run.json --to survey -o run.survey.json\n
+      orchestrace export corpus.jsonl --to otlp -o spans.json\n
+      orchestrace export corpus.jsonl --to trl -o samples/ --opt method=grpo --opt unit=agent
+    """
+    from ..export import get_exporter
+
+    fn = get_exporter(to)
+    options: dict[str, str] = {}
+    for kv in opt or []:
+        if "=" not in kv:
+            raise OrchestraceError("OT010", f"--opt expects key=value, got {kv!r}")
+        k, v = kv.split("=", 1)
+        options[k] = v
+    traces = [t for p in expand_paths(paths) for t in iter_traces(p)]
+    count = fn(traces, out, **options)
+    console_err.print(f"exported {count} item(s) -> {out}")
+
+
+def register(app: typer.Typer) -> None:
+    for fn in (validate, stats, schema, gen, export):
+        app.command(fn.__name__)(fn)

@@ -1,0 +1,52 @@
+"""Export to the published minimal schema (strictly valid) and to our own JSONL."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+
+from ..core.io import save
+from ..core.model import Trace, derived_costs
+
+
+def _stderr(msg: str) -> None:
+    print(f"warning: {msg}", file=sys.stderr)
+
+
+def to_survey(trace: Trace, warn: Callable[[str], None] = _stderr) -> Trace:
+    """A copy that validates under the reference schema.
+
+    Event extensions stay (the reference allows extra event fields). The top level is closed
+    there, so ``schema_version`` is dropped and ``metadata`` is dropped with a warning; missing
+    required costs are derived from the events.
+    """
+    costs = dict(trace.costs)
+    if "tokens" not in costs or "wall_clock_s" not in costs:
+        d = derived_costs(trace.events)
+        costs.setdefault("tokens", d["tokens"])
+        costs.setdefault("wall_clock_s", d["wall_clock_s"])
+    if trace.metadata:
+        warn(
+            f"{trace.trace_id}: top-level metadata ({', '.join(sorted(trace.metadata))}) dropped: the reference schema is closed at the top level"
+        )
+    return Trace(
+        trace_id=trace.trace_id,
+        task_id=trace.task_id,
+        system=trace.system,
+        topology=trace.topology,
+        events=trace.events,
+        edges=trace.edges,
+        rewards=trace.rewards,
+        costs=costs,
+        metrics=trace.metrics,
+    )
+
+
+def export_survey(
+    traces: Iterable[Trace], out: str, warn: Callable[[str], None] = _stderr, **_: object
+) -> int:
+    return save([to_survey(t, warn) for t in traces], out)
+
+
+def export_jsonl(traces: Iterable[Trace], out: str, **_: object) -> int:
+    return save(list(traces), out)
