@@ -1,0 +1,1 @@
+"""LLM backends: one protocol (``base.Backend``), several implementations, imported lazily."""
