@@ -1,0 +1,183 @@
+"""Reward specs and R8 hybrid composition: weighted, annealed channels with caps against known hacks.
+
+A spec is a :class:`RewardSpec` (Python) or a TOML file of the same shape::
+
+    total = "hybrid"                      # channel that receives the weighted sum
+    [[terms]]
+    channel = "team"                      # R1
+    [[terms]]
+    channel = "r_parallel"                # R7, annealed to zero as PARL does
+    weight = 0.1
+    schedule = { kind = "linear", start = 1.0, end = 0.0, steps = 1000 }
+    [caps]
+    max_spawn = 8                         # r_parallel saturates at 8 useful sub-agents
+    gate_parallel_by_finish = true        # r_parallel *= r_finish (spurious parallelism)
+    max_tool_calls_per_agent = 10         # tool spam
+    max_message_tokens = 512              # message padding
+    [hooks]                               # optional "module:function" callables
+    verifier = "mypkg.judge:score_trace"
+
+hybrid = sum_k weight_k * schedule_k(step) * channel_k. A term whose channel is absent counts 0.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from ..core.errors import OrchestraceError
+from ..core.model import Trace
+from ._common import RewardOut, resolve
+from .families import r1_team, r2_agent, r3_role, r4_process, r5_tool, r6_verifier
+from .orchestration import r7_orchestration
+from .schedule import Schedule
+
+#: channel -> family of every fixed-name channel the families produce
+CHANNEL_FAMILY = {
+    "team": "R1",
+    "process": "R4",
+    "tool": "R5",
+    "tool_spam": "R5",
+    "verifier": "R6",
+    **{
+        k: "R7"
+        for k in (
+            "critical_steps",
+            "total_steps",
+            "speedup",
+            "r_parallel",
+            "r_finish",
+            "split_correctness",
+            "aggregation_quality",
+        )
+    },
+}
+
+
+class Term(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    channel: str
+    weight: float = 1.0
+    schedule: Schedule | None = None
+
+    def lam(self, step: int) -> float:
+        return self.weight * (self.schedule(step) if self.schedule is not None else 1.0)
+
+
+class Caps(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Guards against the MAS reward hacks of survey §6.3."""
+
+    max_spawn: int = 8
+    min_subagent_steps: int = 1
+    gate_parallel_by_finish: bool = True
+    max_tool_calls_per_agent: int | None = None
+    penalize_duplicate_tools: bool = True
+    tool_spam_penalty: float = 0.5
+    max_message_tokens: int | None = None
+    penalize_duplicate_messages: bool = True
+    max_critical_steps: float | None = None
+
+
+class Hooks(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Optional callables, or ``"module:function"`` strings in TOML."""
+
+    verifier: Any = None
+    agent: Any = None
+    prm: Any = None
+    judge: Any = None
+    rubrics: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class RewardSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    terms: list[Term] = msgspec.field(default_factory=lambda: [Term(channel="team")])
+    total: str = "hybrid"
+    team_channel: str = "team"
+    parallel_form: str = "kimi"
+    finish_form: str = "kimi"
+    caps: Caps = msgspec.field(default_factory=Caps)
+    hooks: Hooks = msgspec.field(default_factory=Hooks)
+
+
+def load_spec(path: str | os.PathLike[str]) -> RewardSpec:
+    """Read a TOML reward spec; mistakes become OrchestraceError with the file name."""
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except OSError as e:
+        raise OrchestraceError("OT001", f"cannot read reward spec: {e.strerror}", path=str(path)) from None
+    except tomllib.TOMLDecodeError as e:
+        raise OrchestraceError("OT303", f"reward spec is not valid TOML: {e}", path=str(path)) from None
+    return spec_from_dict(raw, path=str(path))
+
+
+def spec_from_dict(raw: dict[str, Any], *, path: str | None = None) -> RewardSpec:
+    try:
+        return msgspec.convert(raw, RewardSpec)
+    except (msgspec.ValidationError, ValueError) as e:
+        raise OrchestraceError("OT303", f"bad reward spec: {e}", path=path) from None
+
+
+def compute_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int = 0) -> RewardOut:
+    """All reward channels R1-R7 of one trace plus the R8 hybrid total under ``spec`` at ``step``."""
+    spec = spec or RewardSpec()
+    caps, hooks = spec.caps, spec.hooks
+    out = r1_team(trace, resolve(hooks.verifier), channel=spec.team_channel)
+    out.merge(r2_agent(trace, resolve(hooks.agent)))
+    out.merge(r3_role(trace, {k: resolve(v) for k, v in hooks.rubrics.items()}))  # type: ignore[misc]
+    out.merge(r4_process(trace, resolve(hooks.prm)))
+    out.merge(
+        r5_tool(
+            trace,
+            spam_penalty=caps.tool_spam_penalty,
+            max_calls_per_agent=caps.max_tool_calls_per_agent,
+            penalize_duplicates=caps.penalize_duplicate_tools,
+        )
+    )
+    out.merge(
+        r6_verifier(
+            trace,
+            resolve(hooks.judge),
+            max_message_tokens=caps.max_message_tokens,
+            penalize_duplicates=caps.penalize_duplicate_messages,
+        )
+    )
+    r7 = r7_orchestration(
+        trace,
+        parallel_cap=caps.max_spawn,
+        min_steps=caps.min_subagent_steps,
+        parallel_form=spec.parallel_form,
+        finish_form=spec.finish_form,
+    )
+    if caps.gate_parallel_by_finish:
+        r7.channels["r_parallel"] *= r7.channels["r_finish"]
+    out.merge(r7)
+    if caps.max_critical_steps is not None and out.channels["critical_steps"] > caps.max_critical_steps:
+        out.channels[spec.team_channel] = 0.0  # over the Critical-Steps budget: the outcome does not count
+    out.add(spec.total, hybrid(out.channels, spec.terms, step), "R8")
+    return out
+
+
+def hybrid(channels: dict[str, float], terms: list[Term], step: int) -> float:
+    """R8: sum_k lambda_k(step) * channel_k."""
+    return sum(t.lam(step) * channels.get(t.channel, 0.0) for t in terms)
+
+
+def apply_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int = 0) -> Trace:
+    """A copy of the trace whose ``rewards`` hold every channel (existing ones kept unless recomputed).
+
+    The family of each channel and whether it is annealed go to ``metadata.reward_channels``
+    (reporting checklist item 3).
+    """
+    spec = spec or RewardSpec()
+    res = compute_rewards(trace, spec, step=step)
+    annealed = {t.channel for t in spec.terms if t.schedule is not None and t.schedule.kind != "constant"}
+    meta = dict(trace.metadata or {})
+    meta["reward_channels"] = {k: {"family": fam, "annealed": k in annealed} for k, fam in res.family.items()}
+    meta["reward_step"] = step
+    return msgspec.structs.replace(trace, rewards={**trace.rewards, **res.channels}, metadata=meta)
+
+
+RewardFn = Callable[[Trace], RewardOut]
