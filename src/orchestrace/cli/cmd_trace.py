@@ -56,7 +56,11 @@ def validate(
                 continue
             for f in r.findings:
                 color = "red" if f.severity == "error" else "yellow"
-                loc = " ".join(x for x in (f"line {f.line}" if f.line else "", f.pointer or "/") if x)
+                loc = " ".join(
+                    x
+                    for x in (f"line {f.line}" if f.line else "", "/" if f.pointer == "" else f.pointer or "")
+                    if x
+                )
                 console.print(f"  [{color}]{f.code}[/{color}] {loc}: {f.message}", highlight=False)
             if r.truncated:
                 console.print(f"  ... and {r.truncated} more finding(s) not listed (--max-findings)")

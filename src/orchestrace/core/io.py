@@ -137,6 +137,8 @@ def iter_lines(path: str | os.PathLike[str], *, tolerant: bool = False) -> Itera
 
 def parse_json(data: bytes, *, path: str | None = None, line: int | None = None) -> Any:
     """orjson.loads with errors that say what is wrong and where (OT002-OT006)."""
+    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark carries no meaning; accept it
+        data = data[3:]
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:
@@ -163,7 +165,10 @@ def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: 
     stripped = data[pos:].strip() if isinstance(data, bytes | bytearray) else b""
     if not stripped or "EOF" in msg or "end of" in msg.lower():
         return LoadError(
-            "OT006", f"unexpected end of input at{col}: the file looks truncated", path=path, line=where_line
+            "OT006",
+            f"unexpected end of input at{col}: the file looks truncated (an event log can be salvaged with `orchestrace repair`)",
+            path=path,
+            line=where_line,
         )
     return LoadError("OT003", f"not valid JSON at{col}: {msg}", path=path, line=where_line)
 
@@ -228,9 +233,17 @@ class RawTrace(msgspec.Struct):
 
 
 def iter_raw(
-    path: str | os.PathLike[str], *, tolerant: bool = False, check_duplicates: bool = False
+    path: str | os.PathLike[str],
+    *,
+    tolerant: bool = False,
+    check_duplicates: bool = False,
+    collect_errors: bool = False,
 ) -> Iterator[RawTrace]:
-    """Decoded trace objects of a file, one per trace, without validation."""
+    """Decoded trace objects of a file, one per trace, without validation.
+
+    With ``collect_errors`` a JSONL line that does not parse yields a RawTrace with ``data=None``
+    and the error, so validation can go on with the next line.
+    """
     p = os.fspath(path)
     fmt, _ = split_format(p)
     if fmt == "events":
@@ -241,7 +254,13 @@ def iter_raw(
             if not line.strip():
                 continue
             empty = False
-            raw = RawTrace(parse_json(line, path=p, line=n), p, line=n)
+            try:
+                raw = RawTrace(parse_json(line, path=p, line=n), p, line=n)
+            except LoadError as e:
+                if not collect_errors:
+                    raise
+                yield RawTrace(None, p, line=n, log_errors=[e])
+                continue
             if check_duplicates and (dup := find_duplicate_key(line)):
                 raw.duplicates.append((dup[0], dup[1], n))
             yield raw

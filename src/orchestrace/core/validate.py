@@ -203,7 +203,7 @@ _OPTIONAL_EVENT_FIELDS: dict[str, tuple[Any, str, str]] = {
     "cost_usd": (_opt_nonneg_num, "OT107", "a finite number >= 0"),
     "model": (_opt_str, "OT102", "a string"),
     "content": (_opt_str, "OT102", "a string"),
-    "status": (lambda v: v in STATUSES, "OT104", 'one of "ok", "error"'),
+    "status": (lambda v: type(v) is str and v in STATUSES, "OT104", 'one of "ok", "error"'),
     "attrs": (_opt_dict, "OT102", "an object"),
     "credit": (_opt_num_map, "OT102", "an object of finite numbers"),
 }
@@ -239,7 +239,8 @@ def check_raw(
                 f"duplicate key {dup[1]!r} in one object: the value would be silently overwritten",
                 dup[0] or "/",
             )
-    _check(raw.data, sink)
+    if raw.data is not None or not raw.log_errors:
+        _check(raw.data, sink)
     if raise_on_error and sink.errors:
         raise InvalidTrace(sink.items, path=raw.path)
     return sink.items, sink.dropped
@@ -265,7 +266,7 @@ def _check(d: Any, s: _Sink) -> None:
     for k in ("system", "schema_version"):
         if k in d and type(d[k]) is not str:
             s.add("OT102", f"{k} must be a string, got {_jtype(d[k])}", f"/{k}")
-    if "topology" in d and d["topology"] not in _TOPOLOGIES:
+    if "topology" in d and (type(d["topology"]) is not str or d["topology"] not in _TOPOLOGIES):
         s.add("OT104", f"topology {d['topology']!r} is not one of {', '.join(TOPOLOGIES)}", "/topology")
     if "metadata" in d and type(d["metadata"]) is not dict:
         s.add("OT102", f"metadata must be an object, got {_jtype(d['metadata'])}", "/metadata")
@@ -352,7 +353,7 @@ def _check_events_and_edges(events: list[Any], edges: list[Any], s: _Sink) -> No
                 add("OT208", f"t must be finite, got {t}", f"/events/{i}/t")
             else:
                 add("OT107", f"t must be >= 0, got {t}", f"/events/{i}/t")
-        if ty not in ev_types:
+        if type(ty) is not str or ty not in ev_types:
             if "type" not in ev:
                 add("OT101", "event is missing required field 'type'", f"/events/{i}")
             else:
@@ -398,7 +399,7 @@ def _check_events_and_edges(events: list[Any], edges: list[Any], s: _Sink) -> No
                     "OT108", f"unknown edge field {k!r}: edges have exactly src, dst, type", f"/edges/{j}/{k}"
                 )
         a, b, ty = ed.get("src"), ed.get("dst"), ed.get("type")
-        if "type" in ed and ty not in etypes:
+        if "type" in ed and (type(ty) is not str or ty not in etypes):
             add("OT104", f"edge type {ty!r} is not one of {', '.join(EDGE_TYPES)}", f"/edges/{j}/type")
         for key, v, arr in (("src", a, src), ("dst", b, dst)):
             if key not in ed:
@@ -513,7 +514,6 @@ def _check_semantics(
     # spawn times and spawners
     spawn_t: dict[str, float] = {}
     spawner: dict[str, str] = {}
-    despawned: set[str] = set()
     for i in interesting:
         if types[i] == "spawn" and ok_t[i]:
             child = events[i].get("to")
@@ -521,8 +521,6 @@ def _check_semantics(
                 spawn_t[child] = float(t[i])
                 if isinstance(agents[i], str):
                     spawner[child] = agents[i]
-        elif types[i] == "despawn":
-            despawned.add(events[i].get("to") or "")
     # acting before spawn: only events of spawned agents can violate
     if spawn_t:
         for i, ag in enumerate(agents):
@@ -603,7 +601,7 @@ def validate_path(
     dropped = 0
     count = 0
     try:
-        for raw in iter_raw(p, check_duplicates=True):
+        for raw in iter_raw(p, check_duplicates=True, collect_errors=True):
             count += 1
             items, more = check_raw(raw, max_findings=max(0, max_findings - len(findings)))
             findings.extend(items)

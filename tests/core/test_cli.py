@@ -1,0 +1,67 @@
+"""The trace commands as a user runs them: real subprocesses, exit codes, JSON output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+NASTY = Path(__file__).parent / "nasty"
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrace", *args], input=stdin, capture_output=True, timeout=120
+    )
+
+
+def test_validate_exit_codes_and_json(reference_example, tmp_path):
+    ok = run("validate", str(reference_example))
+    assert ok.returncode == 0, ok.stderr
+    bad = run("validate", str(NASTY / "nan.json"), str(reference_example), "--format", "json")
+    assert bad.returncode == 1
+    out = json.loads(bad.stdout)
+    assert [o["valid"] for o in out] == [False, True]
+    f = out[0]["findings"][0]
+    assert set(f) == {"code", "severity", "pointer", "line", "message"} and f["code"] == "OT004"
+    missing = run("validate", str(tmp_path / "missing.json"))
+    assert missing.returncode == 2
+    usage = run("validate", "--format", "xml", str(reference_example))
+    assert usage.returncode == 2 and b"Traceback" not in usage.stderr
+
+
+def test_validate_stdin_directory_and_glob(reference_example, tmp_path):
+    r = run("validate", "-", stdin=reference_example.read_bytes())
+    assert r.returncode == 0, r.stdout
+    (tmp_path / "a.json").write_bytes(reference_example.read_bytes())
+    (tmp_path / "b.json").write_bytes(b"{")
+    r = run("validate", str(tmp_path), "--format", "json")
+    assert r.returncode == 1 and len(json.loads(r.stdout)) == 2
+    r = run("validate", str(tmp_path / "a.*"))
+    assert r.returncode == 0
+
+
+def test_gen_stats_schema(tmp_path):
+    out = tmp_path / "c.jsonl.zst"
+    r = run("gen", "-o", str(out), "-n", "6", "--size", "50", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    first = out.read_bytes()
+    run("gen", "-o", str(out), "-n", "6", "--size", "50", "--seed", "3")
+    assert out.read_bytes() == first
+    r = run("stats", str(out), "--format", "json")
+    stats = json.loads(r.stdout)
+    assert len(stats) == 6 and all(s["events"] >= 45 for s in stats)
+    log = tmp_path / "big.events.jsonl"
+    run("gen", "-o", str(log), "--size", "300", "--topology", "debate")
+    s = json.loads(run("stats", str(log), "--format", "json").stdout)[0]
+    assert s["by_type"]["message"] > 100 and s["edges"] > 0
+    schema = json.loads(run("schema").stdout)
+    assert schema["$schema"].endswith("2020-12/schema") and "t_end" in schema["$defs"]["event"]["properties"]
+
+
+def test_user_errors_are_one_line_not_tracebacks(tmp_path):
+    r = run("gen", "-o", str(tmp_path / "x.json"), "--topology", "ring")
+    assert r.returncode == 2 and b"Traceback" not in r.stderr and b"ring" in r.stderr
+    r = run("stats", str(NASTY / "truncated.json"))
+    assert r.returncode != 0 and b"Traceback" not in r.stderr and b"OT006" in r.stderr

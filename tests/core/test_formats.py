@@ -1,0 +1,144 @@
+"""Formats, compression, streaming event logs and the nasty-input corpus."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+import pytest
+
+import orchestrace as ot
+from orchestrace.core.errors import InvalidTrace, LoadError
+from orchestrace.core.io import EventLogWriter, dumps, iter_log_records
+from orchestrace.core.validate import validate_path
+from orchestrace.gen import generate
+
+NASTY = Path(__file__).parent / "nasty"
+
+EXPECTED = {
+    "truncated.json": "OT006",
+    "invalid_utf8.json": "OT002",
+    "not_json.json": "OT003",
+    "nan.json": "OT004",
+    "infinity.json": "OT004",
+    "huge_number.json": "OT004",
+    "dupkey.json": "OT005",
+    "array.json": "OT102",
+    "string.json": "OT102",
+    "empty.json": "OT006",
+    "whitespace.json": "OT006",
+    "deep.json": "OT003",
+    "bad_line.jsonl": "OT003",
+    "no_header.events.jsonl": "OT110",
+    "bad_rec.events.jsonl": "OT110",
+    "truncated_last.events.jsonl": "OT006",
+    "truncated.json.gz": "OT007",
+    "corrupt.json.zst": "OT007",
+    "not_gzip.json.gz": "OT007",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_nasty_inputs_give_a_coded_finding(name):
+    r = validate_path(NASTY / name)
+    assert not r.valid
+    codes = [f.code for f in r.findings]
+    assert EXPECTED[name] in codes, r.findings
+    assert all(f.message for f in r.findings)
+
+
+def test_every_nasty_file_is_covered():
+    assert {p.name for p in NASTY.iterdir()} == set(EXPECTED) | {"bom.json"}
+
+
+def test_bom_is_accepted():
+    assert validate_path(NASTY / "bom.json").valid
+
+
+def test_line_numbers_for_jsonl_and_logs():
+    r = validate_path(NASTY / "bad_line.jsonl")
+    assert [(f.code, f.line) for f in r.findings] == [("OT003", 2)]
+    assert r.traces == 3  # lines 1 and 3 were still checked
+    r = validate_path(NASTY / "truncated_last.events.jsonl")
+    assert r.findings[0].line == 3
+
+
+def test_missing_file_is_io_error(tmp_path):
+    r = validate_path(tmp_path / "nope.json")
+    assert r.findings[0].code == "OT001"
+
+
+def test_load_raises_with_all_findings(tmp_path):
+    tr = generate(seed=3, size=20)
+    d = orjson.loads(dumps(tr))
+    d["events"][0]["t"] = -1
+    d["edges"][0]["dst"] = "zzz"
+    p = tmp_path / "bad.json"
+    p.write_bytes(orjson.dumps(d))
+    with pytest.raises(InvalidTrace) as ei:
+        ot.load(p)
+    assert {f.code for f in ei.value.findings} >= {"OT107", "OT202"}
+
+
+@pytest.mark.parametrize("ext", ["json", "jsonl", "events.jsonl"])
+@pytest.mark.parametrize("comp", ["", ".gz", ".zst"])
+def test_round_trip_all_formats_byte_stable(tmp_path, ext, comp):
+    tr = generate(seed=7, size=80, topology="hierarchical")
+    p = tmp_path / f"t.{ext}{comp}"
+    ot.save(tr, p)
+    back = ot.load_one(p)
+    assert dumps(back) == dumps(tr)
+    first = p.read_bytes()
+    ot.save(back, p)
+    assert p.read_bytes() == first  # deterministic bytes, compressed too
+
+
+def test_jsonl_many_traces(tmp_path):
+    traces = [generate(seed=s, size=30) for s in range(5)]
+    ot.save(traces, tmp_path / "c.jsonl.gz")
+    assert [t.trace_id for t in ot.load(tmp_path / "c.jsonl.gz")] == [t.trace_id for t in traces]
+
+
+def test_json_refuses_several_traces(tmp_path):
+    with pytest.raises(LoadError):
+        ot.save([generate(seed=1, size=10), generate(seed=2, size=10)], tmp_path / "x.json")
+
+
+@pytest.mark.parametrize("comp", ["", ".gz", ".zst"])
+def test_event_log_appends_and_streams(tmp_path, comp):
+    tr = generate(seed=11, size=40)
+    p = tmp_path / f"run.events.jsonl{comp}"
+    with EventLogWriter(p, {"trace_id": tr.trace_id, "task_id": tr.task_id, "topology": tr.topology}) as w:
+        for e in tr.events:
+            w.event(e)
+        for x in tr.edges:
+            w.edge(x.src, x.dst, x.type)
+        w.update(rewards=tr.rewards, costs=tr.costs)
+    back = ot.load_one(p)
+    assert [e.id for e in back.events] == [e.id for e in tr.events]
+    assert back.rewards == tr.rewards and back.costs == tr.costs
+    kinds = [rec["rec"] for _, rec in iter_log_records(p)]
+    assert kinds[0] == "header" and kinds[-1] == "update" and kinds.count("event") == len(tr.events)
+
+
+def test_event_log_without_costs_derives_them(tmp_path):
+    tr = generate(seed=2, size=30)
+    p = tmp_path / "run.events.jsonl"
+    with EventLogWriter(p, {"trace_id": "x", "task_id": "y"}) as w:
+        for e in tr.events:
+            w.event(e)
+    back = ot.load_one(p)
+    assert back.costs["tokens"] == sum(e.tokens for e in tr.events)
+    assert back.costs["wall_clock_s"] > 0
+
+
+def test_truncated_gzip_member_is_reported_not_hung(tmp_path):
+    tr = generate(seed=5, size=200)
+    p = tmp_path / "t.jsonl.gz"
+    ot.save(tr, p)
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+    r = validate_path(p)
+    assert not r.valid and r.findings[-1].code in ("OT006", "OT007")
+    assert gzip  # the stdlib decoder is what we rely on
