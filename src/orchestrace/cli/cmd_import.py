@@ -1,0 +1,120 @@
+"""``orchestrace import``: foreign agent logs in, validated traces out."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+from ..core.errors import OrchestraceError
+from .common import console, console_err
+
+_EPILOG = """\
+Examples:
+
+  orchestrace import ~/.claude/projects -o claude.jsonl
+  orchestrace import --from codex rollout-2026-05-11.jsonl -o codex.json
+  orchestrace import "../shared/data/who-and-when" -o whowhen.jsonl.zst --keep-content
+  orchestrace import spans.otlp.json -o otel.jsonl
+
+Formats: claude-code, codex, otel (OTLP JSON), openai-agents, who-and-when, chatdev.
+Content is stored only as a sha256 content_ref unless --keep-content (secrets redacted).
+"""
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("import", epilog=_EPILOG)
+    def import_(
+        paths: list[str] = typer.Argument(..., help="Log files or directories (walked)."),
+        out: str = typer.Option(
+            ..., "-o", "--out", help="Output trace file (.json, .jsonl, .events.jsonl; .gz/.zst)."
+        ),
+        fmt: str | None = typer.Option(None, "--from", help="Log format; detected per file when omitted."),
+        keep_content: bool = typer.Option(
+            False, "--keep-content", help="Store message/tool content (secrets redacted)."
+        ),
+        quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress bar."),
+    ) -> None:
+        """Import agent logs (Claude Code, Codex, OTel GenAI, OpenAI Agents SDK, Who&When, ChatDev)."""
+        from .. import importers
+        from ..core.io import save
+        from ..core.validate import validate_trace
+
+        if fmt is not None:
+            importers.get(fmt)  # unknown names fail before any work
+
+        def notify(path: str, level: str, msg: str) -> None:
+            colour = "yellow" if level == "warn" else "red"
+            console_err.print(f"[{colour}]{level}[/{colour}] {path}: {msg}", highlight=False, soft_wrap=True)
+
+        files = importers.walk(paths)
+        planned = importers.plan(files, fmt, notify)
+        if not planned:
+            raise OrchestraceError(
+                "OT022", "no importable log found (name the format with --from?)", path=" ".join(paths)
+            )
+        traces = []
+        unknown: Counter[str] = Counter()
+        per_format: Counter[str] = Counter()
+        failed = 0
+        total = sum(_size(f) for f, _ in planned) or 1
+        with Progress(
+            TextColumn("[bold]import[/bold] {task.fields[name]}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TimeRemainingColumn(),
+            console=console_err,
+            disable=quiet or len(planned) < 2,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("import", total=total, name="")
+            for f, name in planned:
+                bar.update(task, name=os.path.basename(f))
+                try:
+                    for tr in importers.load(f, name, keep_content=keep_content):
+                        errors = [x for x in validate_trace(tr) if x.severity == "error"]
+                        if errors:
+                            notify(
+                                f, "error", f"trace {tr.trace_id} does not validate ({errors[0]}); skipped"
+                            )
+                            failed += 1
+                            continue
+                        info = (tr.metadata or {}).get("import", {})
+                        if info.get("truncated"):
+                            notify(
+                                f,
+                                "warn",
+                                f"truncated: last line cut off, imported up to line {info['bad_lines'][-1] - 1}",
+                            )
+                        elif info.get("bad_line_count"):
+                            notify(f, "warn", f"{info['bad_line_count']} unreadable line(s) skipped")
+                        unknown.update(info.get("unknown_records", {}))
+                        per_format[name] += 1
+                        traces.append(tr)
+                except OrchestraceError as e:
+                    notify(f, "warn" if e.code == "OT006" else "error", f"{e.message}; skipped")
+                    failed += e.code != "OT006"
+                bar.advance(task, _size(f))
+        if not traces:
+            raise OrchestraceError(
+                "OT006", "nothing imported: every input was empty or unreadable", path=" ".join(paths)
+            )
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        save(traces, out)
+        summary = ", ".join(f"{n} {k}" for k, n in per_format.items())
+        console.print(f"imported {len(traces)} trace(s) ({summary}) -> {out}", highlight=False)
+        if unknown:
+            top = ", ".join(f"{k}: {n}" for k, n in unknown.most_common(8))
+            console_err.print(f"[yellow]note[/yellow] unknown record types skipped: {top}", highlight=False)
+        if failed:
+            raise typer.Exit(1)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

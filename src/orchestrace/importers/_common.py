@@ -1,0 +1,448 @@
+"""Shared machinery for importers: a trace builder that makes any foreign log a valid trace.
+
+Foreign logs disagree with themselves: clocks skew between files, sub-agents log before the
+spawn that created them, results carry the timestamp of a later flush. The builder records what
+the log says (absolute times, dependencies) and then repairs times once, along the dependency
+graph, so that every edge goes forward in time, no spawned agent acts before its spawn and every
+tool_result follows its tool_call. A repaired time keeps the original in ``attrs["t_src"]``.
+
+Privacy: content is hashed into ``content_ref`` (``sha256:<hex>``) and only stored, with secrets
+redacted, when the caller asks for it (``keep_content``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from ..core.errors import LoadError
+from ..core.io import iter_lines
+from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs
+
+# ---------------------------------------------------------------- privacy
+
+_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # passwords in URLs: scheme://user:password@host
+    (
+        re.compile(r"(?P<pre>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(?P<post>@)"),
+        r"\g<pre>[REDACTED]\g<post>",
+    ),
+    # bearer / basic tokens in headers
+    (re.compile(r"(?i)\b(?P<pre>(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\g<pre>[REDACTED]"),
+    # well-known key shapes
+    (re.compile(r"\bsk-(?:ant-|proj-|or-)?[A-Za-z0-9_-]{16,}"), "[REDACTED]"),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[REDACTED]"),
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"), "[REDACTED]"),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b"), "[REDACTED]"),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"), "[REDACTED]"),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), "[REDACTED]"),
+    (re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), "[REDACTED]"),
+    # key = value assignments of secret-looking names
+    (
+        re.compile(
+            r"(?i)(?P<pre>\b[A-Za-z0-9_]*(?:api[_-]?key|secret|password|passwd|access[_-]?token|auth[_-]?token)"
+            r"[\"']?\s*[:=]\s*[\"']?)(?P<val>[^\s\"',;]{4,})"
+        ),
+        r"\g<pre>[REDACTED]",
+    ),
+)
+
+
+def redact(text: str) -> str:
+    """Text with API keys, bearer tokens and passwords in URLs replaced by ``[REDACTED]``."""
+    for pat, repl in _SECRET_PATTERNS:
+        text = pat.sub(repl, text)
+    return text
+
+
+def content_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def as_text(value: Any) -> str:
+    """A foreign content value (string, block list, object) as one string, deterministically."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in value):
+        return "\n".join(str(b.get("text", "")) for b in value)
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+# ---------------------------------------------------------------- time
+
+
+@lru_cache(maxsize=65536)
+def parse_ts(value: str) -> float | None:
+    """ISO-8601 timestamp -> POSIX seconds; None when unparseable."""
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+def ts_of(value: Any) -> float | None:
+    if isinstance(value, str):
+        return parse_ts(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+# ---------------------------------------------------------------- reading JSONL defensively
+
+
+class ImportStats:
+    """What an importer saw and skipped, reported into ``metadata["import"]``."""
+
+    def __init__(self) -> None:
+        self.records: Counter[str] = Counter()
+        self.unknown: Counter[str] = Counter()
+        self.bad_lines: list[int] = []
+        self.truncated = False
+        self.notes: list[str] = []
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"records": dict(self.records)}
+        if self.unknown:
+            d["unknown_records"] = dict(self.unknown)
+        if self.bad_lines:
+            d["bad_lines"] = self.bad_lines[:50]
+            d["bad_line_count"] = len(self.bad_lines)
+        if self.truncated:
+            d["truncated"] = True
+        if self.notes:
+            d["notes"] = self.notes[:50]
+        return d
+
+
+def iter_jsonl(path: str | os.PathLike[str], stats: ImportStats) -> Iterator[tuple[int, Any]]:
+    """(line, object) of a JSONL file; bad lines are counted, a cut-off last line marks truncation."""
+    p = os.fspath(path)
+    pending: int | None = None
+    for n, line in iter_lines(p, tolerant=True):
+        if not line.strip():
+            continue
+        if pending is not None:
+            stats.bad_lines.append(pending)
+            pending = None
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pending = n
+            continue
+        yield n, obj
+    if pending is not None:
+        stats.bad_lines.append(pending)
+        stats.truncated = True
+
+
+def require_nonempty(path: str | os.PathLike[str]) -> None:
+    """Raise OT006 for an empty (or whitespace-only) file, so callers can report and continue."""
+    p = os.fspath(path)
+    try:
+        size = os.path.getsize(p)
+    except OSError as e:
+        raise LoadError("OT001", f"cannot read: {e.strerror}", path=p) from None
+    if size == 0:
+        raise LoadError("OT006", "empty file: nothing to import", path=p)
+    if size < 4096:
+        with open(p, "rb") as f:
+            if not f.read().strip():
+                raise LoadError("OT006", "empty file (whitespace only): nothing to import", path=p)
+
+
+def head_bytes(path: str | os.PathLike[str], n: int = 65536) -> bytes:
+    try:
+        with open(os.fspath(path), "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def first_json_lines(path: str | os.PathLike[str], k: int = 5) -> list[Any]:
+    """Up to ``k`` decoded leading lines of a JSONL file (for sniffing); undecodable lines skipped."""
+    out: list[Any] = []
+    for line in head_bytes(path).splitlines():
+        if not line.strip():
+            continue
+        try:
+            out.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            continue
+        if len(out) >= k:
+            break
+    return out
+
+
+# ---------------------------------------------------------------- the builder
+
+
+class Builder:
+    """Accumulates events and dependencies with source times, then emits a valid Trace.
+
+    Times given to :meth:`add` are absolute seconds (any epoch) or None ("same as the previous
+    event"). Each agent's events are chained by temporal edges in insertion order.
+    """
+
+    def __init__(self, *, keep_content: bool = False) -> None:
+        self.keep_content = keep_content
+        self.events: list[Event] = []
+        self.ts: list[float | None] = []
+        self.edges: list[tuple[int, int, str]] = []
+        self.soft: list[tuple[int, int, str]] = []  # kept only when already forward in time
+        self._implicit: list[tuple[int, int]] = []  # ordering constraints that are not edges
+        self._last: dict[str, int] = {}
+        self._spawn_of: dict[str, int] = {}
+        self._spawner: dict[str, str] = {}
+        self._calls: dict[str, int] = {}
+        self._prev_ts: float | None = None
+        self.stats = ImportStats()
+
+    # -- events
+    def add(
+        self,
+        type: str,
+        agent: str,
+        ts: float | None,
+        *,
+        content: Any = None,
+        chain: bool = True,
+        **fields: Any,
+    ) -> int:
+        if ts is None:
+            ts = self._prev_ts
+        else:
+            self._prev_ts = ts
+        i = len(self.events)
+        if "from" in fields:
+            fields["from_"] = fields.pop("from")
+        ev = Event(id=f"e{i}", t=0.0, type=type, agent=agent, **fields)
+        if content is not None:
+            self.set_content(ev, content)
+        self.events.append(ev)
+        self.ts.append(ts)
+        prev = self._last.get(agent)
+        if chain and prev is not None:
+            self.edges.append((prev, i, "temporal"))
+        elif prev is None and agent in self._spawn_of:
+            self.edges.append((self._spawn_of[agent], i, "spawn"))
+        if agent in self._spawn_of:
+            self._implicit.append((self._spawn_of[agent], i))
+        if chain or prev is None:
+            self._last[agent] = i
+        return i
+
+    def set_content(self, ev: Event, content: Any) -> None:
+        text = as_text(content)
+        if not text:
+            return
+        ev.content_ref = content_hash(text)
+        if self.keep_content:
+            ev.content = redact(text)
+
+    def edge(self, src: int | None, dst: int | None, type: str, *, soft: bool = False) -> None:
+        if src is None or dst is None or src == dst:
+            return
+        (self.soft if soft else self.edges).append((src, dst, type))
+
+    def last_of(self, agent: str) -> int | None:
+        return self._last.get(agent)
+
+    # -- orchestration helpers
+    def spawn(self, parent: str, child: str, ts: float | None, **fields: Any) -> int:
+        """A spawn by ``parent`` of ``child``; the child's first event hangs under it."""
+        i = self.add("spawn", parent, ts, to=child, **fields)
+        if child not in self._spawn_of:
+            self._spawn_of[child] = i
+            self._spawner[child] = parent
+            first = self._last.get(child)
+            if first is not None:  # child already logged: keep the order, repair times later
+                self._implicit.append((i, first))
+        return i
+
+    def spawner(self, child: str) -> str | None:
+        return self._spawner.get(child)
+
+    def is_spawned(self, agent: str) -> bool:
+        return agent in self._spawn_of
+
+    def ret(self, child: str, ts: float | None, **fields: Any) -> int:
+        """The child's return to its spawner, after everything the child did."""
+        parent = self._spawner.get(child, fields.pop("to", None) or "main")
+        fields.pop("to", None)
+        last = self._last.get(child)
+        i = self.add("return", child, ts, chain=True, to=parent, **{"from": child}, **fields)
+        if last is not None and (last, i, "temporal") in self.edges[-1:]:
+            self.edges[-1] = (last, i, "return")
+        return i
+
+    def tool_call(self, agent: str, ts: float | None, tool: str, call_id: str, **fields: Any) -> int:
+        i = self.add("tool_call", agent, ts, tool=tool, call_id=call_id, **fields)
+        self._calls[call_id] = i
+        return i
+
+    def has_call(self, call_id: str) -> bool:
+        return call_id in self._calls
+
+    def tool_result(self, agent: str, ts: float | None, tool: str | None, call_id: str, **fields: Any) -> int:
+        """A tool result; without a known call it is kept as a message (never an invalid result)."""
+        call = self._calls.get(call_id)
+        if call is None:
+            attrs = dict(fields.pop("attrs", None) or {})
+            attrs["kind"] = "orphan_tool_result"
+            attrs["call_id"] = call_id
+            self.stats.records["orphan_tool_result"] += 1
+            return self.add("message", agent, ts, tool=tool, attrs=attrs, **fields)
+        i = self.add("tool_result", agent, ts, tool=tool or self.events[call].tool, call_id=call_id, **fields)
+        self.edges.append((call, i, "tool_dependency"))
+        return i
+
+    # -- finishing
+    def build(
+        self,
+        *,
+        trace_id: str,
+        task_id: str,
+        system: str,
+        topology: str | None = None,
+        rewards: dict[str, float] | None = None,
+        costs: dict[str, float] | None = None,
+        metrics: dict[str, float] | None = None,
+        metadata: dict[str, Any] | None = None,
+        t0: float | None = None,
+    ) -> Trace:
+        if not self.events:
+            raise LoadError("OT106", "no events could be imported from this log", path=trace_id)
+        n = len(self.events)
+        known = [x for x in self.ts if x is not None]
+        base = min(known) if known else 0.0
+        if t0 is not None:
+            base = min(base, t0)
+        raw = [(x - base) if x is not None else 0.0 for x in self.ts]
+        # forward-fill missing times from the previous known one
+        last = 0.0
+        for i, x in enumerate(self.ts):
+            if x is None:
+                raw[i] = last
+            last = raw[i]
+        order = _topo_order(n, [(a, b) for a, b, _ in self.edges] + self._implicit)
+        t = list(raw)
+        preds: list[list[int]] = [[] for _ in range(n)]
+        for a, b, _ in self.edges:
+            preds[b].append(a)
+        for a, b in self._implicit:
+            preds[b].append(a)
+        for i in order:
+            for a in preds[i]:
+                if t[a] > t[i]:
+                    t[i] = t[a]
+        pos = {v: k for k, v in enumerate(order)}
+        ranked = sorted(range(n), key=lambda i: (t[i], pos[i]))
+        new_id = {old: f"e{k}" for k, old in enumerate(ranked)}
+        events: list[Event] = []
+        for old in ranked:
+            ev = self.events[old]
+            ev.id = new_id[old]
+            ev.t = round(t[old], 6)
+            if ev.t_end is not None:
+                ev.t_end = round(max(ev.t_end - base, ev.t), 6)
+            if t[old] - raw[old] > 1e-6:
+                ev.attrs = {**(ev.attrs or {}), "t_src": round(raw[old], 6)}
+            events.append(ev)
+        edges: list[Edge] = []
+        seen: set[tuple[int, int, str]] = set()
+        for a, b, ty in self.edges:
+            if pos[a] < pos[b] and (a, b, ty) not in seen:
+                seen.add((a, b, ty))
+                edges.append(Edge(new_id[a], new_id[b], ty))
+        for a, b, ty in self.soft:
+            if t[a] <= t[b] and pos[a] < pos[b] and (a, b, ty) not in seen:
+                seen.add((a, b, ty))
+                edges.append(Edge(new_id[a], new_id[b], ty))
+        all_costs = derived_costs(events)
+        all_costs["tokens_in"] = sum(e.tokens_in or 0 for e in events)
+        all_costs["tokens_out"] = sum(e.tokens_out or 0 for e in events)
+        if costs:
+            all_costs.update(costs)
+        meta = dict(metadata or {})
+        meta["import"] = {**meta.get("import", {}), **self.stats.to_dict()}
+        meta.setdefault("t0_unix", base if known else None)
+        return Trace(
+            trace_id=trace_id,
+            task_id=task_id,
+            events=events,
+            edges=edges,
+            rewards=rewards or {},
+            costs=all_costs,
+            system=system,
+            topology=topology,
+            metrics=metrics,
+            schema_version=SCHEMA_VERSION,
+            metadata=meta,
+        )
+
+    def finish_call(
+        self,
+        call_id: str,
+        ts: float | None,
+        *,
+        status: str | None = None,
+        attrs: dict[str, Any] | None = None,
+    ) -> None:
+        """Record the result of a call that did not become a tool_call (decision, message)."""
+        i = self._calls.get(call_id)
+        if i is None:
+            return
+        ev = self.events[i]
+        if ts is not None:
+            ev.t_end = ts  # absolute; made relative in build
+        if status is not None:
+            ev.status = status
+        if attrs:
+            ev.attrs = {**(ev.attrs or {}), **attrs}
+
+    def register_call(self, call_id: str, index: int) -> None:
+        self._calls[call_id] = index
+
+    def forget_call(self, call_id: str) -> None:
+        self._calls.pop(call_id, None)
+
+
+def _topo_order(n: int, pairs: list[tuple[int, int]]) -> list[int]:
+    """Event indices in dependency order, insertion order among ties; edges closing a cycle ignored."""
+    import heapq
+
+    out_adj: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for a, b in pairs:
+        out_adj[a].append(b)
+        indeg[b] += 1
+    heap = [i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    done = [False] * n
+    while len(order) < n:
+        if not heap:  # a cycle: release the earliest remaining event
+            k = next(i for i in range(n) if not done[i])
+            indeg[k] = 0
+            heap.append(k)
+        i = heapq.heappop(heap)
+        if done[i]:
+            continue
+        done[i] = True
+        order.append(i)
+        for j in out_adj[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0 and not done[j]:
+                heapq.heappush(heap, j)
+    return order
