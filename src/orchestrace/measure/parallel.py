@@ -1,0 +1,201 @@
+"""E2 parallelism: critical path, Critical Steps, serial work, concurrency, useful-agent utilisation.
+
+Our definitions (spec §2.2, §2.3 and §8.5 leave them open; see docs/measure.md):
+
+- **Serial work** ``serial_work_s``: the sum of effective durations (``view.py``), i.e. the
+  wall-clock a single agent would need to do the same work one event after the other (a
+  *simulated* serial baseline; nothing is re-run).
+- **Critical path** ``critical_path_s``: the heaviest dependency path, weighted by effective
+  duration. ``parallelism_efficiency = serial_work_s / critical_path_s`` (>= 1 by construction;
+  null when the trace records no time at all).
+- **Steps.** A step is one action of one agent: an ``orchestrator_decision``, ``spawn``,
+  ``despawn``, ``message``, ``tool_call``, ``return`` or ``aggregate`` event. A group issued at
+  once is one action, as in Kimi's stages: a spawn or despawn that directly follows the same
+  agent's decision or spawn, and a tool call that directly follows the same agent's tool call,
+  continue that step, unless they wait on an input from another agent or a tool result.
+  ``tool_result``, ``human_intervention`` and ``safety_event`` are not agent steps.
+- **Critical Steps** (Kimi K2.5): the heaviest dependency path weighted by steps. For a trace of
+  stages this is exactly ``sum_t (S_main(t) + max_i S_sub,i(t))``; for nested hierarchies a
+  sub-agent that spawns contributes its own Critical Steps recursively, with no extra rule, because
+  the longest path through its sub-tree is its own critical path. Overlapping stages, parallel
+  tool calls and stages without sub-agents (max over none = 0) fall out of the same definition.
+  It is a measurement (Kimi uses it as a budget); rewards may read it, we do not add it to any.
+- **Concurrency**: an agent is active from its spawn (or first event) to its last event's end
+  (or its despawn); ``max_concurrency`` is the peak number of simultaneously active agents,
+  ``mean_concurrency`` the time average over the trace's span. Tools are not agents.
+- **Useful-agent utilisation**: spawned agents with a ``return`` event from which the final node
+  is reachable along dependencies, over all spawned agents (null without spawns).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.graph import EVENT_CODE
+from ..core.model import Trace
+from .view import TraceView, as_view, longest_path
+
+STEP_TYPES = ("orchestrator_decision", "spawn", "despawn", "message", "tool_call", "return", "aggregate")
+_SPAWNISH = np.asarray([EVENT_CODE["spawn"], EVENT_CODE["despawn"]])
+_OPENS_SPAWN_GROUP = np.asarray(
+    [EVENT_CODE["orchestrator_decision"], EVENT_CODE["spawn"], EVENT_CODE["despawn"]]
+)
+_TOOL_CALL = EVENT_CODE["tool_call"]
+_TOOL_RESULT = EVENT_CODE["tool_result"]
+
+
+def step_weights(x: Trace | TraceView) -> np.ndarray:
+    """1.0 for events that start a new agent step, 0.0 otherwise (see module docstring)."""
+    v = as_view(x)
+    g = v.g
+    is_step = g.mask(*STEP_TYPES)
+    prev = v.prev_same_agent
+    has_prev = prev >= 0
+    ptype = np.where(has_prev, g.type[np.maximum(prev, 0)], -1)
+    # waited: an incoming dependency from another agent or from a tool result
+    s, d = v.dep_edges
+    waits = (g.agent[s] != g.agent[d]) | (g.type[s] == _TOOL_RESULT)
+    waited = np.zeros(v.n, dtype=bool)
+    waited[d[waits]] = True
+    spawn_cont = np.isin(g.type, _SPAWNISH) & np.isin(ptype, _OPENS_SPAWN_GROUP)
+    call_cont = (g.type == _TOOL_CALL) & (ptype == _TOOL_CALL)
+    cont = (spawn_cont | call_cont) & ~waited
+    return (is_step & ~cont).astype(np.float64)
+
+
+def critical_path(x: Trace | TraceView) -> dict[str, Any]:
+    """Wall-clock critical path: ``{"length_s", "serial_work_s", "path"}`` (path = event indices)."""
+    v = as_view(x)
+    w = v.effective_duration
+    _, path = longest_path(v, w)
+    return {"length_s": math.fsum(w[path].tolist()), "serial_work_s": math.fsum(w.tolist()), "path": path}
+
+
+def critical_steps(x: Trace | TraceView) -> dict[str, Any]:
+    """Kimi's Critical Steps generalised to any dependency graph: ``{"critical", "total", "path"}``."""
+    v = as_view(x)
+    w = step_weights(v)
+    length, path = longest_path(v, w)
+    return {"critical": int(round(length)), "total": int(w.sum()), "path": path}
+
+
+def parallelism_efficiency(serial_work_s: float, critical_path_s: float) -> float | None:
+    """Serial work over critical-path time; None when the trace records no time (0/0)."""
+    if critical_path_s <= 0.0:
+        return None
+    return max(1.0, serial_work_s / critical_path_s)
+
+
+# ---------------------------------------------------------------- Kimi's stage formula
+
+
+Stages = Sequence[tuple[int, Sequence["int | Stages"]]]
+
+
+def kimi_critical_steps(stages: Stages) -> int:
+    """``sum_t (S_main(t) + max_i S_sub,i(t))``; a sub-agent given as stages counts recursively.
+
+    >>> kimi_critical_steps([(1, []), (1, [6, 9, 4, 7]), (1, [])])
+    12
+    """
+    return sum(
+        main + max((_sub_steps(s, kimi_critical_steps) for s in subs), default=0) for main, subs in stages
+    )
+
+
+def kimi_total_steps(stages: Stages) -> int:
+    """Every step of every agent.
+
+    >>> kimi_total_steps([(1, []), (1, [6, 9, 4, 7]), (1, [])])
+    29
+    """
+    return sum(main + sum(_sub_steps(s, kimi_total_steps) for s in subs) for main, subs in stages)
+
+
+def _sub_steps(s: Any, f: Any) -> int:
+    return int(s) if isinstance(s, int) else f(s)
+
+
+# ---------------------------------------------------------------- concurrency and utilisation
+
+
+def agent_intervals(x: Trace | TraceView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(agent codes, start, end) of every acting agent's lifetime."""
+    v = as_view(x)
+    g = v.g
+    actors = v.actors
+    na = len(g.agents)
+    start = np.full(na, np.inf)
+    end = np.full(na, -np.inf)
+    np.minimum.at(start, g.agent, g.t)
+    np.maximum.at(end, g.agent, g.t_end)
+    # a spawned agent exists from its spawn; a despawned one until its despawn
+    ev = v.trace.events
+    name_code = {a: i for i, a in enumerate(g.agents)}
+    for code, fn in ((EVENT_CODE["spawn"], np.minimum), (EVENT_CODE["despawn"], np.maximum)):
+        idx = np.nonzero(g.type == code)[0]
+        tgt = np.fromiter(
+            (name_code.get(ev[i].to or "", -1) for i in idx.tolist()), dtype=np.int64, count=len(idx)
+        )
+        ok = tgt >= 0
+        arr = start if fn is np.minimum else end
+        fn.at(arr, tgt[ok], g.t[idx[ok]])
+    return actors, start[actors], end[actors]
+
+
+def concurrency(x: Trace | TraceView) -> dict[str, float]:
+    """``{"max", "mean"}`` concurrently active agents (closed intervals; sweep over start/end)."""
+    v = as_view(x)
+    _, start, end = agent_intervals(v)
+    if not len(start):
+        return {"max": 0.0, "mean": 0.0}
+    times = np.concatenate([start, end])
+    delta = np.concatenate([np.ones(len(start)), -np.ones(len(end))])
+    order = np.lexsort((-delta, times))  # at equal times starts come first: closed intervals
+    peak = float(np.cumsum(delta[order]).max())
+    span = float(v.g.t_end.max() - v.g.t.min())
+    mean = float(np.sum(end - start)) / span if span > 0 else peak
+    return {"max": peak, "mean": mean}
+
+
+def spawned_agents(x: Trace | TraceView) -> list[str]:
+    """Names of agents targeted by a spawn event, in order of first spawn."""
+    v = as_view(x)
+    ev = v.trace.events
+    return list(dict.fromkeys(ev[i].to for i in v.g.nodes("spawn").tolist() if ev[i].to))
+
+
+def useful_agents(x: Trace | TraceView) -> dict[str, bool]:
+    """For each spawned agent: does one of its returns reach the final node?"""
+    v = as_view(x)
+    g = v.g
+    spawned = spawned_agents(v)
+    if not spawned or v.final_node < 0:
+        return dict.fromkeys(spawned, False)
+    ancestors = _reach(v, [v.final_node], reverse=True)
+    ev = v.trace.events
+    useful = dict.fromkeys(spawned, False)
+    for i in np.nonzero(ancestors & (g.type == EVENT_CODE["return"]))[0].tolist():
+        who = ev[i].from_ or ev[i].agent
+        if who in useful:
+            useful[who] = True
+    return useful
+
+
+def useful_agent_utilization(x: Trace | TraceView) -> float | None:
+    u = useful_agents(x)
+    return sum(u.values()) / len(u) if u else None
+
+
+def _reach(v: TraceView, sources: list[int], *, reverse: bool = False) -> np.ndarray:
+    from scipy.sparse.csgraph import breadth_first_order
+
+    out = np.zeros(v.n, dtype=bool)
+    a = v.deps_rev if reverse else v.deps
+    for s in sources:
+        out[breadth_first_order(a, s, directed=True, return_predecessors=False)] = True
+    return out

@@ -1,0 +1,269 @@
+"""TraceView: one trace as arrays, built once and shared by every metric.
+
+It wraps ``core.graph.TraceGraph`` and adds what the metrics need on top: the *dependency graph*
+(explicit edges plus implicit program order), its topological order, per-event cost arrays and the
+final-answer node. Every metric function accepts a ``Trace`` or a ``TraceView``; pass a view when
+computing several metrics so the arrays are built once.
+
+Definitions (ours; spec §8 leaves them open):
+
+- **Dependency graph.** Every explicit edge is a dependency, except a ``temporal`` edge between two
+  different agents (it only states an order, not that one needed the other). On top, each agent's
+  own events are chained in time order (*program order*: an LLM agent acts one step after the
+  other). ``tool_result`` events are left out of program order, because their ``agent`` is often
+  the tool's name, shared by concurrent calls; they depend on what their edges say.
+- **Effective duration** of an event: from the moment its last input was ready to its end,
+  ``t_end - min(t, max(t_end of its dependencies))`` (just ``t_end - t`` without dependencies).
+  So the time an agent spends producing an event (LLM latency, which traces record as a gap before
+  the event rather than as its duration) is charged to that event, and traces with instantaneous
+  events (no ``t_end``) still have meaningful wall-clock metrics.
+- **Final node**: the last ``aggregate`` event; without one, the last event of the root agent
+  (the agent of the earliest event).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+from scipy.sparse import csr_matrix
+
+from ..core.errors import OrchestraceError
+from ..core.graph import EDGE_CODE, EVENT_CODE, TraceGraph
+from ..core.model import Trace
+
+TOOL_RESULT = EVENT_CODE["tool_result"]
+TEMPORAL = EDGE_CODE["temporal"]
+
+
+class TraceView:
+    """Arrays over one trace for the metrics; cheap attributes are computed on first use."""
+
+    def __init__(self, trace: Trace, graph: TraceGraph | None = None) -> None:
+        self.trace = trace
+        self.g = graph if graph is not None else TraceGraph(trace)
+        self.n = self.g.n
+
+    # ------------------------------------------------------------ per-event arrays
+
+    @cached_property
+    def tokens_in(self) -> np.ndarray:
+        return np.fromiter((e.tokens_in or 0 for e in self.trace.events), dtype=np.int64, count=self.n)
+
+    @cached_property
+    def tokens_out(self) -> np.ndarray:
+        return np.fromiter((e.tokens_out or 0 for e in self.trace.events), dtype=np.int64, count=self.n)
+
+    @cached_property
+    def usd(self) -> np.ndarray:
+        return np.fromiter((e.cost_usd or 0.0 for e in self.trace.events), dtype=np.float64, count=self.n)
+
+    @cached_property
+    def duration(self) -> np.ndarray:
+        return np.maximum(0.0, self.g.t_end - self.g.t)
+
+    @cached_property
+    def with_attrs(self) -> np.ndarray:
+        """Indices of events carrying ``attrs`` (few in most traces; scanned for flags)."""
+        return np.fromiter((i for i, e in enumerate(self.trace.events) if e.attrs), dtype=np.int64)
+
+    def attr_flag(self, *keys: str) -> np.ndarray:
+        """Mask of events whose ``attrs`` has a truthy value under any of the keys."""
+        out = np.zeros(self.n, dtype=bool)
+        ev = self.trace.events
+        for i in self.with_attrs.tolist():
+            a = ev[i].attrs
+            if any(a.get(k) for k in keys):  # type: ignore[union-attr]
+                out[i] = True
+        return out
+
+    @cached_property
+    def actors(self) -> np.ndarray:
+        """Agent codes that act (have an event other than a tool_result): tools are not agents."""
+        g = self.g
+        return np.unique(g.agent[g.type != TOOL_RESULT])
+
+    # ------------------------------------------------------------ dependency graph
+
+    @cached_property
+    def time_order(self) -> np.ndarray:
+        """Events sorted by start time, ties by trace order."""
+        return np.lexsort((np.arange(self.n), self.g.t))
+
+    @cached_property
+    def prev_same_agent(self) -> np.ndarray:
+        """For each event, the previous event of the same agent in time order (all types), or -1."""
+        g = self.g
+        order = np.lexsort((np.arange(self.n), g.t, g.agent))
+        prev = np.full(self.n, -1, dtype=np.int64)
+        same = g.agent[order[1:]] == g.agent[order[:-1]]
+        prev[order[1:][same]] = order[:-1][same]
+        return prev
+
+    @cached_property
+    def program_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of the implicit program-order edges (tool_results excluded)."""
+        g = self.g
+        keep = np.nonzero(g.type != TOOL_RESULT)[0]
+        order = keep[np.lexsort((keep, g.t[keep], g.agent[keep]))]
+        same = g.agent[order[1:]] == g.agent[order[:-1]]
+        return order[:-1][same], order[1:][same]
+
+    @cached_property
+    def dep_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of every dependency: explicit edges (no cross-agent temporal) + program order."""
+        g = self.g
+        keep = (g.etype != TEMPORAL) | (g.agent[g.src] == g.agent[g.dst])
+        ps, pd = self.program_order
+        return (
+            np.concatenate([g.src[keep].astype(np.int64), ps]),
+            np.concatenate([g.dst[keep].astype(np.int64), pd]),
+        )
+
+    def _csr(self, src: np.ndarray, dst: np.ndarray) -> csr_matrix:
+        a = csr_matrix((np.ones(len(src), dtype=np.int8), (src, dst)), shape=(self.n, self.n))
+        a.sum_duplicates()
+        return a
+
+    @cached_property
+    def deps(self) -> csr_matrix:
+        """Dependency adjacency, row = source."""
+        return self._csr(*self.dep_edges)
+
+    @cached_property
+    def deps_rev(self) -> csr_matrix:
+        """Dependency adjacency, row = destination (predecessor lists)."""
+        s, d = self.dep_edges
+        return self._csr(d, s)
+
+    @cached_property
+    def topo(self) -> np.ndarray:
+        """A topological order of the dependency graph (time order when edges respect it)."""
+        order = self.time_order
+        pos = np.empty(self.n, dtype=np.int64)
+        pos[order] = np.arange(self.n)
+        s, d = self.dep_edges
+        if not len(s) or bool(np.all(pos[s] < pos[d])):
+            return order
+        return _kahn(self.deps, self.g.t)
+
+    @cached_property
+    def ready(self) -> np.ndarray:
+        """When each event's inputs were ready: min(t, latest end among its dependencies)."""
+        g = self.g
+        a = self.deps_rev
+        has = np.diff(a.indptr) > 0
+        latest = np.full(self.n, -np.inf)
+        if a.nnz:
+            ends = g.t_end[a.indices]
+            starts = a.indptr[:-1][has]
+            latest[has] = np.maximum.reduceat(ends, starts)
+        return np.where(has, np.minimum(g.t, latest), g.t)
+
+    @cached_property
+    def effective_duration(self) -> np.ndarray:
+        return np.maximum(0.0, self.g.t_end - self.ready)
+
+    # ------------------------------------------------------------ special nodes
+
+    @cached_property
+    def root_agent(self) -> int:
+        return int(self.g.agent[self.time_order[0]]) if self.n else -1
+
+    @cached_property
+    def final_node(self) -> int:
+        """The final answer: last aggregate, else the root agent's last event."""
+        g = self.g
+        agg = g.nodes("aggregate")
+        cand = agg if len(agg) else np.nonzero(g.agent == self.root_agent)[0]
+        if not len(cand):
+            return -1
+        return int(cand[np.lexsort((cand, g.t_end[cand], g.t[cand]))[-1]])
+
+
+def as_view(x: Trace | TraceView) -> TraceView:
+    return x if isinstance(x, TraceView) else TraceView(x)
+
+
+def _kahn(a: csr_matrix, t: np.ndarray) -> np.ndarray:
+    """Topological order by Kahn's algorithm, ready nodes taken in time order."""
+    import heapq
+
+    n = a.shape[0]
+    indeg = np.bincount(a.indices, minlength=n)
+    heap = [(float(t[i]), int(i)) for i in np.nonzero(indeg == 0)[0]]
+    heapq.heapify(heap)
+    indptr, indices = a.indptr.tolist(), a.indices.tolist()
+    deg = indeg.tolist()
+    out: list[int] = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        out.append(v)
+        for w in indices[indptr[v] : indptr[v + 1]]:
+            deg[w] -= 1
+            if deg[w] == 0:
+                heapq.heappush(heap, (float(t[w]), w))
+    if len(out) != n:
+        raise OrchestraceError(
+            "OT203", "the trace's dependencies contain a cycle; run `orchestrace validate`"
+        )
+    return np.asarray(out, dtype=np.int64)
+
+
+def longest_path(view: TraceView, weight: np.ndarray) -> tuple[float, list[int]]:
+    """Heaviest dependency path (node weights >= 0): (total, nodes in order).
+
+    One pass in topological order over plain Python lists: about 0.5 s per million events, which
+    beats per-node numpy calls by an order of magnitude.
+    """
+    n = view.n
+    if n == 0:
+        return 0.0, []
+    a = view.deps_rev
+    indptr, indices = a.indptr.tolist(), a.indices.tolist()
+    w = np.asarray(weight, dtype=np.float64).tolist()
+    best = list(w)
+    prev = [-1] * n
+    for v in view.topo.tolist():
+        lo, hi = indptr[v], indptr[v + 1]
+        if lo == hi:
+            continue
+        p = indices[lo]
+        b = best[p]
+        for k in range(lo + 1, hi):
+            q = indices[k]
+            if best[q] > b:
+                p, b = q, best[q]
+        best[v] = w[v] + b
+        prev[v] = p
+    end = max(range(n), key=best.__getitem__)
+    path = [end]
+    while prev[path[-1]] >= 0:
+        path.append(prev[path[-1]])
+    path.reverse()
+    return float(best[end]), path
+
+
+def multi_bfs(a: csr_matrix, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Breadth-first search from several start nodes at once (a virtual root joined to each).
+
+    Returns (mask of reached nodes, BFS-tree predecessor per node, -1 for starts and unreached),
+    so following predecessors from a node gives a shortest path back to its nearest start.
+    """
+    from scipy.sparse.csgraph import breadth_first_order
+
+    n = a.shape[0]
+    reached = np.zeros(n, dtype=bool)
+    pred = np.full(n, -1, dtype=np.int64)
+    starts = np.unique(np.asarray(starts, dtype=np.int64))
+    if not len(starts):
+        return reached, pred
+    rows = np.concatenate([np.repeat(np.arange(n), np.diff(a.indptr)), np.full(len(starts), n)])
+    cols = np.concatenate([a.indices, starts])
+    big = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1))
+    order, p = breadth_first_order(big, n, directed=True, return_predecessors=True)
+    order = order[order < n]
+    reached[order] = True
+    p = p[:n].astype(np.int64)
+    pred[order] = np.where(p[order] == n, -1, p[order])
+    return reached, pred

@@ -1,0 +1,212 @@
+"""E2: critical path, Critical Steps (Kimi's worked example, nested hierarchies), concurrency, utilisation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from measure_kit import KIMI, KIMI_BALANCED, ev, mk, stages_trace
+
+from orchestrace.core.validate import validate_trace
+from orchestrace.measure import (
+    TraceView,
+    analyze,
+    concurrency,
+    critical_path,
+    critical_steps,
+    kimi_critical_steps,
+    kimi_total_steps,
+    step_weights,
+    useful_agents,
+)
+
+
+def test_kimi_formula_worked_example():
+    # spec §2.3: 1 + (1 + 9) + 1 = 12 of 1 + 1 + 26 + 1 = 29; balanced {7,7,6,6}: 1 + (1 + 7) + 1 = 10
+    assert kimi_total_steps(KIMI) == 29
+    assert kimi_critical_steps(KIMI) == 12
+    assert kimi_total_steps(KIMI_BALANCED) == 29
+    assert kimi_critical_steps(KIMI_BALANCED) == 10
+
+
+def test_kimi_worked_example_as_trace():
+    tr = stages_trace(KIMI)
+    assert [f for f in validate_trace(tr) if f.severity == "error"] == []
+    cs = critical_steps(tr)
+    assert (cs["critical"], cs["total"]) == (12, 29)
+    # the critical path runs through the 9-step sub-agent (main.1)
+    agents = {tr.events[i].agent for i in cs["path"]}
+    assert "main.1" in agents and not agents & {"main.0", "main.2", "main.3"}
+    # unit-length steps scheduled as early as possible: wall-clock equals steps
+    cp = critical_path(tr)
+    assert cp["length_s"] == pytest.approx(12.0)
+    assert cp["serial_work_s"] == pytest.approx(29.0)
+    r = analyze(tr)
+    assert r["parallelism_efficiency"] == pytest.approx(29 / 12)
+    assert r["step_parallelism"] == pytest.approx(29 / 12)
+    assert r["useful_agent_utilization"] == 1.0
+    assert r["max_concurrency"] == 5.0  # main + 4 sub-agents
+
+
+def test_kimi_balanced_as_trace():
+    cs = critical_steps(stages_trace(KIMI_BALANCED))
+    assert (cs["critical"], cs["total"]) == (10, 29)
+
+
+def test_nested_sub_agent_contributes_its_own_critical_steps():
+    # sub-agent 0 spawns its own group {3, 5} in its first stage, then returns:
+    # its critical steps = 1 + 5 + 1 = 7 > the flat sub-agent's 4; top = 1 + (1 + 7) + 1 = 10
+    nested = [(1, [3, 5]), (1, [])]
+    stages = [(1, []), (1, [nested, 4]), (1, [])]
+    assert kimi_critical_steps(nested) == 7
+    assert kimi_critical_steps(stages) == 10
+    assert kimi_total_steps(stages) == 1 + 1 + (1 + 3 + 5 + 1) + 4 + 1
+    tr = stages_trace(stages)
+    assert validate_trace(tr) == []
+    cs = critical_steps(tr)
+    assert (cs["critical"], cs["total"]) == (10, 17)
+    assert {"main.0", "main.0.1"} <= {tr.events[i].agent for i in cs["path"]}
+
+
+def _stages(depth: int):
+    sub = st.integers(1, 5) if depth == 0 else st.one_of(st.integers(1, 5), _stages(depth - 1))
+    stage = st.tuples(st.integers(1, 3), st.lists(sub, max_size=3))
+    return st.lists(stage, min_size=1, max_size=3).map(lambda s: [*s[:-1], (s[-1][0], [])])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_stages(2))
+def test_trace_critical_steps_equal_kimi_formula_on_nested_stages(stages):
+    tr = stages_trace(stages)
+    assert [f for f in validate_trace(tr) if f.severity == "error"] == []
+    cs = critical_steps(tr)
+    assert cs["critical"] == kimi_critical_steps(stages)
+    assert cs["total"] == kimi_total_steps(stages)
+    cp = critical_path(tr)
+    assert cp["length_s"] == pytest.approx(cs["critical"])
+    assert cp["serial_work_s"] == pytest.approx(cs["total"])
+
+
+def test_spawn_group_and_parallel_tool_calls_are_one_step():
+    tr = mk(
+        [
+            ev("d", 0, "orchestrator_decision", "o"),
+            ev("s1", 1, "spawn", "o", to="a"),
+            ev("s2", 1, "spawn", "o", to="b"),
+            ev("c1", 2, "tool_call", "o", tool="x", call_id="1"),
+            ev("c2", 2, "tool_call", "o", tool="y", call_id="2"),
+            ev("r1", 3, "tool_result", "x", tool="x", call_id="1"),
+            ev("r2", 3, "tool_result", "y", tool="y", call_id="2"),
+            ev("c3", 4, "tool_call", "o", tool="x", call_id="3"),  # waits on r1: a new step
+            ev("a1", 2, "message", "a", to="b"),
+            ev("b1", 2, "message", "b", to="a"),
+        ],
+        [
+            ("d", "s1", "spawn"),
+            ("d", "s2", "spawn"),
+            ("c1", "r1", "tool_dependency"),
+            ("c2", "r2", "tool_dependency"),
+            ("r1", "c3", "causal"),
+            ("s1", "a1", "spawn"),
+            ("s2", "b1", "spawn"),
+        ],
+    )
+    assert validate_trace(tr) == []
+    w = dict(zip([e.id for e in tr.events], step_weights(tr).tolist(), strict=True))
+    assert w == {"d": 1, "s1": 0, "s2": 0, "c1": 1, "c2": 0, "r1": 0, "r2": 0, "c3": 1, "a1": 1, "b1": 1}
+
+
+def test_effective_duration_charges_waiting_time_to_the_event():
+    # instantaneous events 0 -> 5 -> 6 on one agent, plus a 2 s parallel branch on another agent
+    tr = mk(
+        [
+            ev("a", 0, "orchestrator_decision", "o"),
+            ev("s", 0, "spawn", "o", to="w"),
+            ev("w1", 1, "tool_call", "w", t_end=3, tool="x"),
+            ev("w2", 3, "tool_result", "w", tool="x"),
+            ev("w3", 3, "return", "w", to="o"),
+            ev("b", 5, "orchestrator_decision", "o"),
+            ev("c", 6, "aggregate", "o"),
+        ],
+        [
+            ("a", "s", "spawn"),
+            ("s", "w1", "spawn"),
+            ("w1", "w2", "tool_dependency"),
+            ("w2", "w3", "causal"),
+            ("w3", "c", "return"),
+            ("b", "c", "causal"),
+        ],
+    )
+    assert validate_trace(tr) == []
+    v = TraceView(tr)
+    eff = dict(zip([e.id for e in tr.events], v.effective_duration.tolist(), strict=True))
+    # w1 waited from the spawn (t=0) to its end (3); b from the spawn to 5; c from b (5) to 6
+    assert eff == {"a": 0, "s": 0, "w1": 3, "w2": 0, "w3": 0, "b": 5, "c": 1}
+    cp = critical_path(v)
+    assert cp["length_s"] == 6.0 and cp["serial_work_s"] == 9.0
+    assert [tr.events[i].id for i in cp["path"]] == ["a", "s", "b", "c"]
+
+
+def test_concurrency_hand_computed():
+    # o: 0..10; a spawned at 1, last event ends 4; b spawned at 2, ends 8 (despawned at 9)
+    tr = mk(
+        [
+            ev("d", 0, "orchestrator_decision", "o"),
+            ev("sa", 1, "spawn", "o", to="a"),
+            ev("sb", 2, "spawn", "o", to="b"),
+            ev("a1", 3, "message", "a", t_end=4, to="o"),
+            ev("b1", 5, "message", "b", t_end=8, to="o"),
+            ev("x", 9, "despawn", "o", to="b"),
+            ev("z", 10, "aggregate", "o"),
+        ],
+        [("d", "sa", "spawn"), ("d", "sb", "spawn"), ("sa", "a1", "spawn"), ("sb", "b1", "spawn")],
+    )
+    assert validate_trace(tr) == []
+    c = concurrency(tr)
+    assert c["max"] == 3.0
+    assert c["mean"] == pytest.approx((10 + 3 + 7) / 10)
+
+
+def test_useful_agents_need_a_return_that_reaches_the_final_node():
+    tr = mk(
+        [
+            ev("d", 0, "orchestrator_decision", "o"),
+            ev("sa", 1, "spawn", "o", to="a"),
+            ev("sb", 1, "spawn", "o", to="b"),
+            ev("sc", 1, "spawn", "o", to="c"),
+            ev("ra", 2, "return", "a", to="o"),
+            ev("rb", 2, "return", "b", to="o"),  # returned but never aggregated: idle
+            ev("m", 2, "message", "c", to="o"),  # talked, never returned
+            ev("agg", 3, "aggregate", "o"),
+        ],
+        [
+            ("d", "sa", "spawn"),
+            ("d", "sb", "spawn"),
+            ("d", "sc", "spawn"),
+            ("sa", "ra", "spawn"),
+            ("sb", "rb", "spawn"),
+            ("sc", "m", "spawn"),
+            ("ra", "agg", "aggregate"),
+        ],
+    )
+    assert validate_trace(tr) == []
+    assert useful_agents(tr) == {"a": True, "b": False, "c": False}
+    assert analyze(tr)["useful_agent_utilization"] == pytest.approx(1 / 3)
+    no_spawn = mk([ev("a", 0, "tool_call", "o", tool="x"), ev("b", 1, "tool_result", "x", tool="x")])
+    assert analyze(no_spawn)["useful_agent_utilization"] is None
+
+
+def test_cross_agent_temporal_edge_is_not_a_dependency():
+    tr = mk(
+        [ev("a", 0, "message", "p", t_end=5, to="q"), ev("b", 0, "message", "q", t_end=5, to="p")],
+        [("a", "b", "temporal")],
+    )
+    r = analyze(tr)
+    assert r["critical_path_s"] == 5.0 and r["serial_work_s"] == 10.0 and r["parallelism_efficiency"] == 2.0
+
+
+def test_no_time_gives_null_efficiency():
+    tr = mk([ev("a", 0, "orchestrator_decision", "o"), ev("b", 0, "aggregate", "o")])
+    r = analyze(tr)
+    assert r["critical_path_s"] == 0.0 and r["parallelism_efficiency"] is None
+    assert r["critical_steps"] == 2
