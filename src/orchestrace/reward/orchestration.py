@@ -2,11 +2,11 @@
 
 Our definitions (spec §3.3, §8.4-8.5; the Kimi report does not disclose functional forms):
 
-* A **step** is an event of type orchestrator_decision, message, tool_call, return or aggregate.
-* **Critical Steps** = the heaviest path (1 per step) through the trace DAG made of the trace's
-  edges plus each agent's own events chained in time order (an agent acts serially). For the
-  staged structure of the Kimi report this equals sum_t (S_main + max_i S_sub,i); for nested
-  hierarchies a sub-agent's contribution is, recursively, its own critical steps.
+* **Critical Steps** and total steps come from ``orchestrace.measure`` (heaviest dependency path
+  weighted by agent steps; equals sum_t (S_main + max_i S_sub,i) on Kimi's stages, recursive for
+  nested hierarchies). Kimi uses it as a budget: the spec's ``caps.max_critical_steps``.
+* A sub-agent's **own steps** (for "useful") are its orchestrator_decision, message, tool_call,
+  return and aggregate events.
 * ``r_parallel`` (Kimi form, counters serial collapse) = min(#useful sub-agents, cap) / cap, where a
   useful sub-agent was spawned and took at least ``min_steps`` steps; the "speedup" variant
   (survey §6.2 reading) = 1 - critical/total steps, the fraction of steps taken off the critical path.
@@ -23,42 +23,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import numpy as np
-
 from ..core.graph import TraceGraph
 from ..core.model import Trace
+from ..measure.parallel import critical_steps as measure_critical_steps
 from ._common import STEP_TYPES, RewardOut, attr, mean, num, spawned
 
 
-def _step_dag(trace: Trace) -> tuple[np.ndarray, list[list[int]]]:
-    """Step weights and predecessor lists: trace edges plus each agent's events chained in time."""
-    n = len(trace.events)
-    weight = np.fromiter((e.type in STEP_TYPES for e in trace.events), dtype=np.float64, count=n)
-    index = {e.id: i for i, e in enumerate(trace.events)}
-    preds: list[list[int]] = [[] for _ in range(n)]
-    for x in trace.edges:
-        preds[index[x.dst]].append(index[x.src])
-    last: dict[str, int] = {}
-    for i in sorted(range(n), key=lambda i: (trace.events[i].t, i)):
-        a = trace.events[i].agent
-        if a in last:
-            preds[i].append(last[a])
-        last[a] = i
-    return weight, preds
-
-
 def critical_steps(trace: Trace) -> tuple[float, float]:
-    """(Critical Steps, total steps) of a trace; see the module docstring for the definition."""
-    weight, preds = _step_dag(trace)
-    best = weight.copy()
-    for i in (
-        TraceGraph(trace).topo_order.tolist()
-        if trace.edges
-        else sorted(range(len(weight)), key=lambda i: (trace.events[i].t, i))
-    ):
-        if preds[i]:
-            best[i] = weight[i] + max(best[p] for p in preds[i])
-    return float(best.max(initial=0.0)), float(weight.sum())
+    """(Critical Steps, total steps) as defined by :func:`orchestrace.measure.parallel.critical_steps`."""
+    res = measure_critical_steps(trace)
+    return float(res["critical"]), float(res["total"])
 
 
 def _subagent_events(trace: Trace) -> dict[str, list]:

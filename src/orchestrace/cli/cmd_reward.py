@@ -1,0 +1,121 @@
+"""Reward and credit commands: ``orchestrace reward`` and ``orchestrace credit``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.table import Table
+
+from ..core.errors import OrchestraceError
+from ..core.io import iter_traces, save
+from .common import console, console_err, expand_paths
+
+_SHOWN = ("team", "process", "tool", "verifier", "critical_steps", "r_parallel", "r_finish")
+
+
+def _load(paths: list[str]):  # type: ignore[no-untyped-def]
+    return [t for p in expand_paths(paths) for t in iter_traces(p)]
+
+
+def reward(
+    paths: Annotated[list[str], typer.Argument(help="Trace files or directories.")],
+    spec: Annotated[Path | None, typer.Option("--spec", "-s", help="Reward spec (TOML).")] = None,
+    step: Annotated[int, typer.Option(help="Training step for annealing schedules.")] = 0,
+    out: Annotated[
+        str | None, typer.Option("--out", "-o", help="Write traces with the reward channels.")
+    ] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+) -> None:
+    """Compute reward channels R1-R8 for each trace (the R8 total under the spec).
+
+    Examples:\n
+      orchestrace reward run.json\n
+      orchestrace reward --spec reward.toml --step 500 corpus.jsonl -o rewarded.jsonl
+    """
+    from ..reward import RewardSpec, apply_rewards, compute_rewards, load_spec
+
+    rs = load_spec(spec) if spec is not None else RewardSpec()
+    traces = _load(paths)
+    results = [compute_rewards(t, rs, step=step) for t in traces]
+    if format == "json":
+        for t, r in zip(traces, results, strict=True):
+            console.out(
+                orjson.dumps({"trace_id": t.trace_id, "rewards": r.channels, "family": r.family}).decode()
+            )
+    elif format == "table":
+        cols = [c for c in (*_SHOWN, rs.total) if any(c in r.channels for r in results)]
+        table = Table("trace", *cols)
+        for t, r in zip(traces, results, strict=True):
+            table.add_row(t.trace_id, *(f"{r.channels[c]:.4g}" if c in r.channels else "-" for c in cols))
+        console.print(table)
+    else:
+        raise OrchestraceError("OT010", f"--format must be table or json, got {format!r}")
+    if out is not None:
+        n = save([apply_rewards(t, rs, step=step) for t in traces], out)
+        console_err.print(f"wrote {n} trace(s) with reward channels -> {out}")
+
+
+def credit(
+    paths: Annotated[
+        list[str], typer.Argument(help="Trace files or directories (group methods use all of them).")
+    ],
+    method: Annotated[
+        str, typer.Option("--method", "-m", help="broadcast, grpo, drmas, loo, difference, shapley, c3, coma")
+    ] = "grpo",
+    unit: Annotated[
+        str,
+        typer.Option(
+            "--unit",
+            "-u",
+            help="team, orchestrator, role, agent, turn, message, tool, token; comma list or all",
+        ),
+    ] = "agent",
+    channel: Annotated[str, typer.Option(help="Reward channel used as R.")] = "team",
+    partition: Annotated[
+        bool, typer.Option("--partition", help="Exact partition: unit credits sum to R.")
+    ] = False,
+    samples: Annotated[int, typer.Option(help="Permutations for Shapley beyond 12 players.")] = 256,
+    seed: Annotated[int, typer.Option(help="Seed for sampled Shapley.")] = 0,
+    baseline: Annotated[str, typer.Option(help="broadcast baseline: none or mean")] = "none",
+    out: Annotated[
+        str | None, typer.Option("--out", "-o", help="Write traces with credits on their events.")
+    ] = None,
+    top: Annotated[int, typer.Option(help="Units shown per trace.")] = 5,
+) -> None:
+    """Assign credit at one or more units; credits go to ``event.credit["<method>/<unit>"]``.
+
+    Examples:\n
+      orchestrace credit --method grpo --unit agent group/*.json -o credited.jsonl\n
+      orchestrace credit --method shapley --unit agent,tool --partition run.json\n
+      orchestrace credit --method c3 --unit message tree/ -o tree.credited.jsonl
+    """
+    from ..credit import METHODS, UNITS, assign_credit
+
+    if method not in METHODS:
+        raise OrchestraceError("OT313", f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    units = list(UNITS) if unit == "all" else [u.strip() for u in unit.split(",") if u.strip()]
+    opts: dict[str, object] = {}
+    if method == "shapley":
+        opts.update(samples=samples, seed=seed)
+    if method == "broadcast":
+        opts["baseline"] = baseline
+    traces = _load(paths)
+    for u in units:
+        traces = assign_credit(traces, method, u, channel=channel, partition=partition, **opts)
+        table = Table("trace", "unit", "credit", title=f"{method}/{u}")
+        for t in traces:
+            vals = t.metadata["credit"][f"{method}/{u}"]["units"]
+            for name, v in sorted(vals.items(), key=lambda kv: kv[1])[:top]:
+                table.add_row(t.trace_id, name, f"{v:+.4g}")
+        console.print(table)
+    if out is not None:
+        n = save(traces, out)
+        console_err.print(f"wrote {n} trace(s) with credits -> {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("reward")(reward)
+    app.command("credit")(credit)

@@ -1,0 +1,53 @@
+"""The reward and credit commands on real files."""
+
+import subprocess
+import sys
+
+import orjson
+from ckit import centralized
+from typer.testing import CliRunner
+
+from orchestrace.cli import app
+from orchestrace.core.io import load, save
+from orchestrace.core.validate import validate_trace
+
+
+def test_reward_and_credit_commands(tmp_path):
+    src = tmp_path / "runs.jsonl"
+    save([centralized(team=1.0, c_fails=False), centralized(team=0.0)], str(src))
+    spec = tmp_path / "reward.toml"
+    spec.write_text('[[terms]]\nchannel = "team"\n[[terms]]\nchannel = "tool"\nweight = 0.5\n')
+    r = CliRunner().invoke(
+        app, ["reward", "--spec", str(spec), str(src), "-f", "json", "-o", str(tmp_path / "rw.jsonl")]
+    )
+    assert r.exit_code == 0, r.output
+    rows = [orjson.loads(x) for x in r.output.splitlines() if x.startswith("{")]
+    # success run: tool mean +1 -> hybrid 1 + 0.5; failed run: tool -1 -> 0 - 0.5
+    assert [row["rewards"]["hybrid"] for row in rows] == [1.5, -0.5]
+    rewarded = load(str(tmp_path / "rw.jsonl"))
+    assert rewarded[0].rewards["hybrid"] == 1.5 and validate_trace(rewarded[0]) == []
+
+    out = tmp_path / "cred.jsonl"
+    r = CliRunner().invoke(
+        app, ["credit", "-m", "shapley", "-u", "agent,tool", "--partition", str(src), "-o", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    traces = load(str(out))
+    assert {"shapley/agent", "shapley/tool"} <= set(traces[1].events[0].credit)
+    failed = {e.agent: e.credit["shapley/agent"] for e in traces[1].events if e.agent in ("a", "b", "c")}
+    assert failed["c"] < failed["a"] == failed["b"]
+
+
+def test_user_errors_are_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[terms]]\nweight = 1\n")
+    src = tmp_path / "one.json"
+    save(centralized(), str(src))
+    for args in (
+        ["reward", "--spec", str(bad), str(src)],
+        ["credit", "-m", "magic", str(src)],
+        ["credit", "-u", "word", str(src)],
+    ):
+        p = subprocess.run([sys.executable, "-m", "orchestrace", *args], capture_output=True, text=True)
+        assert p.returncode == 2, p.stderr
+        assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1, p.stderr
