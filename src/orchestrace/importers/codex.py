@@ -1,0 +1,337 @@
+"""OpenAI Codex CLI rollouts (``~/.codex/sessions/**/rollout-*.jsonl``) as traces.
+
+Records are ``{"timestamp", "type", "payload"}``. Mapping: ``session_meta`` -> metadata;
+``turn_context`` -> the model and turn of the following events; ``event_msg/user_message`` ->
+``human_intervention``; ``response_item`` ``message`` (assistant) -> ``message`` to the user,
+``reasoning`` -> ``orchestrator_decision``; ``function_call``/``custom_tool_call`` ->
+``tool_call`` and their ``*_output`` -> ``tool_result``; ``web_search_call`` -> a call/result
+pair; ``update_plan`` -> ``orchestrator_decision``; collaboration tools ``spawn_agent`` ->
+``spawn``, ``send_input`` -> ``message``, ``close_agent`` -> ``despawn``.
+``exec_command_end``/``patch_apply_end`` give exit codes (non-zero -> status error).
+``token_count`` carries the usage of the model call just made: its ``last_token_usage`` goes to
+the first model event since the previous count (``tokens_in`` = input incl. cached,
+``tokens_out`` = output incl. reasoning), so the trace total equals the final
+``total_token_usage``. Repeated counts (unchanged totals) are not counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ._common import Builder, first_json_lines, iter_jsonl, require_nonempty, ts_of
+
+NAME = "codex"
+DESCRIPTION = "OpenAI Codex CLI rollouts (rollout-*.jsonl)"
+
+AGENT = "codex"
+USER = "user"
+DECISION_TOOLS = frozenset({"update_plan"})
+_SKIP_EVENTS = frozenset(
+    {"agent_message", "agent_reasoning", "task_started", "task_complete", "turn_aborted", "web_search_begin", "exec_command_begin", "patch_apply_begin", "mcp_tool_call_begin", "mcp_tool_call_end", "turn_diff", "context_compacted", "entered_review_mode", "exited_review_mode"}
+)  # fmt: skip
+_MODEL_ITEMS = frozenset(
+    {"message", "reasoning", "function_call", "custom_tool_call", "web_search_call", "local_shell_call"}
+)
+
+
+def sniff(path: str | os.PathLike[str]) -> bool:
+    p = os.fspath(path)
+    if not p.endswith(".jsonl"):
+        return False
+    head = first_json_lines(p, 3)
+    return any(
+        isinstance(r, dict)
+        and "payload" in r
+        and r.get("type") in ("session_meta", "turn_context", "response_item", "event_msg")
+        for r in head
+    )
+
+
+class _Rollout:
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+        self.model: str | None = None
+        self.turn = -1
+        self.turn_ids: dict[str, int] = {}
+        self.unpaid: list[int] = []  # model events since the last token count
+        self.last_model: int | None = None
+        self.last_total: Any = None
+        self.calls: dict[str, str] = {}  # call_id -> kind
+        self.results: dict[str, int] = {}
+        self.exec_end: dict[str, dict[str, Any]] = {}
+        self.children: dict[str, str] = {}
+        self.meta: dict[str, Any] = {}
+        self.n_search = 0
+
+    def record(self, r: dict[str, Any]) -> None:
+        b = self.b
+        typ = r.get("type")
+        p = r.get("payload")
+        ts = ts_of(r.get("timestamp"))
+        if not isinstance(p, dict):
+            b.stats.unknown[f"{typ} without payload"] += 1
+            return
+        sub = p.get("type")
+        b.stats.records[f"{typ}/{sub}" if sub else str(typ)] += 1
+        if typ == "session_meta":
+            for k in ("id", "timestamp", "cli_version", "originator", "source", "model_provider", "cwd"):
+                if k in p:
+                    self.meta[k] = p[k]
+        elif typ == "turn_context":
+            self.model = p.get("model") if isinstance(p.get("model"), str) else self.model
+            self._turn(p.get("turn_id"))
+        elif typ == "response_item":
+            self._item(sub, p, ts)
+        elif typ == "event_msg":
+            self._event(sub, p, ts)
+        elif typ != "compacted":
+            b.stats.unknown[str(typ)] += 1
+
+    def _turn(self, turn_id: Any) -> None:
+        if isinstance(turn_id, str) and turn_id not in self.turn_ids:
+            self.turn += 1
+            self.turn_ids[turn_id] = self.turn
+
+    def _model_event(self, i: int) -> int:
+        self.unpaid.append(i)
+        self.last_model = i
+        return i
+
+    def _item(self, sub: Any, p: dict[str, Any], ts: float | None) -> None:
+        b = self.b
+        turn = max(self.turn, 0)
+        if sub == "message":
+            role = p.get("role")
+            if role == "assistant":
+                self._model_event(
+                    b.add(
+                        "message",
+                        AGENT,
+                        ts,
+                        to=USER,
+                        model=self.model,
+                        turn=turn,
+                        content=p.get("content"),
+                        attrs={"kind": "text", "phase": p.get("phase")}
+                        if p.get("phase")
+                        else {"kind": "text"},
+                    )
+                )
+            # user/developer items repeat the user_message event and the instructions
+        elif sub == "reasoning":
+            summary = p.get("summary") or []
+            self._model_event(
+                b.add(
+                    "orchestrator_decision",
+                    AGENT,
+                    ts,
+                    model=self.model,
+                    turn=turn,
+                    content=summary or None,
+                    attrs={"kind": "reasoning", "encrypted": bool(p.get("encrypted_content"))},
+                )
+            )
+        elif sub in ("function_call", "custom_tool_call", "local_shell_call"):
+            self._call(p, ts, turn)
+        elif sub in ("function_call_output", "custom_tool_call_output"):
+            self._output(p, ts, turn)
+        elif sub == "web_search_call":
+            self.n_search += 1
+            cid = f"web_search-{self.n_search}"
+            i = b.tool_call(
+                AGENT, ts, "web_search", cid, model=self.model, turn=turn, content=p.get("action")
+            )
+            self._model_event(i)
+            b.tool_result(
+                AGENT,
+                ts,
+                "web_search",
+                cid,
+                turn=turn,
+                status="ok" if p.get("status") in (None, "completed") else "error",
+            )
+        else:
+            b.stats.unknown[f"response_item/{sub}"] += 1
+
+    def _call(self, p: dict[str, Any], ts: float | None, turn: int) -> None:
+        b = self.b
+        name = str(p.get("name") or p.get("type"))
+        cid = str(p.get("call_id") or p.get("id") or f"{name}-{len(self.calls)}")
+        raw = p.get("arguments") if "arguments" in p else p.get("input", p.get("action"))
+        args: Any = raw
+        if isinstance(raw, str):
+            try:
+                args = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                args = raw
+        attrs: dict[str, Any] = {"call_type": p.get("type")}
+        if name == "spawn_agent":
+            label = f"subagent-{len(self.children) + 1}"
+            self.children[cid] = label
+            i = b.spawn(
+                AGENT,
+                label,
+                ts,
+                tool=name,
+                call_id=cid,
+                model=self.model,
+                turn=turn,
+                content=args,
+                attrs=attrs,
+            )
+            kind = "spawn"
+        elif name == "send_input" or name == "close_agent":
+            target = args.get("id") or args.get("agent_id") if isinstance(args, dict) else None
+            to = self._child(target)
+            ty = "despawn" if name == "close_agent" else "message"
+            i = b.add(
+                ty,
+                AGENT,
+                ts,
+                to=to,
+                tool=name,
+                call_id=cid,
+                model=self.model,
+                turn=turn,
+                content=args,
+                attrs=attrs,
+            )
+            kind = "decision"
+        elif name in DECISION_TOOLS:
+            attrs["kind"] = name
+            i = b.add(
+                "orchestrator_decision",
+                AGENT,
+                ts,
+                tool=name,
+                call_id=cid,
+                model=self.model,
+                turn=turn,
+                content=args,
+                attrs=attrs,
+            )
+            kind = "decision"
+        else:
+            if isinstance(args, dict):
+                attrs["input_keys"] = sorted(args)
+            i = b.tool_call(AGENT, ts, name, cid, model=self.model, turn=turn, content=args, attrs=attrs)
+            kind = "tool"
+        b.register_call(cid, i)
+        self.calls[cid] = kind
+        self._model_event(i)
+
+    def _child(self, agent_id: Any) -> str | None:
+        if isinstance(agent_id, str):
+            return self.children.get(agent_id, agent_id)
+        return None
+
+    def _output(self, p: dict[str, Any], ts: float | None, turn: int) -> None:
+        b = self.b
+        cid = str(p.get("call_id"))
+        kind = self.calls.get(cid)
+        out = p.get("output")
+        if kind == "tool" or kind is None:
+            self.results[cid] = b.tool_result(AGENT, ts, None, cid, turn=turn, content=out, status="ok")
+        else:
+            if kind == "spawn":  # the output names the new agent's id
+                text = out if isinstance(out, str) else orjson.dumps(out).decode()
+                try:
+                    aid = orjson.loads(text).get("agent_id")
+                except (orjson.JSONDecodeError, AttributeError):
+                    aid = None
+                if isinstance(aid, str):
+                    self.children[aid] = self.children[cid]
+            b.finish_call(cid, ts)
+
+    def _event(self, sub: Any, p: dict[str, Any], ts: float | None) -> None:
+        b = self.b
+        if sub == "user_message":
+            b.add(
+                "human_intervention",
+                USER,
+                ts,
+                to=AGENT,
+                turn=max(self.turn, 0),
+                content=p.get("message"),
+                attrs={"kind": "prompt"},
+            )
+        elif sub == "token_count":
+            self._tokens(p)
+        elif sub in ("exec_command_end", "patch_apply_end"):
+            cid = p.get("call_id")
+            if isinstance(cid, str):
+                info: dict[str, Any] = {}
+                if "exit_code" in p:
+                    info["exit_code"] = p["exit_code"]
+                if "success" in p:
+                    info["success"] = p["success"]
+                if "duration" in p:
+                    info["duration"] = p["duration"]
+                self.exec_end[cid] = info
+        elif sub in _SKIP_EVENTS or sub == "web_search_end":
+            if sub == "task_started":
+                self._turn(p.get("turn_id"))
+        else:
+            b.stats.unknown[f"event_msg/{sub}"] += 1
+
+    def _tokens(self, p: dict[str, Any]) -> None:
+        info = p.get("info")
+        if not isinstance(info, dict):
+            return
+        total = info.get("total_token_usage")
+        if total is not None and total == self.last_total:
+            self.b.stats.records["repeated token_count"] += 1
+            return
+        self.last_total = total
+        last = info.get("last_token_usage") or {}
+        target = self.unpaid[0] if self.unpaid else self.last_model
+        if target is None:
+            target = self.b.add(
+                "orchestrator_decision", AGENT, None, model=self.model, attrs={"kind": "model_call"}
+            )
+        ev = self.b.events[target]
+        ev.tokens_in = (ev.tokens_in or 0) + int(last.get("input_tokens") or 0)
+        ev.tokens_out = (ev.tokens_out or 0) + int(last.get("output_tokens") or 0)
+        a = dict(ev.attrs or {})
+        for k in ("cached_input_tokens", "reasoning_output_tokens"):
+            a[k] = a.get(k, 0) + int(last.get(k) or 0)
+        ev.attrs = a
+        self.unpaid = []
+
+    def finish(self) -> None:
+        for cid, info in self.exec_end.items():
+            i = self.results.get(cid)
+            if i is None:
+                continue
+            ev = self.b.events[i]
+            ev.attrs = {**(ev.attrs or {}), **info}
+            if info.get("exit_code") not in (None, 0) or info.get("success") is False:
+                ev.status = "error"
+
+
+def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
+    p = Path(path)
+    require_nonempty(p)
+    b = Builder(keep_content=keep_content)
+    run = _Rollout(b)
+    for _, rec in iter_jsonl(p, b.stats):
+        if isinstance(rec, dict):
+            run.record(rec)
+        else:
+            b.stats.unknown["non-object line"] += 1
+    run.finish()
+    sid = str(run.meta.get("id") or p.stem)
+    meta = {"source_format": NAME, "source": str(p), "session": run.meta, "turns": run.turn + 1}
+    if run.last_total is not None:
+        meta["reported_total_token_usage"] = run.last_total
+    yield b.build(
+        trace_id=f"codex:{sid}",
+        task_id=sid,
+        system="codex-cli",
+        topology="centralized" if run.children else "harness",
+        metadata=meta,
+    )
