@@ -15,6 +15,10 @@ from typing import Any
 EXPORTERS: dict[str, str] = {
     "survey": "orchestrace.export.survey:export_survey",
     "jsonl": "orchestrace.export.survey:export_jsonl",
+    "otlp": "orchestrace.export.otlp:export_otlp",
+    "trl": "orchestrace.export.trainer:export_trl",
+    "verl": "orchestrace.export.trainer:export_verl",
+    "samples": "orchestrace.export.trainer:export_samples",
 }
 
 

@@ -1,0 +1,170 @@
+"""Trainer exports: sample streams, TRL/verl files, and 2 real TRL GRPO steps on our export (offline)."""
+
+import os
+
+import orjson
+import pytest
+from ckit import ev, mk
+
+from orchestrace.export import get_exporter
+from orchestrace.export.trainer import samples
+
+
+def task_group(n: int = 4):
+    """n runs of one task: a planner proposes, a solver answers; only some answers are right."""
+    out = []
+    for g in range(n):
+        right = g % 2 == 0
+        es = [
+            ev(
+                "p",
+                0,
+                "message",
+                "planner",
+                role="planner",
+                to="solver",
+                content=f"Plan {g}: add the numbers.",
+                tokens_out=6,
+            ),
+            ev(
+                "s",
+                1,
+                "message",
+                "solver",
+                role="solver",
+                to="planner",
+                content="2 + 3 = 5" if right else f"2 + 3 = {6 + g}",
+                tokens_out=5,
+            ),
+            ev(
+                "x",
+                2,
+                "tool_call",
+                "solver",
+                role="solver",
+                tool="calc",
+                content_ref=f"sha256:{g:04d}",
+                call_id="c",
+            ),
+            ev("y", 3, "tool_result", "calc", tool="calc", call_id="c"),
+        ]
+        edges = [("p", "s", "message"), ("s", "x", "causal"), ("x", "y", "tool_dependency")]
+        tr = mk(es, edges, rewards={"team": 1.0 if right else 0.0}, task="add", tid=f"run{g}")
+        tr.metadata = {"question": "What is 2 + 3?"}
+        out.append(tr)
+    return out
+
+
+def test_sample_streams_per_agent_and_role():
+    st = samples(task_group(), method="grpo", unit="agent")
+    assert set(st) == {"planner", "solver"}
+    solver = st["solver"]
+    assert len(solver) == 8  # message + tool call in each of 4 runs
+    first = solver[0]
+    assert first.prompt == "planner: Plan 0: add the numbers." and first.response == "2 + 3 = 5"
+    assert first.group_id == "add::solver" and first.unit == "agent" and first.unit_id == "solver"
+    assert first.advantage == pytest.approx(0.5 / (0.5773502691896258 + 1e-6))
+    ref = solver[1]
+    assert ref.response is None and ref.response_ref == "sha256:0000"
+    assert samples(task_group(), method="grpo", unit="agent")["planner"][0].prompt == "What is 2 + 3?"
+    assert set(samples(task_group(), by="role", method="loo", unit="message")) == {"planner", "solver"}
+
+
+def test_trl_and_verl_files(tmp_path):
+    n = get_exporter("trl")(task_group(), str(tmp_path / "trl"), method="drmas", unit="message")
+    assert n == 12 and sorted(os.listdir(tmp_path / "trl")) == ["planner.jsonl", "solver.jsonl"]
+    rows = [orjson.loads(x) for x in (tmp_path / "trl" / "solver.jsonl").read_bytes().splitlines()]
+    assert {"prompt", "completion", "advantage", "group_id", "unit"} <= set(rows[0])
+    import pyarrow.parquet as pq
+
+    assert (
+        get_exporter("verl")(task_group(), str(tmp_path / "verl"), method="grpo", unit="agent", by="role")
+        == 12
+    )
+    tab = pq.read_table(tmp_path / "verl" / "solver.parquet").to_pylist()
+    assert tab[0]["prompt"][0]["role"] == "user" and tab[0]["extra_info"]["uid"] == "add::solver"
+    assert (
+        get_exporter("samples")(
+            task_group(), str(tmp_path / "s"), partition="true", method="shapley", unit="agent"
+        )
+        == 12
+    )
+
+
+def _tiny_lm_and_tokenizer(texts, tmp_path):
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts * 20, vocab_size=300, min_frequency=1, special_tokens=["<pad>", "<eos>"])
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, pad_token="<pad>", eos_token="<eos>")
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    import torch
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(cfg), tok
+
+
+def test_trl_grpo_two_steps_on_our_export(tmp_path, monkeypatch):
+    for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "TRL_EXPERIMENTAL_SILENCE"):
+        monkeypatch.setenv(k, "1")
+    monkeypatch.setenv("WANDB_DISABLED", "true")
+    import torch
+
+    torch.set_num_threads(2)
+    from trl import GRPOConfig, GRPOTrainer
+
+    from orchestrace.export.trainer import trl_replay
+
+    get_exporter("trl")(task_group(), str(tmp_path / "trl"), method="grpo", unit="agent")
+    rows = [orjson.loads(x) for x in (tmp_path / "trl" / "solver.jsonl").read_bytes().splitlines()]
+    model, tok = _tiny_lm_and_tokenizer([r["prompt"] + " " + r["completion"] for r in rows], tmp_path)
+    dataset, replay, reward_func = trl_replay(rows, tok, group_size=4)
+    served = []
+
+    def rollout_func(prompts, trainer):
+        out = replay(prompts, trainer)
+        served.extend(tok.decode(ids[:-1]) for ids in out["completion_ids"])
+        return out
+
+    before = {k: v.clone() for k, v in model.named_parameters()}
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        max_steps=2,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=16,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        seed=0,
+        beta=0.0,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward_func],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tok,
+        rollout_func=rollout_func,
+    )
+    trainer.train()
+    assert trainer.state.global_step == 2
+    # the trainer learned from the recorded solver answers, not from fresh generations
+    assert len(served) == 8 and set(served) == {r["completion"] for r in rows if r["completion"]}
+    logged = [h for h in trainer.state.log_history if "reward" in h]
+    assert logged and all(h["reward_std"] > 0 for h in logged)  # right and wrong answers in each group
+    changed = sum(not torch.equal(before[k], v) for k, v in model.named_parameters())
+    assert changed > 0
