@@ -1,0 +1,243 @@
+"""OpenTelemetry GenAI spans (OTLP/JSON) as traces.
+
+Input: a JSON file holding one ``ExportTraceServiceRequest`` (``{"resourceSpans": [...]}``) or a
+JSONL file with one per line (the OTel Collector file format). Span and trace ids may be hex
+(OTLP/JSON) or base64 (protobuf JSON mapping). One OTel trace id is one orchestrace trace.
+
+Spans written by :mod:`orchestrace.export.otlp` carry their event (``orchestrace.event``) and
+come back exactly. Other spans follow the GenAI semantic conventions:
+
+- ``invoke_agent`` (``gen_ai.operation.name`` or span name) -> the agent's span; a nested agent
+  span becomes a ``spawn`` by the enclosing agent at its start and a ``return`` at its end;
+- ``execute_tool`` -> ``tool_call`` at start and ``tool_result`` at end (``gen_ai.tool.name``,
+  ``gen_ai.tool.call.id``; span status error or ``error.type`` -> status error);
+- ``chat`` / ``text_completion`` / ``generate_content`` / any span with ``gen_ai.usage.*`` ->
+  an ``orchestrator_decision`` (kind ``llm_call``) with model and token usage.
+
+Other spans (HTTP, database, ...) are counted as unknown and skipped.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..core.errors import LoadError
+from ..core.model import Edge, event_from_dict, trace_from_dict
+from ._common import Builder, ImportStats, head_bytes, iter_jsonl, require_nonempty
+
+NAME = "otel"
+DESCRIPTION = "OpenTelemetry GenAI spans, OTLP/JSON (.json request or .jsonl collector file)"
+
+_LLM_OPS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
+
+
+def sniff(path: str | os.PathLike[str]) -> bool:
+    p = os.fspath(path)
+    return p.endswith((".json", ".jsonl")) and b'"resourceSpans"' in head_bytes(p, 4096)
+
+
+def _id(v: Any) -> str:
+    """Span/trace id as lowercase hex, from hex or base64."""
+    if not isinstance(v, str) or not v:
+        return ""
+    if len(v) in (16, 32) and all(c in "0123456789abcdefABCDEF" for c in v):
+        return v.lower()
+    try:
+        return base64.b64decode(v, validate=True).hex()
+    except (binascii.Error, ValueError):
+        return v
+
+
+def _val(v: dict[str, Any]) -> Any:
+    if not isinstance(v, dict) or not v:
+        return None
+    k, x = next(iter(v.items()))
+    if k == "intValue":
+        return int(x)
+    if k == "arrayValue":
+        return [_val(y) for y in (x or {}).get("values", [])]
+    if k == "kvlistValue":
+        return {kv["key"]: _val(kv.get("value", {})) for kv in (x or {}).get("values", [])}
+    return x
+
+
+def _attrs(items: Any) -> dict[str, Any]:
+    return {a["key"]: _val(a.get("value", {})) for a in items or () if isinstance(a, dict) and "key" in a}
+
+
+def _requests(p: Path, stats: ImportStats) -> list[dict[str, Any]]:
+    if p.suffix == ".jsonl":
+        return [r for _, r in iter_jsonl(p, stats) if isinstance(r, dict)]
+    try:
+        d = orjson.loads(p.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise LoadError("OT003", f"not valid JSON: {e}", path=str(p)) from None
+    return [d] if isinstance(d, dict) else []
+
+
+def read_spans(
+    path: str | os.PathLike[str], stats: ImportStats | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Spans of an OTLP/JSON file grouped by trace id, with decoded ids/attributes/times (s)."""
+    stats = stats or ImportStats()
+    by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for req in _requests(Path(path), stats):
+        for rs in req.get("resourceSpans") or ():
+            resource = _attrs((rs.get("resource") or {}).get("attributes"))
+            for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
+                for s in ss.get("spans") or ():
+                    span = {
+                        "trace": _id(s.get("traceId")),
+                        "id": _id(s.get("spanId")),
+                        "parent": _id(s.get("parentSpanId")),
+                        "name": s.get("name", ""),
+                        "start": int(s.get("startTimeUnixNano") or 0) / 1e9,
+                        "end": int(s.get("endTimeUnixNano") or 0) / 1e9,
+                        "attrs": _attrs(s.get("attributes")),
+                        "status": (s.get("status") or {}).get("code"),
+                        "links": [
+                            (_id(x.get("spanId")), _attrs(x.get("attributes"))) for x in s.get("links") or ()
+                        ],
+                        "resource": resource,
+                    }
+                    by_trace[span["trace"]].append(span)
+    return by_trace
+
+
+def _roundtrip(tid: str, spans: list[dict[str, Any]]) -> Any:
+    """A trace exported by orchestrace, rebuilt from its own attributes."""
+    root = next(s for s in spans if "orchestrace.trace" in s["attrs"])
+    top = orjson.loads(root["attrs"]["orchestrace.trace"])
+    ev_spans = sorted((s for s in spans if "orchestrace.event" in s["attrs"]), key=lambda s: s["start"])
+    id_of = {s["id"]: orjson.loads(s["attrs"]["orchestrace.event"])["id"] for s in ev_spans}
+    events = [event_from_dict(orjson.loads(s["attrs"]["orchestrace.event"])) for s in ev_spans]
+    events.sort(key=lambda e: (e.t, int(e.id[1:]) if e.id[1:].isdigit() else 0))
+    edges = [
+        Edge(id_of[src], id_of[s["id"]], la.get("orchestrace.edge.type", "causal"))
+        for s in ev_spans
+        for src, la in s["links"]
+        if src in id_of
+    ]
+    top["events"] = []
+    tr = trace_from_dict(top)
+    tr.events = events
+    tr.edges = edges
+    return tr
+
+
+def _agent_name(s: dict[str, Any]) -> str | None:
+    a = s["attrs"]
+    op = a.get("gen_ai.operation.name")
+    if op == "invoke_agent" or s["name"].startswith("invoke_agent"):
+        name = a.get("gen_ai.agent.name") or a.get("gen_ai.agent.id")
+        if not name:
+            parts = s["name"].split(" ", 1)
+            name = parts[1] if len(parts) == 2 else "agent"
+        return str(name)
+    return None
+
+
+def _genai(tid: str, spans: list[dict[str, Any]], b: Builder) -> None:
+    by_id = {s["id"]: s for s in spans}
+    children: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    roots = []
+    for s in sorted(spans, key=lambda s: (s["start"], s["end"])):
+        if s["parent"] and s["parent"] in by_id:
+            children[s["parent"]].append(s)
+        else:
+            roots.append(s)
+
+    def visit(s: dict[str, Any], agent: str | None) -> None:
+        a = s["attrs"]
+        name = _agent_name(s)
+        op = a.get("gen_ai.operation.name") or s["name"].split(" ", 1)[0]
+        error = s["status"] in (2, "STATUS_CODE_ERROR") or "error.type" in a
+        me = agent
+        if name is not None:
+            me = name
+            if agent is not None and agent != name:
+                b.spawn(agent, name, s["start"], attrs={"span_id": s["id"], "span_name": s["name"]})
+        elif op == "execute_tool":
+            who = agent or "agent"
+            tool = str(a.get("gen_ai.tool.name") or s["name"].split(" ", 1)[-1])
+            cid = str(a.get("gen_ai.tool.call.id") or s["id"])
+            b.tool_call(
+                who,
+                s["start"],
+                tool,
+                cid,
+                attrs={"span_id": s["id"]},
+                content=a.get("gen_ai.tool.call.arguments"),
+            )
+            b.tool_result(
+                who,
+                s["end"],
+                tool,
+                cid,
+                status="error" if error else "ok",
+                content=a.get("gen_ai.tool.call.result"),
+            )
+        elif op in _LLM_OPS or any(k.startswith("gen_ai.usage.") for k in a):
+            tin = a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))
+            tout = a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
+            b.add(
+                "orchestrator_decision",
+                agent or str(a.get("gen_ai.system") or a.get("gen_ai.provider.name") or "llm"),
+                s["start"],
+                t_end=s["end"],
+                model=a.get("gen_ai.response.model") or a.get("gen_ai.request.model"),
+                tokens_in=int(tin) if tin is not None else None,
+                tokens_out=int(tout) if tout is not None else None,
+                status="error" if error else None,
+                attrs={"kind": "llm_call", "span_id": s["id"], "operation": op},
+            )
+        else:
+            b.stats.unknown[f"span {s['name'][:40]}"] += 1
+        for c in children.get(s["id"], ()):
+            visit(c, me)
+        if name is not None and agent is not None and agent != name:
+            b.ret(name, s["end"], status="error" if error else "ok", attrs={"span_id": s["id"]})
+
+    for r in roots:
+        visit(r, None)
+
+
+def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
+    p = Path(path)
+    require_nonempty(p)
+    stats = ImportStats()
+    groups = read_spans(p, stats)
+    if not groups:
+        raise LoadError("OT006", "no spans in this OTLP file", path=str(p))
+    for tid, spans in groups.items():
+        if any("orchestrace.trace" in s["attrs"] for s in spans):
+            tr = _roundtrip(tid, spans)
+            if not keep_content:
+                for e in tr.events:
+                    e.content = None
+            yield tr
+            continue
+        b = Builder(keep_content=keep_content)
+        b.stats = stats
+        _genai(tid, spans, b)
+        if not b.events:
+            stats.notes.append(f"trace {tid}: no GenAI spans")
+            continue
+        service = next(
+            (s["resource"].get("service.name") for s in spans if s["resource"].get("service.name")), None
+        )
+        meta = {"source_format": NAME, "source": str(p), "otel_trace_id": tid, "spans": len(spans)}
+        yield b.build(
+            trace_id=f"otel:{tid}",
+            task_id=tid,
+            system=str(service or "otel"),
+            topology="centralized" if any(e.type == "spawn" for e in b.events) else "unknown",
+            metadata=meta,
+        )

@@ -1,0 +1,178 @@
+"""OTel GenAI: spans recorded by the OpenTelemetry SDK import; exported spans parse as OTLP."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrace import importers
+from orchestrace.core.model import event_to_dict
+from orchestrace.core.validate import validate_trace
+from orchestrace.export import get_exporter
+from orchestrace.export.otlp import export_otlp
+from orchestrace.importers import claude_code, otel
+
+sdk = pytest.importorskip("opentelemetry.sdk.trace")
+from google.protobuf.json_format import MessageToDict, ParseDict  # noqa: E402
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import Status, StatusCode  # noqa: E402
+
+
+def _errors(tr) -> list[str]:
+    return [str(f) for f in validate_trace(tr) if f.severity == "error"]
+
+
+def _record_genai_run() -> list:
+    """A planner that calls a model, then delegates to a coder whose tool call fails."""
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    with tracer.start_as_current_span(
+        "invoke_agent planner", attributes={**agent, "gen_ai.agent.name": "planner"}
+    ):
+        chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
+        with tracer.start_as_current_span(
+            "chat gpt-4o",
+            attributes={**chat, "gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 20},
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "invoke_agent coder", attributes={**agent, "gen_ai.agent.name": "coder"}
+        ):
+            with tracer.start_as_current_span(
+                "chat gpt-4o",
+                attributes={**chat, "gen_ai.usage.input_tokens": 7, "gen_ai.usage.output_tokens": 3},
+            ):
+                pass
+            tool = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "run_tests",
+                "gen_ai.tool.call.id": "call_1",
+            }
+            with tracer.start_as_current_span("execute_tool run_tests", attributes=tool) as s:
+                s.set_status(Status(StatusCode.ERROR, "2 failed"))
+        with tracer.start_as_current_span("GET /health"):  # not a GenAI span
+            pass
+    provider.shutdown()
+    return exporter.get_finished_spans()
+
+
+def _hex_ids(o):
+    """Proto3 JSON (base64 ids) -> OTLP/JSON (hex ids)."""
+    if isinstance(o, dict):
+        return {
+            k: (
+                base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") and v else _hex_ids(v)
+            )
+            for k, v in o.items()
+        }
+    if isinstance(o, list):
+        return [_hex_ids(x) for x in o]
+    return o
+
+
+def _b64_ids(o):
+    if isinstance(o, dict):
+        return {
+            k: (
+                base64.b64encode(bytes.fromhex(v)).decode()
+                if k in ("traceId", "spanId", "parentSpanId")
+                else _b64_ids(v)
+            )
+            for k, v in o.items()
+        }
+    if isinstance(o, list):
+        return [_b64_ids(x) for x in o]
+    return o
+
+
+@pytest.mark.parametrize("encoding", ["hex", "base64"])
+def test_import_sdk_spans(tmp_path: Path, encoding: str) -> None:
+    req = MessageToDict(encode_spans(_record_genai_run()))
+    f = tmp_path / "spans.json"
+    f.write_text(json.dumps(_hex_ids(req) if encoding == "hex" else req))
+    assert importers.detect(f) == "otel"
+    (tr,) = list(otel.load(f))
+    assert _errors(tr) == []
+    kinds = [(e.type, e.agent, e.to) for e in tr.events]
+    assert kinds == [
+        ("orchestrator_decision", "planner", None),
+        ("spawn", "planner", "coder"),
+        ("orchestrator_decision", "coder", None),
+        ("tool_call", "coder", None),
+        ("tool_result", "coder", None),
+        ("return", "coder", "planner"),
+    ]
+    assert (
+        tr.events[4].status == "error"
+        and tr.events[4].call_id == "call_1"
+        and tr.events[4].tool == "run_tests"
+    )
+    assert (tr.costs["tokens_in"], tr.costs["tokens_out"]) == (107, 23)
+    assert tr.events[0].model == "gpt-4o"
+    assert tr.metadata["import"]["unknown_records"] == {"span GET /health": 1}
+
+
+def _check_otlp_request(d: dict) -> int:
+    """Parse with the OTLP protobuf schema; check ids and parent links. Returns spans."""
+    msg = ParseDict(_b64_ids(d), ExportTraceServiceRequest())
+    n = 0
+    for rs in msg.resource_spans:
+        for ss in rs.scope_spans:
+            ids = {s.span_id for s in ss.spans}
+            for s in ss.spans:
+                n += 1
+                assert len(s.trace_id) == 16 and len(s.span_id) == 8
+                assert not s.parent_span_id or s.parent_span_id in ids
+                assert s.end_time_unix_nano >= s.start_time_unix_nano > 1_600_000_000 * 10**9
+    return n
+
+
+def test_export_parses_as_otlp_and_round_trips(data: Path, tmp_path: Path) -> None:
+    src = (
+        data
+        / "claude-code/test/test_data/real_projects/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"
+    )
+    tr = next(claude_code.load(src, keep_content=True))
+    out = tmp_path / "spans.jsonl"
+    n = get_exporter("otlp")([tr], str(out))
+    lines = out.read_text().splitlines()
+    assert len(lines) == 1
+    req = json.loads(lines[0])
+    assert _check_otlp_request(req) == n == 1 + len(tr.agents()) + len(tr.events)
+    spans = req["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    names = {s["name"].split(" ")[0] for s in spans}
+    assert {"invoke_agent", "execute_tool", "chat", "spawn", "return"} <= names
+    # privacy: content not exported unless asked
+    assert 'content":' not in lines[0].replace("content_ref", "")
+    (back,) = list(otel.load(out))
+    assert _errors(back) == []
+    assert back.trace_id == tr.trace_id and back.costs == tr.costs
+    strip = [{k: v for k, v in event_to_dict(e).items() if k != "content"} for e in tr.events]
+    assert [event_to_dict(e) for e in back.events] == strip
+    assert sorted(back.edges, key=repr) == sorted(tr.edges, key=repr)
+    # the coder's agent span hangs under the spawn span
+    by_id = {s["spanId"]: s for s in spans}
+    alice = next(s for s in spans if s["name"] == "invoke_agent alice")
+    assert by_id[alice["parentSpanId"]]["name"] == "spawn main"
+
+
+def test_export_many_traces_one_request(data: Path, tmp_path: Path) -> None:
+    files = sorted((data / "who-and-when/Who&When/Algorithm-Generated").glob("*.json"))[:5]
+    traces = [next(importers.load(f)) for f in files]
+    out = tmp_path / "all.otlp.json"
+    n = export_otlp(traces, str(out))
+    req = json.loads(out.read_text())
+    assert len(req["resourceSpans"]) == 5
+    assert _check_otlp_request(req) == n
+    back = list(otel.load(out))
+    assert [t.trace_id for t in back] == [t.trace_id for t in traces]
+    assert all(_errors(t) == [] for t in back)
