@@ -142,3 +142,21 @@ def test_truncated_gzip_member_is_reported_not_hung(tmp_path):
     r = validate_path(p)
     assert not r.valid and r.findings[-1].code in ("OT006", "OT007")
     assert gzip  # the stdlib decoder is what we rely on
+
+
+@pytest.mark.parametrize(
+    "text,dup",
+    [
+        (b'{"a": 1, "b": {"c": 1, "c": 2}}', ("/b", "c")),
+        (b'{"a\\\\": 1, "a\\\\": 2}', ("", "a\\")),  # key ending in a backslash: exact path
+        (b'{"x": "say \\"y\\": z", "x": 3}', ("", "x")),  # escaped quote+colon in a value
+        (b'{"x" : 1, "x" : 2}', ("", "x")),  # whitespace before the colon
+        (b'{"x": "say \\"y\\": z", "y": 3}', None),
+        (b'[{"k": 1}, {"k": 2}]', None),
+    ],
+)
+def test_duplicate_key_detection(text, dup):
+    from orchestrace.core.io import find_duplicate_key
+
+    assert find_duplicate_key(text, orjson.loads(text)) == dup
+    assert find_duplicate_key(text) == dup

@@ -14,6 +14,7 @@ import gzip
 import io
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ Format = Literal["json", "jsonl", "events"]
 Compression = Literal["gz", "zst", None]
 
 REC = "rec"
+_SPACE_COLON = re.compile(rb'"[ \t\r\n]+:')
 LOG_TOP_LEVEL = (
     "schema_version",
     "trace_id",
@@ -189,12 +191,31 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return d
 
 
-def find_duplicate_key(data: bytes) -> tuple[str, str] | None:
+def _key_count(text: bytes) -> int | None:
+    """Number of object keys in JSON text, or None when the cheap count cannot be trusted.
+
+    Inside a JSON string every quote is escaped, so an unescaped ``":`` always ends a key; text
+    with ``\\":`` or whitespace before a colon is left to the exact check.
+    """
+    if b'\\":' in text or _SPACE_COLON.search(text):
+        return None
+    return text.count(b'":')
+
+
+def find_duplicate_key(data: bytes, parsed: Any = None) -> tuple[str, str] | None:
     """(JSON pointer of the object, key) of the first duplicated key, or None.
 
     orjson silently keeps the last value of a duplicated key; a silent wrong answer is worse
-    than a slower check, so validation runs this (stdlib parser, C scanner) on every input.
+    than a slower check. Fast path: the keys in the text and in the re-serialised parse are
+    counted; they differ exactly when a key was dropped. Only then (or when the count cannot be
+    trusted) does the stdlib parser locate the duplicate.
     """
+    if parsed is not None:
+        before = _key_count(data)
+        if before is not None:
+            after = _key_count(orjson.dumps(parsed))
+            if after is not None and before == after:
+                return None
     if b'"' not in data:
         return None
     try:
@@ -261,7 +282,7 @@ def iter_raw(
                     raise
                 yield RawTrace(None, p, line=n, log_errors=[e])
                 continue
-            if check_duplicates and (dup := find_duplicate_key(line)):
+            if check_duplicates and (dup := find_duplicate_key(line, raw.data)):
                 raw.duplicates.append((dup[0], dup[1], n))
             yield raw
         if empty:
@@ -271,7 +292,7 @@ def iter_raw(
         if not data.strip():
             raise LoadError("OT006", "empty file: expected a JSON trace object", path=p)
         raw = RawTrace(parse_json(data, path=p), p)
-        if check_duplicates and (dup := find_duplicate_key(data)):
+        if check_duplicates and (dup := find_duplicate_key(data, raw.data)):
             raw.duplicates.append((dup[0], dup[1], None))
         yield raw
 
@@ -294,7 +315,7 @@ def iter_log_records(
             if tolerant:
                 continue
             raise
-        if check_duplicates and dups is not None and (dup := find_duplicate_key(line)):
+        if check_duplicates and dups is not None and (dup := find_duplicate_key(line, rec)):
             dups.append((dup[0], dup[1], n))
         if not isinstance(rec, dict):
             if tolerant:
@@ -453,7 +474,7 @@ def save(traces: Trace | Iterable[Trace], path: str | os.PathLike[str]) -> int:
     f = _open_write(p)
     try:
         if fmt == "json":
-            f.write(dumps(items[0], indent=True) + b"\n")
+            f.write(dumps(items[0], indent=len(items[0].events) <= 10_000) + b"\n")
         elif fmt == "jsonl":
             for tr in items:
                 f.write(dumps(tr) + b"\n")

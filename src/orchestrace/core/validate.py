@@ -43,6 +43,7 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterator
+from itertools import repeat
 from typing import Any
 
 import msgspec
@@ -233,7 +234,7 @@ def check_raw(
     if source is not None:
         from .io import find_duplicate_key
 
-        if dup := find_duplicate_key(source):
+        if dup := find_duplicate_key(source, raw.data):
             sink.add(
                 "OT005",
                 f"duplicate key {dup[1]!r} in one object: the value would be silently overwritten",
@@ -310,6 +311,138 @@ def _check_num_map(m: Any, name: str, s: _Sink, *, nonneg: bool) -> None:
 
 def _check_events_and_edges(events: list[Any], edges: list[Any], s: _Sink) -> None:
     n = len(events)
+    fast = _scan_events_fast(events)
+    if fast is None:
+        index, t_arr, ok_t, types, agents, interesting = _scan_events_slow(events, s)
+    else:
+        index, t_arr, ok_t, types, agents, interesting = fast
+    add = s.add
+    m = len(edges)
+    fast_edges = _scan_edges_fast(edges, index)
+    src, dst = fast_edges if fast_edges is not None else _scan_edges_slow(edges, index, s)
+
+    good = (src >= 0) & (dst >= 0)
+    if m:
+        gi = np.nonzero(good)[0]
+        s_, d_ = src[gi], dst[gi]
+        both_t = ok_t[s_] & ok_t[d_]
+        back = gi[both_t & (t_arr[s_] > t_arr[d_])]
+        for j in back[: s.cap]:
+            a, b = int(src[j]), int(dst[j])
+            add(
+                "OT204",
+                f"edge goes backwards in time: {events[a]['id']!r} at t={t_arr[a]:g} -> {events[b]['id']!r} at t={t_arr[b]:g}",
+                f"/edges/{int(j)}",
+            )
+        _check_cycles(src[gi], dst[gi], gi, t_arr, n, bool(len(back)), events, s)
+
+    _check_semantics(events, types, agents, t_arr, ok_t, interesting, s)
+
+
+_SPECIAL = frozenset(("spawn", "return", "tool_call", "tool_result", "despawn"))
+_STR_FIELDS = ("role", "from", "to", "tool", "content_ref", "parent", "call_id", "model", "content")
+_NUM_FIELDS = ("t_end", "cost_usd")
+_INT_FIELDS = ("turn", "tokens_in", "tokens_out")
+
+
+def _column(rows: list[dict[str, Any]], key: str) -> tuple[list[Any], bool]:
+    """(values with None where absent, whether some row holds an explicit null), at C speed."""
+    n = len(rows)
+    vals = list(map(dict.get, rows, repeat(key, n)))
+    present = sum(map(dict.__contains__, rows, repeat(key, n)))
+    return vals, present != n - vals.count(None)
+
+
+def _scan_events_fast(events: list[Any]) -> tuple[Any, ...] | None:
+    """Column-wise structural check for the common, clean case; None means "look closer".
+
+    Each field is pulled out as one list and checked with C-level set/map/numpy operations,
+    so a clean million-event trace costs a few passes instead of a Python loop per field.
+    """
+    n = len(events)
+    if set(map(type, events)) != {dict}:
+        return None
+    ids, _ = _column(events, "id")
+    if set(map(type, ids)) != {str} or not all(ids):
+        return None
+    index = dict(zip(ids, range(n), strict=True))
+    if len(index) != n:
+        return None
+    tl, _ = _column(events, "t")
+    if not set(map(type, tl)) <= {int, float}:
+        return None
+    t_arr = np.asarray(tl, dtype=np.float64)
+    if not (np.all(t_arr >= 0) and np.all(np.isfinite(t_arr))):
+        return None
+    types, _ = _column(events, "type")
+    if set(map(type, types)) != {str} or not set(types) <= _EVENT_TYPES:
+        return None
+    agents, _ = _column(events, "agent")
+    if set(map(type, agents)) != {str} or not all(agents):
+        return None
+    keys: set[str] = set()
+    for ev in events:
+        if len(ev) > 4:
+            keys.update(ev)
+    none = type(None)
+    for k in keys.intersection(_STR_FIELDS):
+        vals, null = _column(events, k)
+        if null or not set(map(type, vals)) <= {str, none}:
+            return None
+    for k in keys.intersection(_NUM_FIELDS + _INT_FIELDS):
+        vals, null = _column(events, k)
+        kinds = set(map(type, vals))
+        if null or not kinds <= ({int, none} if k in _INT_FIELDS else {int, float, none}):
+            return None
+        arr = np.asarray([v for v in vals if v is not None], dtype=np.float64)
+        if not (np.all(arr >= 0) and np.all(np.isfinite(arr))):
+            return None
+        if k == "t_end":
+            te = np.asarray([t if v is None else v for v, t in zip(vals, tl, strict=True)], dtype=np.float64)
+            if np.any(te < t_arr):
+                return None
+    for k, allowed in (
+        ("trusted", {bool, none}),
+        ("attrs", {dict, none}),
+        ("credit", {dict, none}),
+        ("status", {str, none}),
+    ):
+        if k in keys:
+            vals, null = _column(events, k)
+            if null or not set(map(type, vals)) <= allowed:
+                return None
+            if k == "status" and not set(vals) <= {"ok", "error", None}:
+                return None
+            if k == "credit" and not all(_opt_num_map(c) for c in vals if c is not None):
+                return None
+    ok_t = np.ones(n, dtype=bool)
+    interesting = [i for i, ty in enumerate(types) if ty in _SPECIAL]
+    return index, t_arr, ok_t, types, agents, interesting
+
+
+def _scan_edges_fast(edges: list[Any], index: dict[str, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    m = len(edges)
+    if not m:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if set(map(type, edges)) != {dict} or set(map(len, edges)) != {3}:
+        return None
+    srcs, _ = _column(edges, "src")
+    dsts, _ = _column(edges, "dst")
+    tys, _ = _column(edges, "type")
+    if set(map(type, srcs)) != {str} or set(map(type, dsts)) != {str} or set(map(type, tys)) != {str}:
+        return None
+    if not set(tys) <= _EDGE_TYPES:
+        return None
+    get = index.get
+    si, di = list(map(get, srcs)), list(map(get, dsts))
+    if None in si or None in di:
+        return None
+    return np.asarray(si, dtype=np.int64), np.asarray(di, dtype=np.int64)
+
+
+def _scan_events_slow(events: list[Any], s: _Sink) -> tuple[Any, ...]:
+    """Per-event structural check that reports every problem with its pointer."""
+    n = len(events)
     index: dict[str, int] = {}
     t_arr = np.zeros(n, dtype=np.float64)
     ok_t = np.ones(n, dtype=bool)
@@ -382,7 +515,11 @@ def _check_events_and_edges(events: list[Any], edges: list[Any], s: _Sink) -> No
             if te is not None and _is_num(te) and ok_t[i] and te < t:
                 add("OT210", f"t_end {te} is before t {t}", f"/events/{i}/t_end")
 
-    # ---- edges
+    return index, t_arr, ok_t, types, agents, interesting
+
+
+def _scan_edges_slow(edges: list[Any], index: dict[str, int], s: _Sink) -> tuple[np.ndarray, np.ndarray]:
+    add = s.add
     m = len(edges)
     src = np.full(m, -1, dtype=np.int64)
     dst = np.full(m, -1, dtype=np.int64)
@@ -412,23 +549,7 @@ def _check_events_and_edges(events: list[Any], edges: list[Any], s: _Sink) -> No
                 add("OT202", f"edge {key} {v!r} is not the id of any event", f"/edges/{j}/{key}")
             else:
                 arr[j] = k
-
-    good = (src >= 0) & (dst >= 0)
-    if m:
-        gi = np.nonzero(good)[0]
-        s_, d_ = src[gi], dst[gi]
-        both_t = ok_t[s_] & ok_t[d_]
-        back = gi[both_t & (t_arr[s_] > t_arr[d_])]
-        for j in back[: s.cap]:
-            a, b = int(src[j]), int(dst[j])
-            add(
-                "OT204",
-                f"edge goes backwards in time: {events[a]['id']!r} at t={t_arr[a]:g} -> {events[b]['id']!r} at t={t_arr[b]:g}",
-                f"/edges/{int(j)}",
-            )
-        _check_cycles(src[gi], dst[gi], gi, t_arr, n, bool(len(back)), events, s)
-
-    _check_semantics(events, types, agents, t_arr, ok_t, interesting, s)
+    return src, dst
 
 
 def _short(v: Any) -> str:
@@ -523,9 +644,12 @@ def _check_semantics(
                     spawner[child] = agents[i]
     # acting before spawn: only events of spawned agents can violate
     if spawn_t:
-        for i, ag in enumerate(agents):
-            st = spawn_t.get(ag) if ag is not None else None
-            if st is not None and ok_t[i] and t[i] < st and types[i] != "spawn":
+        born = np.fromiter(
+            (spawn_t.get(a, -1.0) if type(a) is str else -1.0 for a in agents), np.float64, len(agents)
+        )
+        for i in np.nonzero(ok_t & (t < born))[0].tolist():
+            ag, st = agents[i], born[i]
+            if types[i] != "spawn":
                 s.add(
                     "OT205",
                     f"agent {ag!r} acts at t={t[i]:g} before it is spawned at t={st:g}",
@@ -573,8 +697,11 @@ def _check_semantics(
                     f"/events/{i}",
                 )
     # from/to name known agents
-    known = {a for a in agents if a is not None}
+    known = {a for a in agents if type(a) is str}
     known.update(spawn_t)
+    named = {v for ev in events if type(ev) is dict for k in ("from", "to") if type(v := ev.get(k)) is str}
+    if named <= known:
+        return
     for i, ev in enumerate(events):
         if type(ev) is not dict or ("from" not in ev and "to" not in ev):
             continue
