@@ -6,8 +6,10 @@ Our definitions (spec §2.2, §2.3 and §8.5 leave them open; see docs/measure.m
   wall-clock a single agent would need to do the same work one event after the other (a
   *simulated* serial baseline; nothing is re-run).
 - **Critical path** ``critical_path_s``: the heaviest dependency path, weighted by effective
-  duration. ``parallelism_efficiency = serial_work_s / critical_path_s`` (>= 1 by construction;
-  null when the trace records no time at all).
+  duration, where a dependency that was still running when its successor started only delays it
+  to its own start (``view.time_critical_path``); so the critical path never exceeds the trace's
+  wall-clock span. ``parallelism_efficiency = serial_work_s / critical_path_s`` (>= 1 by
+  construction; null when the trace records no time at all).
 - **Steps.** A step is one action of one agent: an ``orchestrator_decision``, ``spawn``,
   ``despawn``, ``message``, ``tool_call``, ``return`` or ``aggregate`` event. A group issued at
   once is one action, as in Kimi's stages: a spawn or despawn that directly follows the same
@@ -24,7 +26,9 @@ Our definitions (spec §2.2, §2.3 and §8.5 leave them open; see docs/measure.m
   (or its despawn); ``max_concurrency`` is the peak number of simultaneously active agents,
   ``mean_concurrency`` the time average over the trace's span. Tools are not agents.
 - **Useful-agent utilisation**: spawned agents with a ``return`` event from which the final node
-  is reachable along dependencies, over all spawned agents (null without spawns).
+  is reachable, over all spawned agents (null without spawns). When the final node is an
+  ``aggregate`` with recorded inputs, only recorded edges count (the aggregate says what it
+  aggregated); otherwise all dependencies, implicit delivery included.
 """
 
 from __future__ import annotations
@@ -34,10 +38,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import breadth_first_order
 
-from ..core.graph import EVENT_CODE
+from ..core.graph import EDGE_CODE, EVENT_CODE
 from ..core.model import Trace
-from .view import TraceView, as_view, longest_path
+from .view import TraceView, as_view, longest_path, time_critical_path
 
 STEP_TYPES = ("orchestrator_decision", "spawn", "despawn", "message", "tool_call", "return", "aggregate")
 _SPAWNISH = np.asarray([EVENT_CODE["spawn"], EVENT_CODE["despawn"]])
@@ -70,9 +76,9 @@ def step_weights(x: Trace | TraceView) -> np.ndarray:
 def critical_path(x: Trace | TraceView) -> dict[str, Any]:
     """Wall-clock critical path: ``{"length_s", "serial_work_s", "path"}`` (path = event indices)."""
     v = as_view(x)
-    w = v.effective_duration
-    _, path = longest_path(v, w)
-    return {"length_s": math.fsum(w[path].tolist()), "serial_work_s": math.fsum(w.tolist()), "path": path}
+    length, path = time_critical_path(v)
+    serial = math.fsum(v.effective_duration.tolist())
+    return {"length_s": min(length, serial), "serial_work_s": serial, "path": path}
 
 
 def critical_steps(x: Trace | TraceView) -> dict[str, Any]:
@@ -176,7 +182,18 @@ def useful_agents(x: Trace | TraceView) -> dict[str, bool]:
     spawned = spawned_agents(v)
     if not spawned or v.final_node < 0:
         return dict.fromkeys(spawned, False)
-    ancestors = _reach(v, [v.final_node], reverse=True)
+    fin = v.final_node
+    g_in = g.dst == fin
+    if g.type[fin] == EVENT_CODE["aggregate"] and g_in.any():
+        # an aggregate says what it aggregated: follow recorded edges only
+        keep = (g.etype != EDGE_CODE["temporal"]) | (g.agent[g.src] == g.agent[g.dst])
+        a = csr_matrix(
+            (np.ones(int(keep.sum()), dtype=np.int8), (g.dst[keep], g.src[keep])), shape=(v.n, v.n)
+        )
+    else:
+        a = v.deps_rev
+    ancestors = np.zeros(v.n, dtype=bool)
+    ancestors[breadth_first_order(a, fin, directed=True, return_predecessors=False)] = True
     ev = v.trace.events
     useful = dict.fromkeys(spawned, False)
     for i in np.nonzero(ancestors & (g.type == EVENT_CODE["return"]))[0].tolist():
@@ -189,13 +206,3 @@ def useful_agents(x: Trace | TraceView) -> dict[str, bool]:
 def useful_agent_utilization(x: Trace | TraceView) -> float | None:
     u = useful_agents(x)
     return sum(u.values()) / len(u) if u else None
-
-
-def _reach(v: TraceView, sources: list[int], *, reverse: bool = False) -> np.ndarray:
-    from scipy.sparse.csgraph import breadth_first_order
-
-    out = np.zeros(v.n, dtype=bool)
-    a = v.deps_rev if reverse else v.deps
-    for s in sources:
-        out[breadth_first_order(a, s, directed=True, return_predecessors=False)] = True
-    return out

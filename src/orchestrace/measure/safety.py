@@ -6,8 +6,11 @@ None of this is in the survey; the definitions are ours:
   external (``attrs.external = true`` on the event, or the tool named in the trace's
   ``metadata["external_tools"]``).
 - **Taint** flows from sources along ``causal``, ``message``, ``tool_dependency``, ``return``,
-  ``aggregate`` and ``safety_flow`` edges (not ``spawn`` or ``temporal``, and not along implicit
-  program order: a flow must be recorded to count). A **sanitising event** (``safety_event`` or
+  ``aggregate`` and ``safety_flow`` edges and, beyond the issue's list, along the implicit
+  dependencies of ``view.py`` (an agent's own later events, including ``temporal`` edges within one
+  agent: untrusted text stays in that agent's context; and undelivered returns and messages reaching
+  their recipient). It does not flow along ``spawn`` edges (the spawn itself is reported as a
+  tainted decision) or ``temporal`` edges between agents. A **sanitising event** (``safety_event`` or
   ``human_intervention``) can be reached, but taint does not flow out of it.
 - **Decisions**: ``orchestrator_decision``, ``spawn``, ``tool_call`` and ``aggregate`` events and the
   final node. A **tainted decision** is a decision reachable by at least one edge from a source
@@ -41,7 +44,6 @@ from ..core.graph import EDGE_CODE, EVENT_CODE
 from ..core.model import Trace
 from .view import TraceView, as_view, multi_bfs
 
-TAINT_EDGES = ("causal", "message", "tool_dependency", "return", "aggregate", "safety_flow")
 SANITIZERS = ("safety_event", "human_intervention")
 DECISIONS = ("orchestrator_decision", "spawn", "tool_call", "aggregate")
 _MEMORY_WORDS = ("memory", "kv", "vector", "store")
@@ -80,11 +82,11 @@ class Taint:
         g = v.g
         self.v = v
         self.sources = sources
-        sel = g.edge_mask(TAINT_EDGES)
+        s, d, et = v.dep_edges_typed
         sanitizer = g.mask(*SANITIZERS) & ~sources
-        sel &= ~sanitizer[g.src]
-        s, d = g.src[sel].astype(np.int64), g.dst[sel].astype(np.int64)
-        self.edge_src, self.edge_dst, self.edge_type = s, d, g.etype[sel]
+        sel = (et != EDGE_CODE["spawn"]) & ~sanitizer[s]
+        s, d = s[sel], d[sel]
+        self.edge_src, self.edge_dst, self.edge_type = s, d, et[sel]
         a = csr_matrix((np.ones(len(s), dtype=np.int8), (s, d)), shape=(v.n, v.n))
         a.sum_duplicates()
         self.reached, self.pred = multi_bfs(a, d[sources[s]])  # strictly downstream of a source
@@ -108,7 +110,7 @@ class Taint:
 
     def edge_types_on(self, path: list[int]) -> set[str]:
         """Edge types joining consecutive nodes of a path (any edge that fits)."""
-        names = {c: n for n, c in EDGE_CODE.items()}
+        names = {c: n for n, c in EDGE_CODE.items()} | {-1: "implicit"}
         out: set[str] = set()
         for a, b in zip(path, path[1:], strict=False):
             k = np.nonzero((self.edge_src == a) & (self.edge_dst == b))[0]

@@ -11,14 +11,20 @@ Definitions (ours; spec §8 leaves them open):
   different agents (it only states an order, not that one needed the other). On top, each agent's
   own events are chained in time order (*program order*: an LLM agent acts one step after the
   other). ``tool_result`` events are left out of program order, because their ``agent`` is often
-  the tool's name, shared by concurrent calls; they depend on what their edges say.
+  the tool's name, shared by concurrent calls; they depend on what their edges say. Finally a
+  ``message`` or ``return`` with a ``to`` but no edge to any event of that recipient is *delivered*
+  to the recipient's next event that starts at or after its end (a Lamport receive), so logs that
+  record a return but not where it was consumed still connect the sub-agent to its parent.
 - **Effective duration** of an event: from the moment its last input was ready to its end,
   ``t_end - min(t, max(t_end of its dependencies))`` (just ``t_end - t`` without dependencies).
+  A dependency that was still running when the event started (parallel tool calls chained by
+  program order) only needed to have *started*: its start, not its end, counts as the input time.
   So the time an agent spends producing an event (LLM latency, which traces record as a gap before
   the event rather than as its duration) is charged to that event, and traces with instantaneous
   events (no ``t_end``) still have meaningful wall-clock metrics.
 - **Final node**: the last ``aggregate`` event; without one, the last event of the root agent
-  (the agent of the earliest event).
+  (the agent of the earliest event that is an agent action, so not a user prompt logged as a
+  ``human_intervention``, a tool result or a safety event).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from ..core.model import Trace
 
 TOOL_RESULT = EVENT_CODE["tool_result"]
 TEMPORAL = EDGE_CODE["temporal"]
+_EMPTY = np.zeros(0, dtype=np.int64)
+_NOT_AGENT_ACTION = np.asarray([EVENT_CODE[t] for t in ("tool_result", "human_intervention", "safety_event")])
 
 
 class TraceView:
@@ -110,15 +118,76 @@ class TraceView:
         return order[:-1][same], order[1:][same]
 
     @cached_property
-    def dep_edges(self) -> tuple[np.ndarray, np.ndarray]:
-        """(src, dst) of every dependency: explicit edges (no cross-agent temporal) + program order."""
+    def delivery(self) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of implicit delivery edges: an undelivered message or return -> the
+        recipient's next event (see module docstring)."""
+        g = self.g
+        ev = self.trace.events
+        cand = g.nodes("message", "return")
+        if not len(cand):
+            return _EMPTY, _EMPTY
+        code = {a: i for i, a in enumerate(g.agents)}
+        to = np.fromiter(
+            (code.get(ev[i].to or "", -1) for i in cand.tolist()), dtype=np.int64, count=len(cand)
+        )
+        # explicitly delivered: an out-edge to an event of the recipient
+        has = np.zeros(self.n, dtype=np.int64) - 1
+        has[cand] = to
+        hit = (has[g.src] >= 0) & (g.agent[g.dst] == has[g.src])
+        delivered = np.zeros(self.n, dtype=bool)
+        delivered[g.src[hit]] = True
+        keep = (to >= 0) & ~delivered[cand] & (to != g.agent[cand])
+        cand, to = cand[keep], to[keep]
+        if not len(cand):
+            return _EMPTY, _EMPTY
+        pos = self.time_pos
+        # recipient events sorted by (agent, t, position); find the first at or after each t_end
+        recv = np.nonzero(g.type != TOOL_RESULT)[0]
+        recv = recv[np.lexsort((pos[recv], g.t[recv], g.agent[recv]))]
+        ra, rt = g.agent[recv], g.t[recv]
+        src_out, dst_out = [], []
+        for a in np.unique(to).tolist():
+            lo, hi = np.searchsorted(ra, a, "left"), np.searchsorted(ra, a, "right")
+            sel = to == a
+            c = cand[sel]
+            k = lo + np.searchsorted(rt[lo:hi], g.t_end[c], "left")
+            ok = k < hi
+            c, k = c[ok], k[ok]
+            # the recipient event must also come after the sender in time order
+            while len(c) and (bad := pos[recv[k]] <= pos[c]).any():
+                k = np.where(bad, k + 1, k)
+                ok = k < hi
+                c, k = c[ok], k[ok]
+            src_out.append(c)
+            dst_out.append(recv[k])
+        return np.concatenate(src_out), np.concatenate(dst_out)
+
+    @cached_property
+    def time_pos(self) -> np.ndarray:
+        """Position of each event in time order."""
+        pos = np.empty(self.n, dtype=np.int64)
+        pos[self.time_order] = np.arange(self.n)
+        return pos
+
+    @cached_property
+    def dep_edges_typed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(src, dst, edge type code; -1 for implicit edges) of every dependency."""
         g = self.g
         keep = (g.etype != TEMPORAL) | (g.agent[g.src] == g.agent[g.dst])
         ps, pd = self.program_order
+        ds, dd = self.delivery
+        implicit = len(ps) + len(ds)
         return (
-            np.concatenate([g.src[keep].astype(np.int64), ps]),
-            np.concatenate([g.dst[keep].astype(np.int64), pd]),
+            np.concatenate([g.src[keep].astype(np.int64), ps, ds]),
+            np.concatenate([g.dst[keep].astype(np.int64), pd, dd]),
+            np.concatenate([g.etype[keep].astype(np.int64), np.full(implicit, -1, dtype=np.int64)]),
         )
+
+    @cached_property
+    def dep_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of every dependency: explicit edges (no cross-agent temporal) + implicit ones."""
+        s, d, _ = self.dep_edges_typed
+        return s, d
 
     def _csr(self, src: np.ndarray, dst: np.ndarray) -> csr_matrix:
         a = csr_matrix((np.ones(len(src), dtype=np.int8), (src, dst)), shape=(self.n, self.n))
@@ -140,24 +209,37 @@ class TraceView:
     def topo(self) -> np.ndarray:
         """A topological order of the dependency graph (time order when edges respect it)."""
         order = self.time_order
-        pos = np.empty(self.n, dtype=np.int64)
-        pos[order] = np.arange(self.n)
+        pos = self.time_pos
         s, d = self.dep_edges
         if not len(s) or bool(np.all(pos[s] < pos[d])):
             return order
         return _kahn(self.deps, self.g.t)
 
     @cached_property
-    def ready(self) -> np.ndarray:
-        """When each event's inputs were ready: min(t, latest end among its dependencies)."""
+    def preds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Predecessor lists as (indptr, pred, finish_to_start) sorted by destination.
+
+        An edge p -> v is *finish-to-start* when p ended before v started; otherwise v started
+        while p still ran and only needed p to have started (start-to-start).
+        """
         g = self.g
-        a = self.deps_rev
-        has = np.diff(a.indptr) > 0
+        s, d = self.dep_edges
+        order = np.argsort(d, kind="stable")
+        s, d = s[order], d[order]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(d, minlength=self.n))])
+        return indptr, s, g.t_end[s] <= g.t[d]
+
+    @cached_property
+    def ready(self) -> np.ndarray:
+        """When each event's inputs were ready: min(t, latest end of a finish-to-start dependency
+        or start of a start-to-start one)."""
+        g = self.g
+        indptr, s, fs = self.preds
+        has = np.diff(indptr) > 0
         latest = np.full(self.n, -np.inf)
-        if a.nnz:
-            ends = g.t_end[a.indices]
-            starts = a.indptr[:-1][has]
-            latest[has] = np.maximum.reduceat(ends, starts)
+        if len(s):
+            avail = np.where(fs, g.t_end[s], g.t[s])
+            latest[has] = np.maximum.reduceat(avail, indptr[:-1][has])
         return np.where(has, np.minimum(g.t, latest), g.t)
 
     @cached_property
@@ -168,7 +250,12 @@ class TraceView:
 
     @cached_property
     def root_agent(self) -> int:
-        return int(self.g.agent[self.time_order[0]]) if self.n else -1
+        """Agent of the earliest agent action (not a tool result, human or safety event)."""
+        g = self.g
+        order = self.time_order
+        acting = ~np.isin(g.type[order], _NOT_AGENT_ACTION)
+        first = order[acting][:1] if acting.any() else order[:1]
+        return int(g.agent[first[0]]) if len(first) else -1
 
     @cached_property
     def final_node(self) -> int:
@@ -267,3 +354,41 @@ def multi_bfs(a: csr_matrix, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray
     p = p[:n].astype(np.int64)
     pred[order] = np.where(p[order] == n, -1, p[order])
     return reached, pred
+
+
+def time_critical_path(view: TraceView) -> tuple[float, list[int]]:
+    """Critical path in wall-clock: a replay of the trace with unlimited agents.
+
+    Each event lasts its effective duration and starts when its finish-to-start dependencies
+    have finished and its start-to-start ones have started: ``S(v) = max(F(p) | S(p))``,
+    ``F(v) = S(v) + w(v)``. The length ``max F`` never exceeds the trace's wall-clock span nor
+    its serial work (``F`` sums effective durations of a subset of one path).
+    """
+    n = view.n
+    if n == 0:
+        return 0.0, []
+    indptr_a, preds_a, fs_a = view.preds
+    indptr, preds, fs = indptr_a.tolist(), preds_a.tolist(), fs_a.tolist()
+    w = view.effective_duration.tolist()
+    start = [0.0] * n
+    fin = list(w)
+    prev = [-1] * n
+    for v in view.topo.tolist():
+        lo, hi = indptr[v], indptr[v + 1]
+        if lo == hi:
+            continue
+        b, p = -1.0, -1
+        for k in range(lo, hi):
+            q = preds[k]
+            c = fin[q] if fs[k] else start[q]
+            if c > b:
+                b, p = c, q
+        start[v] = b
+        fin[v] = b + w[v]
+        prev[v] = p
+    end = max(range(n), key=fin.__getitem__)
+    path = [end]
+    while prev[path[-1]] >= 0:
+        path.append(prev[path[-1]])
+    path.reverse()
+    return float(fin[end]), path
