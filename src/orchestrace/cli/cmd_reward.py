@@ -80,6 +80,12 @@ def credit(
     samples: Annotated[int, typer.Option(help="Permutations for Shapley beyond 12 players.")] = 256,
     seed: Annotated[int, typer.Option(help="Seed for sampled Shapley.")] = 0,
     baseline: Annotated[str, typer.Option(help="broadcast baseline: none or mean")] = "none",
+    opt: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--opt", help="Method option key=value: variant, reward, alpha, q=module:function (repeatable)."
+        ),
+    ] = None,
     out: Annotated[
         str | None, typer.Option("--out", "-o", help="Write traces with credits on their events.")
     ] = None,
@@ -90,7 +96,8 @@ def credit(
     Examples:\n
       orchestrace credit --method grpo --unit agent group/*.json -o credited.jsonl\n
       orchestrace credit --method shapley --unit agent,tool --partition run.json\n
-      orchestrace credit --method c3 --unit message tree/ -o tree.credited.jsonl
+      orchestrace credit --method c3 --unit message tree/ -o tree.credited.jsonl\n
+      orchestrace credit --method drmas --unit message --opt reward=agent runs.jsonl
     """
     from ..credit import METHODS, UNITS, assign_credit
 
@@ -102,6 +109,7 @@ def credit(
         opts.update(samples=samples, seed=seed)
     if method == "broadcast":
         opts["baseline"] = baseline
+    opts.update(_method_options(opt or []))
     traces = _load(paths)
     for u in units:
         traces = assign_credit(traces, method, u, channel=channel, partition=partition, **opts)
@@ -114,6 +122,28 @@ def credit(
     if out is not None:
         n = save(traces, out)
         console_err.print(f"wrote {n} trace(s) with credits -> {out}")
+
+
+def _method_options(pairs: list[str]) -> dict[str, object]:
+    from ..reward._common import resolve
+
+    out: dict[str, object] = {}
+    for kv in pairs:
+        if "=" not in kv:
+            raise OrchestraceError("OT010", f"--opt expects key=value, got {kv!r}")
+        k, v = kv.split("=", 1)
+        if k in ("q", "game"):
+            out[k] = resolve(v)
+        elif k in ("alpha", "eps"):
+            try:
+                out[k] = float(v)
+            except ValueError:
+                raise OrchestraceError("OT010", f"--opt {k} needs a number, got {v!r}") from None
+        elif k in ("variant", "reward"):
+            out[k] = v
+        else:
+            raise OrchestraceError("OT010", f"unknown --opt {k!r} (variant, reward, alpha, eps, q, game)")
+    return out
 
 
 def register(app: typer.Typer) -> None:
