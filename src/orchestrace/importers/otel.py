@@ -160,6 +160,7 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: Builder) -> None:
         op = a.get("gen_ai.operation.name") or s["name"].split(" ", 1)[0]
         error = s["status"] in (2, "STATUS_CODE_ERROR") or "error.type" in a
         me = agent
+        after: tuple[str, str, str] | None = None  # a tool result comes after what the tool did
         if name is not None:
             me = name
             if agent is not None and agent != name:
@@ -176,14 +177,7 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: Builder) -> None:
                 attrs={"span_id": s["id"]},
                 content=a.get("gen_ai.tool.call.arguments"),
             )
-            b.tool_result(
-                who,
-                s["end"],
-                tool,
-                cid,
-                status="error" if error else "ok",
-                content=a.get("gen_ai.tool.call.result"),
-            )
+            after = (who, tool, cid)
         elif op in _LLM_OPS or any(k.startswith("gen_ai.usage.") for k in a):
             tin = a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))
             tout = a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
@@ -204,6 +198,10 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: Builder) -> None:
             visit(c, me)
         if name is not None and agent is not None and agent != name:
             b.ret(name, s["end"], status="error" if error else "ok", attrs={"span_id": s["id"]})
+        if after is not None:
+            who, tool, cid = after
+            status = "error" if error else "ok"
+            b.tool_result(who, s["end"], tool, cid, status=status, content=a.get("gen_ai.tool.call.result"))
 
     for r in roots:
         visit(r, None)
@@ -240,4 +238,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
             system=str(service or "otel"),
             topology="centralized" if any(e.type == "spawn" for e in b.events) else "unknown",
             metadata=meta,
+            t0=min(s["start"] for s in spans if s["start"] > 0)
+            if any(s["start"] > 0 for s in spans)
+            else None,
         )

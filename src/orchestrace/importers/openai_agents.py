@@ -1,0 +1,264 @@
+"""OpenAI Agents SDK traces: a live tracing processor and an importer of exported spans.
+
+The SDK exports ``{"object": "trace", ...}`` and ``{"object": "trace.span", ...}`` items (what
+its backend exporter uploads as ``{"data": [...]}``). Mapping:
+
+- ``agent`` span -> the agent's lifetime; an agent span nested under another agent's span
+  (agents as tools) -> ``spawn`` at its start and ``return`` at its end;
+- ``handoff`` span -> delegation: a ``spawn`` of the target agent by the source agent when the
+  target has not acted yet, else a ``message`` (``attrs.kind = "handoff"``);
+- ``generation`` / ``response`` span -> ``orchestrator_decision`` (``kind = "llm_call"``) with
+  model and usage (``input_tokens``/``output_tokens``, or prompt/completion);
+- ``function`` span -> ``tool_call`` at start, ``tool_result`` at end (span error -> status error);
+- ``guardrail`` span that tripped -> ``safety_event``; untripped guardrails are counted only;
+- ``custom`` task/turn spans carry run totals and are counted, not imported (no double counting).
+
+Use :class:`OrchestraceProcessor` to record live runs:
+``agents.add_trace_processor(OrchestraceProcessor("runs.jsonl"))``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..core.errors import LoadError
+from ..core.io import dumps
+from ..core.model import Trace
+from ._common import Builder, ImportStats, head_bytes, iter_jsonl, require_nonempty, ts_of
+
+NAME = "openai-agents"
+DESCRIPTION = "OpenAI Agents SDK exported traces/spans (JSON {data: [...]} or JSONL of items)"
+
+
+def sniff(path: str | os.PathLike[str]) -> bool:
+    p = os.fspath(path)
+    if not p.endswith((".json", ".jsonl")):
+        return False
+    head = head_bytes(p, 4096)
+    return b'"trace.span"' in head or (b'"object"' in head and b'"workflow_name"' in head)
+
+
+def _items(p: Path, stats: ImportStats) -> list[dict[str, Any]]:
+    if p.suffix == ".jsonl":
+        out = []
+        for _, r in iter_jsonl(p, stats):
+            if isinstance(r, dict) and isinstance(r.get("data"), list):
+                out.extend(x for x in r["data"] if isinstance(x, dict))
+            elif isinstance(r, dict):
+                out.append(r)
+        return out
+    try:
+        d = orjson.loads(p.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise LoadError("OT003", f"not valid JSON: {e}", path=str(p)) from None
+    if isinstance(d, dict) and isinstance(d.get("data"), list):
+        d = d["data"]
+    return [x for x in d if isinstance(x, dict)] if isinstance(d, list) else [d]
+
+
+def _usage(u: Any) -> tuple[int | None, int | None]:
+    if not isinstance(u, dict):
+        return None, None
+    tin = u.get("input_tokens", u.get("prompt_tokens"))
+    tout = u.get("output_tokens", u.get("completion_tokens"))
+    return (int(tin) if tin is not None else None, int(tout) if tout is not None else None)
+
+
+def convert(
+    items: list[dict[str, Any]], *, keep_content: bool = False, source: str | None = None
+) -> list[Trace]:
+    """Traces from exported SDK items (traces and spans, any order, several traces allowed)."""
+    stats = ImportStats()
+    heads: dict[str, dict[str, Any]] = {}
+    spans: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for it in items:
+        obj = it.get("object")
+        if obj == "trace":
+            heads[str(it.get("id"))] = it
+        elif obj == "trace.span":
+            spans[str(it.get("trace_id"))].append(it)
+        else:
+            stats.unknown[f"object {obj}"] += 1
+    out = []
+    for tid in list(dict.fromkeys([*heads, *spans])):
+        b = Builder(keep_content=keep_content)
+        b.stats = stats
+        _build(spans.get(tid, []), b)
+        if not b.events:
+            stats.notes.append(f"trace {tid}: no agent, generation, function, handoff or guardrail spans")
+            continue
+        head = heads.get(tid, {})
+        meta: dict[str, Any] = {"source_format": NAME, "openai_trace_id": tid}
+        if source:
+            meta["source"] = source
+        for k in ("workflow_name", "group_id", "metadata"):
+            if head.get(k) is not None:
+                meta[k] = head[k]
+        spawned = any(e.type == "spawn" for e in b.events)
+        starts = [t for x in spans.get(tid, []) if (t := ts_of(x.get("started_at"))) is not None]
+        out.append(
+            b.build(
+                trace_id=f"openai-agents:{tid}",
+                task_id=str(head.get("workflow_name") or tid),
+                system="openai-agents",
+                topology="centralized" if spawned else "unknown",
+                metadata=meta,
+                t0=min(starts) if starts else None,
+            )
+        )
+    return out
+
+
+def _build(spans: list[dict[str, Any]], b: Builder) -> None:
+    by_id = {s.get("id"): s for s in spans}
+    kids: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    roots = []
+    for s in sorted(spans, key=lambda s: ts_of(s.get("started_at")) or 0.0):
+        parent = s.get("parent_id")
+        (kids[parent] if parent in by_id else roots).append(s)
+    acted: set[str] = set()
+
+    def act(agent: str) -> str:
+        acted.add(agent)
+        return agent
+
+    def visit(s: dict[str, Any], agent: str | None) -> None:
+        d = s.get("span_data") or {}
+        ty = d.get("type")
+        t0, t1 = ts_of(s.get("started_at")), ts_of(s.get("ended_at"))
+        err = s.get("error")
+        status = "error" if err else "ok"
+        attrs: dict[str, Any] = {"span_id": s.get("id")}
+        if err:
+            attrs["error"] = err.get("message") if isinstance(err, dict) else str(err)
+        me = agent
+        nested_agent = False
+        after: tuple | None = None  # a tool result comes after what the tool did
+        if ty == "agent":
+            me = str(d.get("name") or "agent")
+            if agent is not None and agent != me and me not in acted:
+                b.spawn(act(agent), me, t0, attrs={**attrs, "kind": "agent_as_tool"})
+                nested_agent = True
+            act(me)
+        elif ty in ("generation", "response"):
+            tin, tout = _usage(d.get("usage"))
+            b.add(
+                "orchestrator_decision", act(agent or "llm"), t0, t_end=t1, model=d.get("model"),
+                tokens_in=tin, tokens_out=tout, status=status if err else None,
+                content=d.get("output"), attrs={**attrs, "kind": "llm_call", "span_type": ty},
+            )  # fmt: skip
+        elif ty == "function":
+            who = act(agent or "agent")
+            cid = str(s.get("id"))
+            name = str(d.get("name") or "function")
+            b.tool_call(who, t0, name, cid, content=d.get("input"), attrs=dict(attrs))
+            after = (who, t1, name, cid, status, d.get("output"), attrs)
+        elif ty == "handoff":
+            src = str(d.get("from_agent") or agent or "agent")
+            dst = d.get("to_agent")
+            attrs["kind"] = "handoff"
+            if isinstance(dst, str) and dst not in acted and not b.is_spawned(dst):
+                b.spawn(act(src), dst, t0, status=status, attrs=attrs)
+            else:
+                b.add("message", act(src), t0, to=dst, status=status, attrs=attrs)
+        elif ty == "guardrail":
+            if d.get("triggered"):
+                b.add(
+                    "safety_event",
+                    act(agent or "guardrail"),
+                    t0,
+                    t_end=t1,
+                    attrs={**attrs, "kind": "guardrail_tripwire", "guardrail": d.get("name")},
+                )
+            else:
+                b.stats.records["guardrail passed"] += 1
+        elif ty == "custom":
+            b.stats.records[f"custom {d.get('name')}"] += 1
+        else:
+            b.stats.unknown[f"span {ty}"] += 1
+        for c in kids.get(s.get("id"), ()):
+            visit(c, me)
+        if nested_agent:
+            b.ret(me, t1, status=status, attrs={"span_id": s.get("id")})
+        if after is not None:
+            who, t_end, name, cid, st, output, at = after
+            b.tool_result(who, t_end, name, cid, status=st, content=output, attrs=dict(at))
+
+    for r in roots:
+        visit(r, None)
+
+
+def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
+    p = Path(path)
+    require_nonempty(p)
+    stats = ImportStats()
+    items = _items(p, stats)
+    traces = convert(items, keep_content=keep_content, source=str(p))
+    if not traces:
+        raise LoadError("OT006", "no Agents SDK spans that map to events", path=str(p))
+    yield from traces
+
+
+try:  # the processor needs the SDK; importing and converting files does not
+    from agents.tracing import TracingProcessor as _Base
+except ImportError:  # pragma: no cover - exercised only without openai-agents
+    _Base = object  # type: ignore[assignment,misc]
+
+
+class OrchestraceProcessor(_Base):  # type: ignore[misc,valid-type]
+    """An Agents SDK tracing processor that turns each finished run into an orchestrace trace.
+
+    ``out``: append each trace as a JSONL line; ``raw_out``: append the SDK's exported items
+    (importable later with ``orchestrace import --from openai-agents``). ``traces`` keeps them.
+    """
+
+    def __init__(
+        self, out: str | None = None, *, raw_out: str | None = None, keep_content: bool = False
+    ) -> None:
+        self.out = out
+        self.raw_out = raw_out
+        self.keep_content = keep_content
+        self.traces: list[Trace] = []
+        self._items: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._lock = threading.Lock()
+
+    def on_trace_start(self, trace: Any) -> None:
+        item = trace.export()
+        if item:
+            with self._lock:
+                self._items[trace.trace_id].insert(0, item)
+
+    def on_span_start(self, span: Any) -> None:
+        return None
+
+    def on_span_end(self, span: Any) -> None:
+        item = span.export()
+        if item:
+            with self._lock:
+                self._items[span.trace_id].append(item)
+
+    def on_trace_end(self, trace: Any) -> None:
+        with self._lock:
+            items = self._items.pop(trace.trace_id, [])
+        if not items:
+            return
+        if self.raw_out:
+            with open(self.raw_out, "ab") as f:
+                f.write(b"".join(orjson.dumps(x, default=str) + b"\n" for x in items))
+        for tr in convert(items, keep_content=self.keep_content):
+            self.traces.append(tr)
+            if self.out:
+                with open(self.out, "ab") as f:
+                    f.write(dumps(tr) + b"\n")
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self) -> None:
+        return None
