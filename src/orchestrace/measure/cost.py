@@ -10,7 +10,8 @@ Our definitions (spec §2.2 and §8.6 leave the token classes open):
   safety events) is task content.
 - ``protocol_overhead = coordination tokens / all tokens``; it needs per-event tokens, so it is
   null when the events carry none (the analysis then falls back to a recorded value, if any).
-- ``tokens_per_delegation`` = all tokens / spawn events (the survey's E4 "tokens per delegation").
+- ``tokens_per_delegation`` = all tokens / spawn events (the survey's E4 "tokens per delegation");
+  null without spawns or without per-event tokens.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def totals(x: Trace | TraceView) -> dict[str, float]:
         "tool_calls": int((g.type == EVENT_TYPES.index("tool_call")).sum()),
         "messages": int((g.type == EVENT_TYPES.index("message")).sum()),
         "spawns": n_spawn,
-        "tokens_per_delegation": tokens / n_spawn if n_spawn else None,  # type: ignore[dict-item]
+        "tokens_per_delegation": tokens / n_spawn if n_spawn and tokens else None,  # type: ignore[dict-item]
     }
 
 

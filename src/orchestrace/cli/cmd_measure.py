@@ -1,0 +1,346 @@
+"""Measure commands: analyze (E1-E4 per trace and per corpus), critical-path, safety.
+
+``orchestrace.measure`` (numpy, scipy) is imported inside the commands, so other commands start fast.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.table import Table
+
+from ..core.errors import OrchestraceError
+from ..core.io import iter_traces, save
+from ..core.model import Trace
+from .common import console, expand_paths
+
+_FORMATS = ("table", "json", "csv")
+_BY = ("topology", "system", "agent", "role")
+_TABLE_COLS = (
+    ("trace_id", "trace"),
+    ("events", "events"),
+    ("task_success", "E1"),
+    ("critical_steps", "crit.steps"),
+    ("critical_path_s", "crit.path s"),
+    ("parallelism_efficiency", "par.eff"),
+    ("max_concurrency", "max conc"),
+    ("useful_agent_utilization", "useful"),
+    ("protocol_overhead", "overhead"),
+    ("message_redundancy", "redund."),
+    ("error_amplification", "err.amp"),
+    ("tainted_decisions", "tainted"),
+)
+_MAX_TABLE_ROWS = 50
+
+
+def _traces(paths: list[str]) -> Iterator[tuple[str, Trace]]:
+    for p in expand_paths(paths):
+        for tr in iter_traces(p):
+            yield p, tr
+
+
+def _check(name: str, value: str | None, allowed: tuple[str, ...]) -> None:
+    if value is not None and value not in allowed:
+        raise OrchestraceError("OT010", f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _verifier(spec: str | None, channel: str | None) -> Callable[[Trace], Any] | None:
+    if spec and channel:
+        raise OrchestraceError("OT010", "give --verifier or --success-channel, not both")
+    if channel:
+        return lambda tr: tr.rewards.get(channel)
+    if not spec:
+        return None
+    mod, _, fn = spec.partition(":")
+    if not fn:
+        raise OrchestraceError("OT010", f"--verifier must look like package.module:function, got {spec!r}")
+    try:
+        return getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as e:
+        raise OrchestraceError("OT010", f"cannot import verifier {spec!r}: {e}") from None
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _json(obj: Any) -> None:
+    sys.stdout.buffer.write(
+        orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    )
+
+
+def analyze_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Trace files, directories or globs.")],
+    format: Annotated[str, typer.Option("--format", "-f", help="table, json or csv")] = "table",
+    by: Annotated[str | None, typer.Option("--by", help="Group by topology, system, agent or role.")] = None,
+    verifier: Annotated[
+        str | None, typer.Option(help="E1 from a callable package.module:function(trace) -> float.")
+    ] = None,
+    success_channel: Annotated[
+        str | None, typer.Option(help="E1 from this reward channel (e.g. team) when it is a success flag.")
+    ] = None,
+    write: Annotated[
+        str | None, typer.Option("--write", "-o", help="Also save the traces with metrics written back here.")
+    ] = None,
+) -> None:
+    """E1-E4 and safety metrics per trace, summarised over the corpus (mean and percentiles),
+    per trace-length band (10 / 100 / 1,000 events), with a MAS-native verdict.
+
+    JSON: {"traces": [one object per trace], "corpus": {...}}; a value is null where the trace
+    lacks the data. CSV: one row per trace (per group with --by agent|role).
+
+    Examples:\n
+      orchestrace analyze run.json\n
+      orchestrace analyze corpus/ --by topology\n
+      orchestrace analyze corpus.jsonl --format json --success-channel team\n
+      orchestrace analyze runs/*.json --by agent --format csv > agents.csv\n
+      orchestrace analyze run.json -o run.measured.json
+    """
+    from ..measure import TraceView, analyze, corpus_report, group_breakdown, write_metrics
+
+    _check("--format", format, _FORMATS)
+    _check("--by", by, _BY)
+    check = _verifier(verifier, success_channel)
+    results: list[dict[str, Any]] = []
+    kept: list[Trace] = []
+    groups: dict[str, dict[str, Any]] | None = None
+    views: list[TraceView] = []
+    for _, tr in _traces(paths):
+        v = TraceView(tr)
+        r = analyze(v, verifier=check)
+        results.append(r)
+        if by in ("agent", "role"):
+            views.append(v)
+        if write:
+            kept.append(write_metrics(tr, r))
+    if not results:
+        raise OrchestraceError("OT001", "no traces found in the given paths")
+    report = corpus_report(results, by if by in ("topology", "system") else None)
+    if by in ("agent", "role"):
+        groups = group_breakdown(views, by)
+        report["by"] = by
+        report["groups"] = groups
+    if write:
+        save(kept, write)
+    if format == "json":
+        _json({"traces": results, "corpus": report})
+    elif format == "csv":
+        _csv(results, groups, by)
+    else:
+        _tables(results, report, groups, by)
+
+
+def _csv(results: list[dict[str, Any]], groups: dict[str, dict[str, Any]] | None, by: str | None) -> None:
+    out = csv.writer(sys.stdout, lineterminator="\n")
+    if groups is not None:
+        cols = list(next(iter(groups.values())).keys()) if groups else []
+        out.writerow([by, *cols])
+        for name, row in groups.items():
+            out.writerow([name, *(row.get(c) for c in cols)])
+        return
+    cols = list(results[0].keys())
+    out.writerow(cols)
+    for r in results:
+        out.writerow(["" if r.get(c) is None else r.get(c) for c in cols])
+
+
+def _tables(  # noqa: C901 - one table after the other
+    results: list[dict[str, Any]],
+    report: dict[str, Any],
+    groups: dict[str, dict[str, Any]] | None,
+    by: str | None,
+) -> None:
+    if len(results) == 1:
+        r = results[0]
+        t = Table(title=f"trace {r['trace_id']}")
+        t.add_column("metric")
+        t.add_column("value", justify="right")
+        for k, val in r.items():
+            if k != "trace_id":
+                t.add_row(k, _fmt(val))
+        console.print(t)
+    elif len(results) <= _MAX_TABLE_ROWS:
+        t = Table(title="per trace")
+        for _, head in _TABLE_COLS:
+            t.add_column(head, justify="left" if head == "trace" else "right")
+        for r in results:
+            t.add_row(*(_fmt(r.get(k)) for k, _ in _TABLE_COLS))
+        console.print(t)
+    else:
+        console.print(f"{len(results)} traces; per-trace rows omitted (use --format json or csv)")
+    from ..measure import REPORT_KEYS, mas_native_line
+
+    s = Table(title=f"corpus: {report['traces']} trace(s)")
+    if len(results) == 1:
+        console.print(mas_native_line(report), highlight=False)
+        return
+    for c in ("metric", "n", "mean", "p10", "p50", "p90", "min", "max"):
+        s.add_column(c, justify="left" if c == "metric" else "right")
+    for k in REPORT_KEYS[1:]:
+        row = report["summary"].get(k)
+        if row:
+            s.add_row(k, *(_fmt(row[c]) for c in ("n", "mean", "p10", "p50", "p90", "min", "max")))
+    console.print(s)
+    b = Table(title="by trace-length band (mean)")
+    keys = ("critical_steps", "parallelism_efficiency", "protocol_overhead", "error_amplification")
+    for c in ("band (events)", "traces", *keys):
+        b.add_column(c, justify="left" if c.startswith("band") else "right")
+    for name, band in report["bands"].items():
+        b.add_row(name, str(band["traces"]), *(_fmt(band["summary"].get(k, {}).get("mean")) for k in keys))
+    console.print(b)
+    if groups is not None:
+        g = Table(title=f"by {by} (summed over traces)")
+        cols = ("traces", "events", "tokens", "usd", "busy_s", "tool_calls", "messages")
+        for c in (by or "", *cols):
+            g.add_column(c, justify="left" if c == by else "right")
+        for name, row in groups.items():
+            g.add_row(name, *(_fmt(row.get(c)) for c in cols))
+        console.print(g)
+    elif "groups" in report:
+        g = Table(title=f"by {report['by']} (mean)")
+        keys = (
+            "task_success",
+            "critical_steps",
+            "parallelism_efficiency",
+            "protocol_overhead",
+            "error_amplification",
+        )
+        for c in (report["by"], "traces", *keys):
+            g.add_column(c, justify="left" if c == report["by"] else "right")
+        for name, grp in report["groups"].items():
+            g.add_row(name, str(grp["traces"]), *(_fmt(grp["summary"].get(k, {}).get("mean")) for k in keys))
+        console.print(g)
+    console.print(mas_native_line(report), highlight=False)
+
+
+def critical_path_cmd(
+    trace: Annotated[str, typer.Argument(help="A trace file (every trace in it is shown).")],
+    by: Annotated[
+        str, typer.Option("--by", help="time (wall-clock) or steps (Kimi Critical Steps)")
+    ] = "time",
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+) -> None:
+    """Print the critical path: the chain of dependent events that bounds the run's duration.
+
+    Examples:\n
+      orchestrace critical-path run.json\n
+      orchestrace critical-path run.json --by steps --format json
+    """
+    from ..measure import TraceView, critical_path, critical_steps, step_weights
+
+    _check("--by", by, ("time", "steps"))
+    _check("--format", format, ("table", "json"))
+    out = []
+    for _, tr in _traces([trace]):
+        v = TraceView(tr)
+        if by == "time":
+            cp = critical_path(v)
+            w, total, serial = v.effective_duration, cp["length_s"], cp["serial_work_s"]
+        else:
+            cs = critical_steps(v)
+            cp, w, total, serial = cs, step_weights(v), float(cs["critical"]), float(cs["total"])
+        rows, acc = [], 0.0
+        for i in cp["path"]:
+            e = tr.events[i]
+            acc += float(w[i])
+            rows.append(
+                {
+                    "id": e.id,
+                    "type": e.type,
+                    "agent": e.agent,
+                    "t": e.t,
+                    "weight": float(w[i]),
+                    "cumulative": acc,
+                }
+            )
+        out.append({"trace_id": tr.trace_id, "by": by, "length": total, "serial": serial, "path": rows})
+    if format == "json":
+        _json(out)
+        return
+    unit = "s" if by == "time" else "steps"
+    for o in out:
+        t = Table(
+            title=f"{o['trace_id']}: critical path {o['length']:.4g} {unit} of {o['serial']:.4g} {unit} serial"
+        )
+        for c in ("#", "id", "type", "agent", "t", f"weight ({unit})", "cumulative"):
+            t.add_column(c, justify="right" if c in ("#", "t") or c.startswith(("weight", "cum")) else "left")
+        for k, r in enumerate(o["path"], 1):
+            t.add_row(
+                str(k), r["id"], r["type"], r["agent"], _fmt(r["t"]), _fmt(r["weight"]), _fmt(r["cumulative"])
+            )
+        console.print(t)
+
+
+def safety_cmd(
+    trace: Annotated[str, typer.Argument(help="A trace file (every trace in it is shown).")],
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+    limit: Annotated[int, typer.Option(help="Show at most this many flows per trace.")] = 100,
+) -> None:
+    """Print untrusted-content flows: each decision reachable from untrusted content with no
+    sanitising event (safety_event, human_intervention) on the way, one shortest path each,
+    with inferred attack vectors AV1-AV8.
+
+    Examples:\n
+      orchestrace safety run.json\n
+      orchestrace safety run.json --format json --limit 10
+    """
+    from ..measure import TraceView, analyze, taint_flows
+
+    _check("--format", format, ("table", "json"))
+    out = []
+    for _, tr in _traces([trace]):
+        v = TraceView(tr)
+        r = analyze(v)
+        out.append(
+            {
+                "trace_id": tr.trace_id,
+                "instrumented": r["tainted_decisions"] is not None,
+                "untrusted_sources": r["untrusted_sources"],
+                "tainted_decisions": r["tainted_decisions"],
+                "taint_reach": r["taint_reach"],
+                "sanitized": r["sanitized"],
+                "flows": taint_flows(v, limit=limit) if r["tainted_decisions"] is not None else [],
+            }
+        )
+    if format == "json":
+        _json(out)
+        return
+    for o in out:
+        if not o["instrumented"]:
+            console.print(
+                f"{o['trace_id']}: no trust information (no event sets `trusted`, no tool is marked external)"
+            )
+            continue
+        console.print(
+            f"{o['trace_id']}: {o['untrusted_sources']} untrusted source(s), {o['tainted_decisions']} tainted "
+            f"decision(s), taint reaches {o['taint_reach']:.1%} of events, {o['sanitized']} sanitising event(s) hit",
+            highlight=False,
+        )
+        if not o["flows"]:
+            continue
+        t = Table()
+        for c in ("decision", "type", "agent", "vectors", "path (source first)"):
+            t.add_column(c)
+        for f in o["flows"]:
+            name = f["decision"] + (" (final)" if f["final"] else "")
+            t.add_row(name, f["type"], f["agent"], " ".join(f["attack_vectors"]), " -> ".join(f["path"]))
+        console.print(t)
+        if o["tainted_decisions"] > len(o["flows"]):
+            console.print(f"... {o['tainted_decisions'] - len(o['flows'])} more (raise --limit)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analyze")(analyze_cmd)
+    app.command("critical-path")(critical_path_cmd)
+    app.command("safety")(safety_cmd)
