@@ -144,6 +144,11 @@ def removal_game(**options: object) -> GameFactory:
     return lambda trace, units: RemovalGame(trace, units, **options)  # type: ignore[arg-type]
 
 
+def evaluate(game: Game, masks: np.ndarray, chunk: int = 1024) -> np.ndarray:
+    """game.batch over many coalitions in chunks, so memory stays bounded on long traces."""
+    return np.concatenate([game.batch(masks[i : i + chunk]) for i in range(0, len(masks), chunk)])
+
+
 class ShapleyResult(msgspec.Struct):
     values: dict[str, float]
     stderr: dict[str, float]
@@ -176,7 +181,7 @@ def shapley(
     for j in range(n):
         masks[:, j + 1] = masks[:, j]
         masks[np.arange(m), j + 1, perms[:, j]] = True
-    vals = game.batch(masks.reshape(-1, n)).reshape(m, n + 1)
+    vals = evaluate(game, masks.reshape(-1, n)).reshape(m, n + 1)
     marg = np.empty((m, n))
     marg[np.arange(m)[:, None], perms] = np.diff(vals, axis=1)
     pair = 0.5 * (marg[0::2] + marg[1::2])  # independent antithetic pairs
@@ -195,7 +200,7 @@ def shapley(
 def _exact(game: Game, n: int, v_all: float, v_empty: float) -> ShapleyResult:
     ints = np.arange(1 << n, dtype=np.int64)
     masks = ((ints[:, None] >> np.arange(n)) & 1).astype(bool)
-    v = game.batch(masks)
+    v = evaluate(game, masks)
     size = masks.sum(axis=1)
     w = np.array([math.factorial(s) * math.factorial(n - s - 1) / math.factorial(n) for s in range(n)])
     phi = np.zeros(n)
@@ -218,7 +223,7 @@ def leave_one_out(game: Game) -> dict[str, float]:
     n = len(game.players)
     masks = np.ones((n + 1, n), dtype=bool)
     masks[np.arange(1, n + 1), np.arange(n)] = False
-    v = game.batch(masks)
+    v = evaluate(game, masks)
     return {p: float(v[0] - v[k + 1]) for k, p in enumerate(game.players)}
 
 

@@ -65,7 +65,7 @@ def reward_of(trace: Trace, channel: str) -> float:
     return float(trace.rewards[channel])
 
 
-def normalise(values: Sequence[float], eps: float = EPS) -> tuple[float, float]:
+def normalise(values: Sequence[float]) -> tuple[float, float]:
     """(mu, sigma) with the unbiased std; a singleton group gives (0, 1)."""
     if len(values) < 2:
         return 0.0, 1.0
@@ -109,7 +109,7 @@ def m_grpo(traces, units, *, channel="team", eps=EPS, **_):
     rs = [reward_of(t, channel) for t in traces]
     adv = [0.0] * len(traces)
     for idx in _by_task(traces).values():
-        mu, sd = normalise([rs[i] for i in idx], eps)
+        mu, sd = normalise([rs[i] for i in idx])
         for i in idx:
             adv[i] = (rs[i] - mu) / (sd + eps)
     return [UnitCredit(_all_units(u, a), {"signal": a}) for u, a in zip(units, adv, strict=True)]
@@ -128,7 +128,7 @@ def m_drmas(traces, units, *, channel="team", reward="team", variant="drmas", ep
             rows[(tr.task_id, k)].append((i, uid, r))
     out = [UnitCredit({REST: 0.0} if REST in u.keys else {}) for u in units]
     for group in rows.values():
-        mu, sd = normalise([r for _, _, r in group], eps)
+        mu, sd = normalise([r for _, _, r in group])
         for i, uid, r in group:
             out[i].values[uid] = r - mu if variant == "drgrpo" else (r - mu) / (sd + eps)
     return out
