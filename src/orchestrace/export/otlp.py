@@ -203,9 +203,25 @@ def _span(
     return s
 
 
+def _options(options: dict[str, Any]) -> dict[str, Any]:
+    """Options from Python or from the CLI (``--opt include_content=true``, strings)."""
+    out: dict[str, Any] = {}
+    for k, v in options.items():
+        if k == "include_content":
+            out[k] = v.strip().lower() in ("1", "true", "yes", "on") if isinstance(v, str) else bool(v)
+        elif k == "epoch":
+            out[k] = None if v is None else float(v)
+        else:
+            from ..core.errors import OrchestraceError
+
+            raise OrchestraceError("OT020", f"unknown otlp option {k!r}; known: include_content, epoch")
+    return out
+
+
 def iter_otlp(traces: Iterable[Trace], **options: Any) -> Iterator[dict[str, Any]]:
+    opts = _options(options)
     for tr in traces:
-        yield trace_to_otlp(tr, **options)
+        yield trace_to_otlp(tr, **opts)
 
 
 def export_otlp(traces: Iterable[Trace], out: str, **options: Any) -> int:
