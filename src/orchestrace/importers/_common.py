@@ -365,8 +365,9 @@ class Builder:
             if pos[a] < pos[b] and (a, b, ty) not in seen:
                 seen.add((a, b, ty))
                 edges.append(Edge(new_id[a], new_id[b], ty))
-        for a, b, ty in self.soft:
-            if t[a] <= t[b] and pos[a] < pos[b] and (a, b, ty) not in seen:
+        rank = {old: k for k, old in enumerate(ranked)}
+        for a, b, ty in [*self.soft, *_message_links(ranked, self.events)]:
+            if t[a] <= t[b] and rank[a] < rank[b] and (a, b, ty) not in seen:
                 seen.add((a, b, ty))
                 edges.append(Edge(new_id[a], new_id[b], ty))
         all_costs = derived_costs(events)
@@ -416,6 +417,19 @@ class Builder:
 
     def forget_call(self, call_id: str) -> None:
         self._calls.pop(call_id, None)
+
+
+def _message_links(ranked: list[int], events: list[Event]) -> list[tuple[int, int, str]]:
+    """A ``message`` edge from each message (or return) to the receiver's next event."""
+    out: list[tuple[int, int, str]] = []
+    waiting: dict[str, list[int]] = {}
+    for i in ranked:  # time order
+        ev = events[i]
+        for src in waiting.pop(ev.agent, ()):
+            out.append((src, i, "return" if events[src].type == "return" else "message"))
+        if ev.type in ("message", "return") and ev.to and ev.to != ev.agent:
+            waiting.setdefault(ev.to, []).append(i)
+    return out
 
 
 def _topo_order(n: int, pairs: list[tuple[int, int]]) -> list[int]:
