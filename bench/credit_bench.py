@@ -75,7 +75,7 @@ def throughput(n: int, size: int, unit: str, samples: int) -> None:
     for method in ("broadcast", "grpo", "drmas", "loo", "shapley", "c3", "coma"):
         opts = {"samples": samples} if method == "shapley" else {}
         t = time.perf_counter()
-        assign_credit(traces, method, unit, **opts)
+        assign_credit(traces, method, unit, inplace=True, **opts)
         dt = time.perf_counter() - t
         print(f"{method:10s} {n / dt:10.1f} {n_ev / dt:12.0f} {dt:8.1f}")
 

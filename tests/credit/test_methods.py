@@ -219,3 +219,12 @@ def test_unknown_method_and_unit():
         compute_credit([centralized()], "grpo", "paragraph")
     with pytest.raises(OrchestraceError, match="no rewards.team"):
         compute_credit([mk([ev("a", 0, "message", "x")])], "grpo", "agent")
+
+
+def test_copy_by_default_inplace_on_request():
+    tr = centralized(team=1.0)
+    out = assign_credit([tr], "grpo", "agent")[0]
+    a = 1.0 / (1.0 + 1e-6)  # singleton group: (R - 0) / (1 + eps)
+    assert tr.events[0].credit is None and tr.metadata is None and out.events[0].credit == {"grpo/agent": a}
+    same = assign_credit([tr], "grpo", "agent", inplace=True)[0]
+    assert same is tr and tr.events[0].credit == {"grpo/agent": a}

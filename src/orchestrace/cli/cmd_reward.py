@@ -112,7 +112,7 @@ def credit(
     opts.update(_method_options(opt or []))
     traces = _load(paths)
     for u in units:
-        traces = assign_credit(traces, method, u, channel=channel, partition=partition, **opts)
+        traces = assign_credit(traces, method, u, channel=channel, partition=partition, inplace=True, **opts)
         table = Table("trace", "unit", "credit", title=f"{method}/{u}")
         for t in traces:
             vals = t.metadata["credit"][f"{method}/{u}"]["units"]

@@ -36,7 +36,7 @@ import msgspec
 import numpy as np
 
 from ..core.errors import OrchestraceError
-from ..core.model import Event, Trace
+from ..core.model import Trace
 from ..reward._common import attr, num
 from .game import Game, GameFactory, RemovalGame, leave_one_out, shapley
 from .units import REST, Units, unit_keys
@@ -334,29 +334,37 @@ def assign_credit(
     *,
     channel: str = "team",
     partition: bool = False,
+    inplace: bool = False,
     **options: Any,
 ) -> list[Trace]:
-    """Copies of the traces with ``credit["<method>/<unit>"]`` on every event and a summary in
-    ``metadata.credit["<method>/<unit>"]`` (unit values, target and residual when partitioned)."""
+    """Traces with ``credit["<method>/<unit>"]`` on every event and a summary in
+    ``metadata.credit["<method>/<unit>"]`` (unit values, target and residual when partitioned).
+
+    Copies by default; ``inplace=True`` updates the given traces (faster; for callers that own them)."""
     key = f"{method}/{unit}"
+    res = compute_credit(traces, method, unit, channel=channel, partition=partition, **options)
     out = []
-    for tr, (u, uc) in zip(
-        traces,
-        compute_credit(traces, method, unit, channel=channel, partition=partition, **options),
-        strict=True,
-    ):
-        events = [_with_credit(e, key, uc.values.get(k, 0.0)) for e, k in zip(tr.events, u.keys, strict=True)]
-        meta = dict(tr.metadata or {})
-        summary = {"units": dict(uc.values), "channel": channel, "partition": partition, **uc.info}
+    for tr, (u, uc) in zip(traces, res, strict=True):
+        vals = uc.values
+        if inplace:
+            for e, k in zip(tr.events, u.keys, strict=True):
+                e.credit = {**(e.credit or {}), key: float(vals.get(k, 0.0))}
+        else:
+            tr = msgspec.structs.replace(
+                tr,
+                events=[
+                    msgspec.structs.replace(e, credit={**(e.credit or {}), key: float(vals.get(k, 0.0))})
+                    for e, k in zip(tr.events, u.keys, strict=True)
+                ],
+            )
+        summary = {"units": dict(vals), "channel": channel, "partition": partition, **uc.info}
         if unit == "token":
             summary["sizes"] = dict(u.size)
+        meta = dict(tr.metadata or {})
         meta["credit"] = {**(meta.get("credit") or {}), key: summary}
-        out.append(msgspec.structs.replace(tr, events=events, metadata=meta))
+        tr.metadata = meta
+        out.append(tr)
     return out
-
-
-def _with_credit(e: Event, key: str, value: float) -> Event:
-    return msgspec.structs.replace(e, credit={**(e.credit or {}), key: float(value)})
 
 
 def partition_gap(trace: Trace, key: str, target: float | None = None) -> float:
