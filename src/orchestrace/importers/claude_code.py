@@ -242,6 +242,7 @@ class _Session:
                 self.seen.add(uid)
             typ = r.get("type")
             self.b.stats.records[str(typ)] += 1
+            n0 = len(self.b.events)
             if typ == "assistant":
                 self._assistant(r, agent, is_main)
             elif typ == "user":
@@ -249,6 +250,10 @@ class _Session:
                 first_user = False
             elif typ not in BOOKKEEPING:
                 self.b.stats.unknown[str(typ)] += 1
+            if isinstance(uid, str):  # keep the record id; nested sub-agent events keep their own
+                for ev in self.b.events[n0:]:
+                    if not ev.attrs or "uuid" not in ev.attrs:
+                        ev.attrs = {**(ev.attrs or {}), "uuid": uid}
 
     def _assistant(self, r: dict, agent: str, is_main: bool) -> None:
         b = self.b
