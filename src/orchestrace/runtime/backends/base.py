@@ -1,0 +1,117 @@
+"""The backend protocol: one async ``chat`` call, plain request/response structs, typed failures.
+
+Failures are ``BackendError`` with a ``kind`` (http, timeout, connection, malformed) and whether
+retrying can help (429 and 5xx, timeouts, dropped connections, garbled bodies); the runtime turns
+each failed attempt into an error event and decides about retries, so backends never retry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+import orjson
+
+
+class ChatRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
+    messages: list[dict[str, str]]
+    model: str = ""
+    temperature: float = 0.7
+    max_tokens: int = 64
+    seed: int = 0
+    stop: list[str] | None = None
+
+
+class ChatResponse(msgspec.Struct, kw_only=True, omit_defaults=True):
+    text: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model: str = ""
+    finish_reason: str | None = None
+    cost_usd: float | None = None
+
+
+class BackendError(Exception):
+    """A failed call. ``retryable`` says whether the same request may succeed later."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "message": str(self), "retryable": self.retryable}
+        if self.status is not None:
+            d["status"] = self.status
+        if self.retry_after is not None:
+            d["retry_after"] = self.retry_after
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BackendError:
+        return cls(
+            d["kind"],
+            d["message"],
+            status=d.get("status"),
+            retryable=d["retryable"],
+            retry_after=d.get("retry_after"),
+        )
+
+    def __str__(self) -> str:
+        s = super().__str__()
+        return f"{self.kind} {self.status}: {s}" if self.status is not None else f"{self.kind}: {s}"
+
+
+def http_error(status: int, body: str, retry_after: float | None = None) -> BackendError:
+    """429 and 5xx can pass; other 4xx are the request's fault and will not."""
+    return BackendError(
+        "http",
+        body[:200] or "HTTP error",
+        status=status,
+        retryable=status == 429 or status >= 500,
+        retry_after=retry_after,
+    )
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Anything with a name and an async ``chat``."""
+
+    name: str
+
+    async def chat(self, req: ChatRequest) -> ChatResponse: ...
+
+
+def normalise(req: ChatRequest) -> dict[str, Any]:
+    """The request as it matters for the answer: stripped contents, rounded temperature, no Nones."""
+    d: dict[str, Any] = {
+        "messages": [{"role": m["role"].strip(), "content": m["content"].strip()} for m in req.messages],
+        "model": req.model,
+        "temperature": round(float(req.temperature), 6),
+        "max_tokens": int(req.max_tokens),
+        "seed": int(req.seed),
+    }
+    if req.stop:
+        d["stop"] = list(req.stop)
+    return d
+
+
+def content_key(kind: str, payload: Any) -> str:
+    """Content address of a call: sha256 of the canonical JSON of (kind, payload)."""
+    blob = orjson.dumps([kind, payload], option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def request_key(req: ChatRequest) -> str:
+    return content_key("chat", normalise(req))

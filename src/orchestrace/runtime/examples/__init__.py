@@ -1,0 +1,12 @@
+"""Runnable example systems: each ``build(config)`` returns a ``Setup`` the runner executes.
+
+- ``centralized``: an orchestrator fans sub-tasks out to parallel workers and joins the answers.
+- ``pec``: planner -> executor (with a calculator tool) -> critic, looping until the critic accepts.
+- ``debate``: debaters answer, read each other's answers, and answer again; majority vote decides.
+"""
+
+EXAMPLES = {
+    "centralized": "orchestrace.runtime.examples.centralized:build",
+    "pec": "orchestrace.runtime.examples.pec:build",
+    "debate": "orchestrace.runtime.examples.debate:build",
+}

@@ -1,0 +1,327 @@
+"""Run, replay and fork programs. A trace remembers how to re-run itself (``metadata.runtime``).
+
+- ``run``: execute a program live, recording the trace and a call cache beside it.
+- ``replay``: re-execute it against the cache only (no live call; a miss is an error) and compare.
+- ``fork``: re-execute with an intervention at one event: the prefix comes from the cache and
+  matches the original exactly; after the event, calls come from the cache when the same request
+  was made before and go live otherwise. Several forks of one event form a sibling group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..core.errors import OrchestraceError
+from ..core.io import load_one
+from ..core.model import Trace, trace_to_dict
+from .backends.base import Backend, content_key
+from .cache import CallCache, Calls, Intervention, Mode, cache_path, parse_intervention
+from .examples import EXAMPLES
+from .examples.common import Setup
+from .orchestrator import Budget, Orchestrator, RetryPolicy
+from .recorder import Clock, Recorder
+
+
+@dataclass
+class RunResult:
+    path: str
+    trace: Trace
+    outcome: dict[str, Any]
+    live_calls: int
+    cache_hits: int
+    diverged_at: int | None = None
+
+
+def load_program(name: str) -> Any:
+    """An example name or ``module:function``; the function maps a config dict to a Setup."""
+    target = EXAMPLES.get(name, name)
+    mod, _, fn = target.partition(":")
+    if not fn:
+        raise OrchestraceError(
+            "OT604", f"unknown program {name!r}: use one of {', '.join(EXAMPLES)} or module:function"
+        )
+    try:
+        return getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as e:
+        raise OrchestraceError("OT604", f"cannot load program {name!r}: {e}") from None
+
+
+def backend_spec(
+    kind: str = "auto", *, base_url: str | None = None, model: str = "default", seed: int = 0
+) -> dict[str, Any]:
+    """A JSON description of a backend (stored in the trace so forks can go live again)."""
+    if base_url:
+        return {"kind": "openai", "base_url": base_url, "model": model}
+    if kind == "auto":
+        from .backends.smollm2 import available
+
+        kind = "local" if available() else "scripted"
+    if kind not in ("local", "scripted", "openai"):
+        raise OrchestraceError(
+            "OT605", f"unknown backend {kind!r}: expected auto, local, scripted or openai (with --base-url)"
+        )
+    if kind == "openai":
+        raise OrchestraceError("OT605", "the openai backend needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+    return {"kind": kind, "seed": seed} if kind == "scripted" else {"kind": kind}
+
+
+def make_backend(spec: dict[str, Any], setup: Setup) -> Backend:
+    kind = spec.get("kind")
+    if kind == "openai":
+        from .backends.openai_compat import OpenAICompatBackend
+
+        return OpenAICompatBackend(
+            spec["base_url"], model=spec.get("model", "default"), timeout=float(spec.get("timeout", 60.0))
+        )
+    if kind == "local":
+        from .backends.smollm2 import SmolLM2Backend
+
+        return SmolLM2Backend()
+    if kind == "scripted":
+        if setup.scripted is None:
+            raise OrchestraceError(
+                "OT605", "this program has no scripted backend: use --backend local or --base-url"
+            )
+        return setup.scripted(int(spec.get("seed", 0)))
+    raise OrchestraceError("OT605", f"unknown backend kind {kind!r} in the trace metadata")
+
+
+async def execute(
+    program: str,
+    out: str,
+    *,
+    config: dict[str, Any] | None = None,
+    seed: int = 0,
+    backend: dict[str, Any] | Backend | None = None,
+    clock: Clock = "wall",
+    budget: Budget | None = None,
+    timeout: float = 60.0,
+    retries: int = 2,
+    trace_id: str | None = None,
+    mode: Mode = "record",
+    reference: Trace | None = None,
+    source: CallCache | None = None,
+    intervention: Intervention | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> RunResult:
+    """Run ``program`` once and write its trace to ``out`` and its calls beside it."""
+    config = dict(config or {})
+    setup: Setup = load_program(program)(config)
+    budget = budget or Budget()
+    spec = backend if isinstance(backend, dict) else {"kind": getattr(backend, "name", "custom")}
+    live: Backend | None
+    if mode == "replay":
+        live = None
+    elif backend is None or isinstance(backend, dict):
+        live = make_backend(backend or backend_spec("auto", seed=seed), setup)
+    else:
+        live = backend
+    meta = metadata or {
+        "runtime": {
+            "program": program,
+            "config": config,
+            "seed": seed,
+            "backend": spec,
+            "clock": clock,
+            "timeout": timeout,
+            "retries": retries,
+            "budget": msgspec.to_builtins(budget.__dict__),
+        },
+    }
+    for p in (out, cache_path(out)):
+        if os.path.exists(p):
+            os.remove(p)
+    store = CallCache(cache_path(out))
+    rec = Recorder(
+        out,
+        task_id=setup.task,
+        trace_id=trace_id or f"{program}-s{seed}",
+        topology=setup.topology,
+        metadata=meta,
+        clock=clock,
+        reference=reference,
+    )
+    calls = Calls(rec, live, mode=mode, store=store, source=source, intervention=intervention)
+    orch = Orchestrator(
+        rec,
+        calls,
+        setup.policy,
+        task=setup.task,
+        seed=seed,
+        tools=setup.tools,
+        timeout=timeout,
+        retry=RetryPolicy(retries=retries),
+        budget=budget,
+        policies=setup.policies,
+    )
+    try:
+        with rec:
+            await orch.run()
+    finally:
+        store.close()
+        aclose = getattr(live, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return RunResult(
+        out, rec.trace(), rec.metadata.get("outcome", {}), calls.live_calls, calls.cache_hits, rec.diverged_at
+    )
+
+
+def run(program: str, out: str, **kw: Any) -> RunResult:
+    """Synchronous ``execute`` for scripts and the CLI."""
+    return asyncio.run(execute(program, out, **kw))
+
+
+def _runtime_meta(tr: Trace, path: str) -> dict[str, Any]:
+    rt = (tr.metadata or {}).get("runtime")
+    if not isinstance(rt, dict) or "program" not in rt:
+        raise OrchestraceError(
+            "OT606",
+            "this trace was not recorded by the orchestrace runtime (no metadata.runtime): it cannot be re-run",
+            path=path,
+        )
+    cp = cache_path(path)
+    if not os.path.exists(cp):
+        raise OrchestraceError(
+            "OT606", f"the call cache {os.path.basename(cp)} is missing beside the trace", path=path
+        )
+    return rt
+
+
+def _budget(rt: dict[str, Any]) -> Budget:
+    return Budget(
+        **{k: v for k, v in (rt.get("budget") or {}).items() if k in ("tokens", "usd", "wall_clock_s")}
+    )
+
+
+def sibling_path(path: str, tag: str) -> str:
+    for suffix in (".events.jsonl", ".jsonl", ".json"):
+        if path.endswith(suffix):
+            return path[: -len(suffix)] + f".{tag}.events.jsonl"
+    return path + f".{tag}.events.jsonl"
+
+
+def replay(path: str, out: str | None = None) -> tuple[RunResult, Trace]:
+    """Re-run a recorded trace from its cache with zero live calls; returns (replay, original)."""
+    original = load_one(path)
+    rt = _runtime_meta(original, path)
+    md = original.metadata or {}
+    iv = None
+    if isinstance(md.get("fork"), dict):
+        f = md["fork"]
+        iv = parse_intervention(f["do"])
+        iv.at, iv.event = int(f["index"]), f["at"]
+    res = asyncio.run(
+        execute(
+            rt["program"],
+            out or sibling_path(path, "replay"),
+            config=rt.get("config"),
+            seed=int(rt.get("seed", 0)),
+            backend=rt.get("backend"),
+            clock=rt.get("clock", "wall"),
+            budget=_budget(rt),
+            timeout=float(rt.get("timeout", 60.0)),
+            retries=int(rt.get("retries", 2)),
+            trace_id=original.trace_id,
+            mode="replay",
+            reference=original,
+            source=CallCache(cache_path(path), write=False),
+            intervention=iv,
+            metadata={k: v for k, v in md.items() if k != "outcome"},
+        )
+    )
+    return res, original
+
+
+def fork(
+    path: str,
+    at: str,
+    do: str,
+    out: str | None = None,
+    *,
+    backend: dict[str, Any] | Backend | None = None,
+    offline: bool = False,
+) -> RunResult:
+    """A counterfactual of ``path``: the same run with intervention ``do`` at event ``at``."""
+    original = load_one(path)
+    rt = _runtime_meta(original, path)
+    ids = [e.id for e in original.events]
+    if at not in ids:
+        raise OrchestraceError(
+            "OT607", f"no event {at!r} in this trace (ids run {ids[0]}..{ids[-1]})", path=path
+        )
+    i = ids.index(at)
+    iv = parse_intervention(do)
+    iv.at, iv.event = i, at
+    _check_fits(original, i, iv, path)
+    tag = content_key("fork", [at, do])[:8]
+    out = out or sibling_path(path, f"fork-{at}-{tag}")
+    md = {k: v for k, v in (original.metadata or {}).items() if k not in ("outcome", "fork")}
+    md["fork"] = {"parent": original.trace_id, "at": at, "index": i, "do": do}
+    if backend is not None:
+        md["runtime"] = {
+            **rt,
+            "backend": backend if isinstance(backend, dict) else {"kind": getattr(backend, "name", "custom")},
+        }
+    return asyncio.run(
+        execute(
+            rt["program"],
+            out,
+            config=rt.get("config"),
+            seed=int(rt.get("seed", 0)),
+            backend=backend or rt.get("backend"),
+            clock=rt.get("clock", "wall"),
+            budget=_budget(rt),
+            timeout=float(rt.get("timeout", 60.0)),
+            retries=int(rt.get("retries", 2)),
+            trace_id=f"{original.trace_id}~{at}~{tag}",
+            mode="replay" if offline else "fork",
+            reference=original,
+            source=CallCache(cache_path(path), write=False),
+            intervention=iv,
+            metadata=md,
+        )
+    )
+
+
+def _check_fits(tr: Trace, i: int, iv: Intervention, path: str) -> None:
+    """Refuse interventions that cannot apply to the chosen event, with a reason."""
+    e = tr.events[i]
+    llm = e.type == "return" and bool(e.attrs and "call" in e.attrs)
+    ok = {
+        "drop": llm or e.type == "message",
+        "replace": llm or e.type == "message",
+        "resample": llm,
+        "stop": e.type == "orchestrator_decision",
+        "delegate": e.type == "orchestrator_decision" and (e.attrs or {}).get("decision") == "delegate",
+        "policy": e.type == "orchestrator_decision",
+    }[iv.kind]
+    if not ok:
+        what = {"resample": "an LLM return", "delegate": "a delegate decision"}.get(
+            iv.kind,
+            "an LLM return or a message" if iv.kind in ("drop", "replace") else "an orchestrator decision",
+        )
+        raise OrchestraceError(
+            "OT607",
+            f"{iv.kind!r} applies to {what}, but {e.id} is a {e.type}",
+            path=path,
+            pointer=f"/events/{i}",
+        )
+
+
+def same_trace(a: Trace, b: Trace) -> int | None:
+    """Index of the first event where two traces differ (len of the shorter if one is a prefix);
+    None if they are equal as JSON."""
+    da, db = trace_to_dict(a), trace_to_dict(b)
+    if da == db:
+        return None
+    for i, (x, y) in enumerate(zip(da["events"], db["events"], strict=False)):
+        if x != y:
+            return i
+    return min(len(da["events"]), len(db["events"]))
