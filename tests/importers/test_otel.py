@@ -176,3 +176,38 @@ def test_export_many_traces_one_request(data: Path, tmp_path: Path) -> None:
     back = list(otel.load(out))
     assert [t.trace_id for t in back] == [t.trace_id for t in traces]
     assert all(_errors(t) == [] for t in back)
+
+
+def test_openinference_spans(tmp_path: Path) -> None:
+    """Spans as Phoenix/OpenInference instrumentations write them (no gen_ai.* keys)."""
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("oi")
+    with tracer.start_as_current_span("Supervisor", attributes={"openinference.span.kind": "AGENT"}):
+        llm = {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "m1",
+            "llm.token_count.prompt": 40,
+            "llm.token_count.completion": 9,
+        }
+        with tracer.start_as_current_span("ChatModel", attributes=llm):
+            pass
+        with tracer.start_as_current_span("Researcher", attributes={"openinference.span.kind": "AGENT"}):
+            with tracer.start_as_current_span(
+                "search", attributes={"openinference.span.kind": "TOOL", "tool.name": "search"}
+            ):
+                pass
+    provider.shutdown()
+    f = tmp_path / "oi.json"
+    f.write_text(json.dumps(_hex_ids(MessageToDict(encode_spans(exporter.get_finished_spans())))))
+    (tr,) = list(otel.load(f))
+    assert _errors(tr) == []
+    assert [(e.type, e.agent, e.to, e.tool) for e in tr.events] == [
+        ("orchestrator_decision", "Supervisor", None, None),
+        ("spawn", "Supervisor", "Researcher", None),
+        ("tool_call", "Researcher", None, "search"),
+        ("tool_result", "Researcher", None, "search"),
+        ("return", "Researcher", "Supervisor", None),
+    ]
+    assert (tr.costs["tokens_in"], tr.costs["tokens_out"]) == (40, 9) and tr.events[0].model == "m1"

@@ -102,10 +102,13 @@ def register(app: typer.Typer) -> None:
             raise OrchestraceError(
                 "OT006", "nothing imported: every input was empty or unreadable", path=" ".join(paths)
             )
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        if out != "-":
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
         save(traces, out)
         summary = ", ".join(f"{n} {k}" for k, n in per_format.items())
-        console.print(f"imported {len(traces)} trace(s) ({summary}) -> {out}", highlight=False)
+        (console_err if out == "-" else console).print(
+            f"imported {len(traces)} trace(s) ({summary}) -> {out}", highlight=False
+        )
         if unknown:
             top = ", ".join(f"{k}: {n}" for k, n in unknown.most_common(8))
             console_err.print(f"[yellow]note[/yellow] unknown record types skipped: {top}", highlight=False)

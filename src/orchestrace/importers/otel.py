@@ -14,6 +14,9 @@ come back exactly. Other spans follow the GenAI semantic conventions:
 - ``chat`` / ``text_completion`` / ``generate_content`` / any span with ``gen_ai.usage.*`` ->
   an ``orchestrator_decision`` (kind ``llm_call``) with model and token usage.
 
+OpenInference (``openinference.span.kind`` AGENT/TOOL/LLM, as Phoenix records) and Traceloop
+(``traceloop.span.kind`` agent/tool) spans are read the same way.
+
 Other spans (HTTP, database, ...) are counted as unknown and skipped.
 """
 
@@ -144,7 +147,33 @@ def _agent_name(s: dict[str, Any]) -> str | None:
     return None
 
 
+def _normalize(s: dict[str, Any]) -> None:
+    """OpenInference (Phoenix) and Traceloop (OpenLLMetry) span kinds as GenAI attributes."""
+    a = s["attrs"]
+    kind = str(a.get("openinference.span.kind") or a.get("traceloop.span.kind") or "").lower()
+    entity = a.get("traceloop.entity.name") or s["name"]
+    if kind == "agent":
+        a.setdefault("gen_ai.operation.name", "invoke_agent")
+        a.setdefault("gen_ai.agent.name", a.get("agent.name") or entity)
+    elif kind == "tool":
+        a.setdefault("gen_ai.operation.name", "execute_tool")
+        a.setdefault("gen_ai.tool.name", a.get("tool.name") or entity)
+        if "tool_call.id" in a:
+            a.setdefault("gen_ai.tool.call.id", a["tool_call.id"])
+    elif kind == "llm":
+        a.setdefault("gen_ai.operation.name", "chat")
+        for src, dst in (
+            ("llm.model_name", "gen_ai.request.model"),
+            ("llm.token_count.prompt", "gen_ai.usage.input_tokens"),
+            ("llm.token_count.completion", "gen_ai.usage.output_tokens"),
+        ):
+            if src in a:
+                a.setdefault(dst, a[src])
+
+
 def _genai(tid: str, spans: list[dict[str, Any]], b: Builder) -> None:
+    for s in spans:
+        _normalize(s)
     by_id = {s["id"]: s for s in spans}
     children: dict[str, list[dict[str, Any]]] = defaultdict(list)
     roots = []
