@@ -54,9 +54,11 @@ def coordination_mask(x: Trace | TraceView) -> np.ndarray:
     g = v.g
     mask = g.mask(*COORDINATION_TYPES)
     ev = v.trace.events
-    for i in g.nodes("tool_call", "tool_result").tolist():
-        if is_coordination_tool(ev[i].tool):
-            mask[i] = True
+    idx = g.nodes("tool_call", "tool_result")
+    tools = [ev[i].tool for i in idx.tolist()]
+    coord = {name for name in set(tools) if is_coordination_tool(name)}
+    if coord:
+        mask[idx[np.fromiter((name in coord for name in tools), dtype=bool, count=len(tools))]] = True
     return mask | v.attr_flag("coordination")
 
 

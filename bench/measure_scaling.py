@@ -1,0 +1,128 @@
+"""Analysis time of the full metric set against load time, for 10^4, 10^5, 10^6-event traces and
+a 1,000 x 1,000 corpus.
+
+Goals (issue 3): linear growth (log-log slope <= 1.1 across the sizes) and a full analysis of a
+loaded 1M-event trace in no more than 2x its load time. "Full analysis" = building the arrays
+(``TraceView``, which includes core's ``TraceGraph``) + ``analyze`` (every E1-E4 and safety
+metric) + writing the metrics back; for the corpus also the corpus report.
+
+    python bench/measure_scaling.py                  # 1e4, 1e5, 1e6 and the 1000 x 1000 corpus
+    python bench/measure_scaling.py --sizes 10000 100000 --no-corpus   # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from orchestrace.core import io
+from orchestrace.gen import generate, generate_corpus
+from orchestrace.measure import TraceView, analyze, corpus_report, write_metrics
+
+
+def timed(f, repeat: int = 1):
+    """(best wall-clock seconds over ``repeat`` runs, last result)."""
+    best, out = math.inf, None
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        out = f()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def full_analysis(tr):
+    r = analyze(TraceView(tr))
+    write_metrics(tr, r)
+    return r
+
+
+def bench_trace(n: int, tmp: str, topology: str) -> dict[str, float]:
+    tr = generate(seed=0, size=n, topology=topology)
+    path = os.path.join(tmp, f"t{n}.json")
+    io.save(tr, path)
+    del tr
+    repeat = 3 if n <= 100_000 else 1
+    load_s, tr = timed(lambda: io.load_one(path), repeat)
+    analyze_s, r = timed(lambda: full_analysis(tr), repeat)
+    return {
+        "events": len(tr.events),
+        "load_s": load_s,
+        "analyze_s": analyze_s,
+        "ratio": analyze_s / load_s,
+        "critical_steps": r["critical_steps"],
+        "efficiency": r["parallelism_efficiency"],
+    }
+
+
+def bench_corpus(k: int, size: int, tmp: str) -> dict[str, float]:
+    path = os.path.join(tmp, "corpus.jsonl")
+    io.save(generate_corpus(k, seed=0, size=size), path)
+    load_s, traces = timed(lambda: io.load(path))
+
+    def run():
+        results = [full_analysis(tr) for tr in traces]
+        return corpus_report(results, "topology")
+
+    analyze_s, rep = timed(run)
+    return {
+        "traces": len(traces),
+        "events": sum(len(t.events) for t in traces),
+        "load_s": load_s,
+        "analyze_s": analyze_s,
+        "ratio": analyze_s / load_s,
+        "mas_native": rep["mas_native"],
+    }
+
+
+def slope(ns: list[int], ts: list[float]) -> float:
+    """Least-squares slope of log(time) on log(size)."""
+    return float(np.polyfit(np.log(ns), np.log(ts), 1)[0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--topology", default="hierarchical")
+    ap.add_argument("--no-corpus", action="store_true")
+    ap.add_argument("--corpus", type=int, nargs=2, default=[1000, 1000], metavar=("TRACES", "EVENTS"))
+    a = ap.parse_args()
+    print(f"cpus={os.cpu_count()} load average={os.getloadavg()[0]:.1f} topology={a.topology}")
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        print(
+            f"{'events':>9} {'load s':>8} {'analyze s':>10} {'analyze/load':>13} {'crit.steps':>10} {'par.eff':>8}"
+        )
+        for n in a.sizes:
+            r = bench_trace(n, tmp, a.topology)
+            rows.append(r)
+            print(
+                f"{r['events']:>9} {r['load_s']:>8.3f} {r['analyze_s']:>10.3f} {r['ratio']:>13.2f}"
+                f" {r['critical_steps']:>10} {r['efficiency']:>8.3f}",
+                flush=True,
+            )
+        if len(rows) >= 2:
+            ns = [r["events"] for r in rows]
+            print(
+                f"log-log slope of analysis time: {slope(ns, [r['analyze_s'] for r in rows]):.3f} (goal <= 1.1)"
+            )
+            print(f"log-log slope of load time:     {slope(ns, [r['load_s'] for r in rows]):.3f}")
+            big = rows[-1]
+            verdict = "met" if big["ratio"] <= 2 else "NOT met"
+            print(f"largest trace: analysis = {big['ratio']:.2f} x load time (goal <= 2: {verdict})")
+        if not a.no_corpus:
+            c = bench_corpus(a.corpus[0], a.corpus[1], tmp)
+            print(
+                f"corpus {c['traces']} traces x ~{a.corpus[1]} events ({c['events']} events): load {c['load_s']:.2f} s,"
+                f" analysis + report {c['analyze_s']:.2f} s, ratio {c['ratio']:.2f}, MAS-native={c['mas_native']}"
+            )
+
+
+if __name__ == "__main__":
+    main()
