@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,12 @@ import pytest
 from orchestrace.core.paths import data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Test modules are imported by path (--import-mode=importlib, so basenames may repeat across
+# folders); helper modules that sit beside them (e.g. measure_kit.py) stay importable.
+for _sub in sorted(Path(__file__).parent.iterdir()):
+    if _sub.is_dir() and not _sub.name.startswith((".", "_")) and str(_sub) not in sys.path:
+        sys.path.insert(0, str(_sub))
 
 
 @pytest.fixture(scope="session")
