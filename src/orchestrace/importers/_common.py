@@ -303,6 +303,7 @@ class Builder:
             attrs["call_id"] = call_id
             self.stats.records["orphan_tool_result"] += 1
             return self.add("message", agent, ts, tool=tool, attrs=attrs, **fields)
+        fields.setdefault("trusted", False)  # tool output is outside data: the survey's untrusted flow source
         i = self.add("tool_result", agent, ts, tool=tool or self.events[call].tool, call_id=call_id, **fields)
         self.edges.append((call, i, "tool_dependency"))
         return i
