@@ -1,0 +1,252 @@
+"""REINFORCE with a learned state-value baseline for the RetryStop, Delegate and Swarm envs.
+
+CleanRL-style and deliberately small. Every env here pays its reward once, at the end, read from
+the episode's trace, so the return of every decision is the episode reward R and the advantage is
+``R - V(s_t)`` (the value net absorbs sunk costs, which the observation carries). Rollouts run the
+policy in numpy (one tiny forward per decision); the update is one torch step per batch:
+
+    loss = -mean(A_t * log pi(a_t|s_t)) + vf_coef * mean((R - V(s_t))^2) - ent_coef * mean(H(pi(.|s_t)))
+
+Policies save as safetensors + JSON and run without torch (:class:`NumpyPolicy`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ..core.errors import OrchestraceError
+
+
+@dataclass
+class PolicyMeta:
+    env: str
+    obs_dim: int
+    n_actions: int
+    hidden: list[int]
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class NumpyPolicy:
+    """Softmax MLP (tanh hidden layers) over observations; numpy only."""
+
+    def __init__(self, meta: PolicyMeta, weights: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        self.meta = meta
+        self.weights = [(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights]
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        h = np.asarray(x, np.float32)
+        for i, (w, b) in enumerate(self.weights):
+            h = h @ w.T + b
+            if i < len(self.weights) - 1:
+                h = np.tanh(h)
+        return h
+
+    def probs(self, x: np.ndarray) -> np.ndarray:
+        z = self.logits(x)
+        z = z - z.max(axis=-1, keepdims=True)
+        p = np.exp(z)
+        return p / p.sum(axis=-1, keepdims=True)
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator | None = None) -> int:
+        """Sample an action (greedy argmax when ``rng`` is None)."""
+        p = self.probs(obs[None])[0]
+        return int(p.argmax()) if rng is None else int(rng.choice(len(p), p=p))
+
+    def save(self, path: str | Path) -> Path:
+        from safetensors.numpy import save_file
+
+        base = Path(path)
+        base = base.with_suffix("") if base.suffix in (".safetensors", ".json") else base
+        base.parent.mkdir(parents=True, exist_ok=True)
+        tensors = {}
+        for i, (w, b) in enumerate(self.weights):
+            tensors[f"l{i}.weight"], tensors[f"l{i}.bias"] = w, b
+        cfg = json.dumps(asdict(self.meta))
+        save_file(tensors, str(base) + ".safetensors", metadata={"config": cfg})
+        Path(str(base) + ".json").write_text(json.dumps(asdict(self.meta), indent=2) + "\n")
+        return Path(str(base) + ".safetensors")
+
+    @classmethod
+    def load(cls, path: str | Path, env: str | None = None) -> NumpyPolicy:
+        from safetensors import safe_open
+
+        p = Path(path)
+        st = p if p.suffix == ".safetensors" else Path(str(p.with_suffix("")) + ".safetensors")
+        if not st.exists():
+            raise OrchestraceError(
+                "OT664", "policy weights not found (expected a .safetensors file)", path=str(st)
+            )
+        try:
+            with safe_open(str(st), "np") as f:
+                meta = PolicyMeta(**json.loads((f.metadata() or {})["config"]))
+                n = len(meta.hidden) + 1
+                weights = [(f.get_tensor(f"l{i}.weight"), f.get_tensor(f"l{i}.bias")) for i in range(n)]
+        except (KeyError, ValueError, TypeError, OSError) as e:
+            raise OrchestraceError("OT664", f"not a policy file of this kind: {e}", path=str(st)) from None
+        if env is not None and meta.env != env:
+            raise OrchestraceError("OT664", f"policy was trained on {meta.env!r}, not {env!r}", path=str(st))
+        return cls(meta, weights)
+
+
+@dataclass
+class Batch:
+    obs: np.ndarray  # [T, F]
+    act: np.ndarray  # [T]
+    ret: np.ndarray  # [T] episode reward of the decision's episode
+    ep_reward: np.ndarray  # [N]
+    infos: list[dict]  # terminal info of each episode
+
+
+def run_episode(
+    env: gym.Env, choose: Callable[[np.ndarray], int], options: dict[str, Any] | None, seed: int | None = None
+) -> tuple[list[np.ndarray], list[int], float, dict]:
+    """Play one episode; decisions where the env ``needs_decision()`` is False are not recorded."""
+    obs, _ = env.reset(seed=seed, options=options)
+    observations, actions = [], []
+    while True:
+        decide = getattr(env, "needs_decision", lambda: True)()
+        a = choose(obs) if decide else 0
+        if decide:
+            observations.append(obs)
+            actions.append(a)
+        obs, r, term, trunc, info = env.step(a)
+        if term or trunc:
+            return observations, actions, float(r), info
+
+
+def collect(
+    env: gym.Env, policy: NumpyPolicy, options: Sequence[dict[str, Any]], rng: np.random.Generator
+) -> Batch:
+    obs, act, ret, rews, infos = [], [], [], [], []
+    for opt in options:
+        o, a, r, info = run_episode(env, lambda x: policy.act(x, rng), opt)
+        obs += o
+        act += a
+        ret += [r] * len(a)
+        rews.append(r)
+        infos.append(info)
+    f = policy.meta.obs_dim
+    return Batch(
+        np.asarray(obs, np.float32).reshape(-1, f), np.asarray(act, np.int64), np.asarray(ret, np.float32),
+        np.asarray(rews), infos,
+    )  # fmt: skip
+
+
+def _mlp(sizes: list[int]):  # noqa: ANN202 (torch is imported lazily)
+    import torch.nn as nn
+
+    layers: list[Any] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(nn.Tanh())
+    return nn.Sequential(*layers)
+
+
+def _to_numpy(actor: Any, meta: PolicyMeta) -> NumpyPolicy:
+    import torch.nn as nn
+
+    lin = [m for m in actor if isinstance(m, nn.Linear)]
+    return NumpyPolicy(
+        meta, [(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy()) for m in lin]
+    )
+
+
+@dataclass
+class TrainResult:
+    policy: NumpyPolicy
+    curve: list[dict[str, float]]
+
+
+def train_reinforce(
+    env: gym.Env,
+    train_options: Sequence[dict[str, Any]],
+    *,
+    env_name: str,
+    iters: int = 150,
+    batch: int = 64,
+    lr: float = 3e-3,
+    hidden: Sequence[int] = (32,),
+    ent_coef: float = 0.01,
+    vf_coef: float = 0.5,
+    seed: int = 0,
+    on_iter: Callable[[int], None] | None = None,
+    progress: bool = False,
+    extra: dict[str, Any] | None = None,
+) -> TrainResult:
+    """Train a softmax policy on episodes drawn (with replacement) from ``train_options``.
+
+    ``on_iter(i)`` runs before iteration i collects (used to anneal reward weights)."""
+    import torch
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(seed)
+    obs_dim = int(env.observation_space.shape[0])  # type: ignore[index]
+    n_act = int(env.action_space.n)  # type: ignore[attr-defined]
+    meta = PolicyMeta(env_name, obs_dim, n_act, list(hidden), seed, dict(extra or {}))
+    actor = _mlp([obs_dim, *hidden, n_act])
+    critic = _mlp([obs_dim, *hidden, 1])
+    with torch.no_grad():
+        actor[-1].weight.mul_(0.01)  # near-uniform start
+    opt = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=lr)
+    curve: list[dict[str, float]] = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=iters, desc=f"train {env_name}", unit="it")
+    env.reset(seed=seed)
+    for it in range(iters):
+        if on_iter is not None:
+            on_iter(it)
+        pick = rng.integers(len(train_options), size=batch)
+        b = collect(env, _to_numpy(actor, meta), [train_options[i] for i in pick], rng)
+        if len(b.act):
+            x = torch.from_numpy(b.obs)
+            r = torch.from_numpy(b.ret)
+            logp_all = torch.log_softmax(actor(x), dim=-1)
+            logp = logp_all.gather(1, torch.from_numpy(b.act)[:, None])[:, 0]
+            v = critic(x)[:, 0]
+            adv = (r - v).detach()
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
+            ent = -(logp_all.exp() * logp_all).sum(-1).mean()
+            loss = -(adv * logp).mean() + vf_coef * ((r - v) ** 2).mean() - ent_coef * ent
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([*actor.parameters(), *critic.parameters()], 1.0)
+            opt.step()
+        curve.append({"iter": it, "reward": float(b.ep_reward.mean()), "decisions": float(len(b.act))})
+        if bar is not None:
+            bar.set_postfix(reward=f"{b.ep_reward.mean():.3f}")
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return TrainResult(_to_numpy(actor, meta), curve)
+
+
+def bootstrap_ci(
+    x: np.ndarray, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean over items (queries, tasks)."""
+    x = np.asarray(x, float)
+    if len(x) == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(len(x), size=(n_boot, len(x)))].mean(axis=1)
+    return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
+
+
+def paired_ci(a: np.ndarray, b: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of a - b over the same items, with its bootstrap CI."""
+    d = np.asarray(a, float) - np.asarray(b, float)
+    lo, hi = bootstrap_ci(d, n_boot, seed)
+    return float(d.mean()), lo, hi

@@ -1,0 +1,165 @@
+"""Delegate (O2): route each query to one of several models.
+
+One episode = one query. The orchestrator sees features of the query text (hashed bag of words,
+its group token, length and digit statistics) and picks a model; the model's real outcome on that
+query (RouteLLM correctness, AlpacaEval preference) and its real price (FrugalGPT table) are
+replayed. The reward is read back from the trace (:func:`delegate_reward`):
+``R = quality - lambda x cost_usd / cost_scale``, with ``cost_scale`` the mean price of the most
+expensive model on the data, so lambda = 1 means one average call of the priciest model costs as
+much as one full quality point.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ...core.model import Edge, Event, Trace
+from ..datasets import RouteData, words
+
+ORCH = "orchestrator"
+HASH_DIM = 128
+N_STATS = 5
+
+
+def _bucket(token: str) -> int:
+    return zlib.crc32(token.encode()) % HASH_DIM
+
+
+def query_features(text: str, group: str) -> np.ndarray:
+    """Hashed bag of words (L2-normalised) + a hashed group token + length/digit statistics."""
+    v = np.zeros(HASH_DIM + N_STATS, np.float32)
+    ws = words(text)
+    for w in ws:
+        v[_bucket(w)] += 1.0
+    n = np.linalg.norm(v[:HASH_DIM])
+    if n > 0:
+        v[:HASH_DIM] /= n
+    v[_bucket("group:" + group)] += 1.0
+    digits = sum(ch.isdigit() for ch in text)
+    v[HASH_DIM:] = [np.log1p(len(text)) / 8.0, digits / max(len(text), 1), np.log1p(len(ws)) / 6.0,
+                    float("?" in text), 1.0]  # fmt: skip
+    return v
+
+
+def delegate_trace(
+    data: RouteData, q: int, model: int, lam: float, scale: float, probs: np.ndarray | None = None
+) -> Trace:
+    """decision -> spawn the chosen model's agent -> message (the query) -> its return (quality,
+    cost) -> aggregate (the answer the system gives)."""
+    name = data.models[model]
+    agent = f"model:{name}"
+    quality = float(data.quality[q, model])
+    cost = float(data.cost[q, model])
+    attrs: dict[str, Any] = {"decision": "delegate", "model": name}
+    if probs is not None:
+        attrs["probs"] = {m: round(float(p), 6) for m, p in zip(data.models, probs, strict=True)}
+    events = [
+        Event(id="d", t=0.0, type="orchestrator_decision", agent=ORCH, attrs=attrs),
+        Event(id="s", t=0.0, type="spawn", agent=ORCH, to=agent, role="model"),
+        Event(id="m", t=0.0, type="message", agent=ORCH, from_=ORCH, to=agent, content_ref=data.ids[q]),
+        Event(
+            id="r", t=0.5, t_end=1.0, type="return", agent=agent, from_=agent, to=ORCH, model=name,
+            cost_usd=cost, status="ok", attrs={"quality": quality},
+        ),
+        Event(id="a", t=1.0, type="aggregate", agent=ORCH, attrs={"method": "pass_through"}),
+    ]  # fmt: skip
+    edges = [
+        Edge("d", "s", "spawn"),
+        Edge("s", "m", "causal"),
+        Edge("m", "r", "message"),
+        Edge("r", "a", "aggregate"),
+    ]
+    return Trace(
+        trace_id=f"delegate-{data.ids[q]}-{model}",
+        task_id=data.ids[q],
+        system="orchestrace.learn.delegate",
+        topology="centralized",
+        events=events,
+        edges=edges,
+        rewards={"team": quality, "orchestration": quality - lam * cost / scale},
+        costs={"tokens": 0.0, "wall_clock_s": 1.0, "usd": cost},
+        metrics={"quality": quality},
+        metadata={"env": "Delegate", "data": data.name, "lambda": lam, "cost_scale": scale},
+    )
+
+
+def delegate_reward(trace: Trace, lam: float, scale: float) -> float:
+    """R = quality of the answer the aggregate passes on - lambda x (USD of all calls) / scale."""
+    quality = sum(float((e.attrs or {}).get("quality", 0.0)) for e in trace.events if e.type == "return")
+    usd = sum(e.cost_usd or 0.0 for e in trace.events)
+    return quality - lam * usd / scale
+
+
+def cost_scale(data: RouteData) -> float:
+    return float(data.cost.mean(axis=0).max())
+
+
+class DelegateEnv(gym.Env):
+    """Gymnasium view: obs = :func:`query_features`; action = model index; one step per episode.
+
+    ``reset(options={"query": i})`` picks a query (default: random); ``info["trace"]`` holds the
+    trace and the reward is :func:`delegate_reward` of it."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, data: RouteData, lam: float = 0.5, scale: float | None = None) -> None:
+        self.data = data
+        self.lam = lam
+        self.scale = cost_scale(data) if scale is None else scale
+        self.feats = np.stack([query_features(t, g) for t, g in zip(data.texts, data.groups, strict=True)])
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (self.feats.shape[1],), np.float32)
+        self.action_space = gym.spaces.Discrete(len(data.models))
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        opt = options or {}
+        self._q = int(opt["query"]) if "query" in opt else int(self.np_random.integers(len(self.data.ids)))
+        return self.feats[self._q], {"query": self.data.ids[self._q]}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        tr = delegate_trace(self.data, self._q, int(action), self.lam, self.scale)
+        info = {
+            "trace": tr,
+            "quality": float(self.data.quality[self._q, int(action)]),
+            "cost_usd": float(self.data.cost[self._q, int(action)]),
+            "model": int(action),
+        }
+        return self.feats[self._q], delegate_reward(tr, self.lam, self.scale), True, False, info
+
+
+# ----------------------------------------------------------------------------- baselines
+
+
+def threshold_router(train: RouteData, tau: float) -> Any:
+    """Cost-threshold router: the cheapest model (by mean training price) whose mean training
+    quality on the query's group reaches ``tau``; the group's best model when none does."""
+    order = np.argsort(train.cost.mean(axis=0))
+    groups = np.array(train.groups)
+    table = {g: train.quality[groups == g].mean(axis=0) for g in np.unique(groups)}
+    overall = train.quality.mean(axis=0)
+
+    def route(group: str) -> int:
+        q = table.get(group, overall)
+        ok = [int(j) for j in order if q[j] >= tau]
+        return ok[0] if ok else int(np.argmax(q))
+
+    return route
+
+
+def route_rewards(
+    data: RouteData, choice: np.ndarray, lam: float, scale: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(reward, quality, cost) per query for a vector of chosen models, through the traces."""
+    q, c, r = np.empty(len(choice)), np.empty(len(choice)), np.empty(len(choice))
+    for i, m in enumerate(choice.tolist()):
+        tr = delegate_trace(data, i, int(m), lam, scale)
+        r[i] = delegate_reward(tr, lam, scale)
+        q[i] = tr.rewards["team"]
+        c[i] = tr.costs["usd"]
+    return r, q, c

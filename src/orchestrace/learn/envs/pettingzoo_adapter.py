@@ -1,0 +1,188 @@
+"""PettingZoo Parallel API: Swarm with several sub-orchestrators acting at once.
+
+The task has ``branches`` independent workstreams, each a stage DAG of the single-agent Swarm.
+The top orchestrator spawns one lead per branch (once), and at every stage sends each lead its
+branch's subtasks; all leads choose *simultaneously* how many workers to spawn (0..K), run their
+part of the stage exactly as :func:`orchestrace.learn.envs.swarm.run_stage` does, aggregate,
+and return to the top orchestrator, which aggregates the stage. The trace is one nested hierarchy,
+so Critical Steps recurse through the leads (orchestrace.measure needs no extra rule).
+
+Every lead receives the shared team reward (R1) at the end: the PARL reward of the whole trace
+(:func:`~orchestrace.learn.envs.swarm.swarm_reward`). Credit per lead can be computed from the
+trace with ``orchestrace.credit``; the env itself does not split the reward.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from pettingzoo import ParallelEnv
+
+from ...core.model import Event, Trace
+from .swarm import (
+    N_FEATURES,
+    ORCH,
+    SwarmConfig,
+    SwarmTask,
+    _Builder,
+    make_task,
+    run_stage,
+    stage_critical,
+    stage_features,
+    swarm_reward,
+)
+
+
+def hier_stage_critical(durs: list[list[int]], ks: list[int]) -> int:
+    """Top decision, message b to lead b, lead b's stage, its return; then the top aggregate."""
+    return 2 + max(b + 1 + stage_critical(d, k) + 1 for b, (d, k) in enumerate(zip(durs, ks, strict=True)))
+
+
+class SwarmParallelEnv(ParallelEnv):
+    """Agents ``lead_0..lead_{B-1}``; one simultaneous decision per stage; obs per lead = Swarm
+    stage features of its branch (budget terms refer to the shared budget)."""
+
+    metadata = {"name": "orchestrace_swarm_parallel_v0", "render_modes": []}
+
+    def __init__(
+        self,
+        branches: int = 3,
+        cfg: SwarmConfig | None = None,
+        task_seed: int = 0,
+        l1: float = 0.0,
+        l2: float = 0.0,
+    ) -> None:
+        self.cfg = cfg or SwarmConfig(max_stages=3)
+        self.branches = branches
+        self.task_seed = task_seed
+        self.l1, self.l2 = l1, l2
+        self.possible_agents = [f"lead_{b}" for b in range(branches)]
+        self.agents: list[str] = []
+        self._rng = np.random.default_rng(task_seed)
+
+    @functools.cache  # noqa: B019 (PettingZoo's documented pattern: spaces per agent are constant)
+    def observation_space(self, agent: str) -> gym.spaces.Space:
+        return gym.spaces.Box(-np.inf, np.inf, (N_FEATURES,), np.float32)
+
+    @functools.cache  # noqa: B019
+    def action_space(self, agent: str) -> gym.spaces.Space:
+        return gym.spaces.Discrete(self.cfg.max_agents + 1)
+
+    def tasks(self, i: int) -> list[SwarmTask]:
+        """The branches of task i, cut to a common number of stages."""
+        ts = [make_task(self.task_seed, i * self.branches + b, self.cfg) for b in range(self.branches)]
+        n = min(len(t.stages) for t in ts)
+        return [SwarmTask(t.id, t.stages[:n], t.deps[:n]) for t in ts]
+
+    def _budget(self) -> int:
+        serial = sum(hier_stage_critical([t.stages[s] for t in self._tasks], [0] * self.branches)
+                     for s in range(self._n))  # fmt: skip
+        return int(np.ceil(self.cfg.budget_frac * serial))
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        opt = options or {}
+        self._i = int(opt["task"]) if "task" in opt else int(self._rng.integers(1 << 30))
+        self._tasks = self.tasks(self._i)
+        self._n = len(self._tasks[0].stages)
+        self._budget_steps = self._budget()
+        self._b = _Builder()
+        self._b.add(
+            Event(
+                id="root", t=0.0, type="orchestrator_decision", agent=ORCH, attrs={"decision": "spawn_leads"}
+            )
+        )
+        for a in self.possible_agents:
+            self._b.add(
+                Event(id=f"spawn.{a}", t=0.0, type="spawn", agent=ORCH, to=a, role="lead"), ("root", "spawn")
+            )
+        self._s, self._t, self._after, self._crit = 0, 1.0, "root", 1
+        self._ctx = [0] * self.branches
+        self._ks: list[list[int]] = []
+        self._ok = 0
+        self.agents = list(self.possible_agents)
+        return self._obs(), {a: {} for a in self.agents}
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        s = min(self._s, self._n - 1)
+        out = {}
+        for b, a in enumerate(self.possible_agents):
+            f = stage_features(self._tasks[b], s, 0, self._ctx[b], self.cfg)
+            f[4] = (self._budget_steps - self._crit) / self._budget_steps  # the shared budget
+            out[a] = f
+        return out
+
+    def step(self, actions: dict[str, int]) -> tuple[dict, dict, dict, dict, dict]:
+        ks = [int(actions.get(a, 0)) for a in self.possible_agents]
+        s, b_ = self._s, self._b
+        durs = [t.stages[s] for t in self._tasks]
+        self._crit += hier_stage_critical(durs, ks)
+        late = self._crit > self._budget_steps
+        d = b_.add(Event(id=f"s{s}.top", t=self._t, type="orchestrator_decision", agent=ORCH,
+                         attrs={"decision": "assign_stage", "stage": s}), (self._after, "causal"))  # fmt: skip
+        rets, t_agg, ok_stage = [], self._t + 1, 0
+        for b, a in enumerate(self.possible_agents):
+            tm = self._t + 1 + b
+            m = b_.add(Event(id=f"s{s}.msg.{a}", t=tm, type="message", agent=ORCH, from_=ORCH, to=a,
+                             tool="assign_task", attrs={"stage": s}),
+                       (d if b == 0 else f"s{s}.msg.{self.possible_agents[b - 1]}", "causal"),
+                       *([(f"spawn.{a}", "causal")] if s == 0 else []))  # fmt: skip
+            t_end, agg, ok, used = run_stage(b_, a, f"s{s}.{a}", tm + 1, m, durs[b], ks[b], self.cfg.ctx_sub,
+                                             self.cfg.ctx_main - self._ctx[b], {"stage": s}, after_type="message")  # fmt: skip
+            self._ctx[b] += used
+            status = "ok" if ok == len(durs[b]) else "error"
+            rets.append(b_.add(Event(id=f"s{s}.ret.{a}", t=t_end, t_end=t_end + 1, type="return", agent=a, from_=a,
+                                     to=ORCH, status=status, attrs={"subtasks_ok": ok}), (agg, "causal")))  # fmt: skip
+            ok_stage += ok
+            t_agg = max(t_agg, t_end + 1)
+        attrs: dict[str, Any] = {"subtasks_ok": ok_stage, "subtasks": sum(len(x) for x in durs), "stage": s,
+                                 "critical_so_far": self._crit}  # fmt: skip
+        if late:
+            attrs.update(late=True, budget=self._budget_steps)
+        all_ok = ok_stage == attrs["subtasks"] and not late
+        self._after = b_.add(Event(id=f"s{s}.agg", t=t_agg, type="aggregate", agent=ORCH,
+                                   status="ok" if all_ok else "error", attrs=attrs),
+                             *[(r, "return") for r in rets])  # fmt: skip
+        if not late:
+            self._ok += ok_stage
+        self._t = t_agg + 1
+        self._ks.append(ks)
+        self._s += 1
+        done = late or self._s >= self._n
+        agents = list(self.agents)
+        if not done:
+            return (self._obs(), {a: 0.0 for a in agents}, {a: False for a in agents},
+                    {a: False for a in agents}, {a: {} for a in agents})  # fmt: skip
+        tr = self.trace()
+        rw = swarm_reward(tr, self.l1, self.l2, self.cfg.parallel_cap)
+        self.agents = []
+        info = {"trace": tr, **rw, "critical": self._crit, "late": late}
+        return ({a: np.zeros(N_FEATURES, np.float32) for a in agents}, {a: rw["reward"] for a in agents}, {a: True for a in agents}, {a: False for a in agents},
+                {a: info for a in agents})  # fmt: skip
+
+    def trace(self) -> Trace:
+        n_sub = sum(len(st) for t in self._tasks for st in t.stages)
+        return Trace(
+            trace_id=f"swarm-parallel-{self.task_seed}-{self._i}",
+            task_id=f"swarm-parallel-{self.task_seed}-{self._i}",
+            system="orchestrace.learn.swarm_parallel",
+            topology="hierarchical",
+            events=list(self._b.events),
+            edges=list(self._b.edges),
+            rewards={"team": self._ok / n_sub},
+            costs={"tokens": 0.0, "wall_clock_s": self._t, "critical_steps": float(self._crit)},
+            metadata={
+                "env": "SwarmParallel",
+                "n_subtasks": n_sub,
+                "budget_critical_steps": self._budget_steps,
+                "spawn": self._ks,
+            },  # fmt: skip
+        )
+
+
+def parallel_env(**kwargs: Any) -> SwarmParallelEnv:
+    return SwarmParallelEnv(**kwargs)

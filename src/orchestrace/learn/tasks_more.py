@@ -1,0 +1,443 @@
+"""Train and evaluate RetryStop, Delegate and Swarm; every function returns JSON-able results.
+
+Protocol (all three): a seeded split into training and held-out items (tasks, queries, task
+DAGs), training only sees the training split, every number in a result is measured on the held-out
+split with a percentile bootstrap CI over items, and the seeds are part of the result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import OrchestraceError
+from .algos_simple import NumpyPolicy, bootstrap_ci, paired_ci, run_episode, train_reinforce
+
+SPLIT_SEED = 0
+
+
+def split(n: int, frac: float = 0.6, seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded (train, held-out) index split."""
+    idx = np.random.default_rng(seed).permutation(n)
+    k = int(round(n * frac))
+    return np.sort(idx[:k]), np.sort(idx[k:])
+
+
+def _summary(x: np.ndarray, seed: int) -> dict[str, Any]:
+    lo, hi = bootstrap_ci(x, seed=seed)
+    return {"mean": float(np.mean(x)), "ci95": [lo, hi]}
+
+
+def _write(out: str | Path | None, name: str, result: dict[str, Any]) -> None:
+    if out is None:
+        return
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text(json.dumps(result, indent=2) + "\n")
+
+
+# ============================================================================ RetryStop
+
+
+def _retry_episodes(env: Any, idx: np.ndarray, perms: int) -> list[dict[str, int]]:
+    from .envs.retry import EXCHANGEABLE
+
+    out = []
+    for i in idx.tolist():
+        k = perms if env.tasks[i].family in EXCHANGEABLE else 1
+        out += [{"task": i, "perm": p} for p in range(k)]
+    return out
+
+
+def _retry_eval(env: Any, episodes: list[dict[str, int]], policy: NumpyPolicy, seed: int) -> dict[str, Any]:
+    """Greedy policy and every fixed cap on the same held-out episodes."""
+    from .envs.retry import fixed_cap_reward
+
+    rew, succ, att = [], [], []
+    for opt in episodes:
+        _, _, r, info = run_episode(env, policy.act, opt)
+        rew.append(r)
+        succ.append(info["success"])
+        att.append(info["attempts"])
+    fam = env.tasks[episodes[0]["task"]].family
+    budget = env.budget[fam]
+    caps = {}
+    for k in range(1, budget + 1):
+        res = [
+            fixed_cap_reward(env.view(o["task"], o["perm"]), k, env.cost, env.unit[fam], budget)
+            for o in episodes
+        ]
+        caps[k] = (
+            np.array([r for r, _, _ in res]),
+            np.array([s for _, s, _ in res]),
+            np.array([n for _, _, n in res]),
+        )
+    return {"learned": (np.array(rew), np.array(succ), np.array(att)), "caps": caps}
+
+
+def _by_task(episodes: list[dict[str, int]], x: np.ndarray) -> np.ndarray:
+    """Average permutations of the same task so that the bootstrap resamples tasks."""
+    tasks = np.array([o["task"] for o in episodes])
+    return np.array([x[tasks == t].mean() for t in np.unique(tasks)])
+
+
+#: Default price of one attempt, in successes: an ALFWorld trial or a HumanEval round is a whole
+#: agent episode; a Game-of-24 attempt is one GPT-4 sample.
+RETRY_COST = {"alfworld": 0.1, "humaneval": 0.1, "game24": 0.01, "game24-standard": 0.01}
+
+
+def train_retry(
+    families: Sequence[str] = ("alfworld", "humaneval", "game24"),
+    cost: float | None = None,
+    *,
+    seed: int = 0,
+    iters: int = 150,
+    batch: int = 64,
+    perms: int = 8,
+    out: str | Path | None = None,
+    data: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """One REINFORCE policy per family on 60% of its tasks; held-out evaluation against every
+    fixed retry cap (the cap chosen on the training split, and the best cap in hindsight)."""
+    from .datasets import load_retry
+    from .envs.retry import RetryStopEnv
+
+    result: dict[str, Any] = {"env": "RetryStop", "seed": seed, "split_seed": SPLIT_SEED, "families": {}}
+    for fam in families:
+        tasks = load_retry(fam, data)
+        c = RETRY_COST.get(fam, 0.05) if cost is None else cost
+        env = RetryStopEnv(tasks, cost=c)
+        tr, te = split(len(tasks))
+        train_eps = _retry_episodes(env, tr, perms)
+        res = train_reinforce(
+            env, train_eps, env_name="RetryStop", iters=iters, batch=batch, seed=seed, progress=progress,
+            extra={"family": fam, "cost": c},
+        )  # fmt: skip
+        if out is not None:
+            res.policy.save(Path(out) / f"retry-{fam}")
+        # cap chosen on the training split
+        train_eval = _retry_eval(env, train_eps, res.policy, seed)
+        cap_train = max(train_eval["caps"], key=lambda k: train_eval["caps"][k][0].mean())
+        r = _retry_report(env, _retry_episodes(env, te, perms), res.policy, seed, cap_train)
+        r.update(
+            cost=c, tasks_train=len(tr), tasks_heldout=len(te), train_iters=iters,
+            learning_curve=[c["reward"] for c in res.curve],
+        )  # fmt: skip
+        result["families"][fam] = r
+    _write(out, "retry-result.json", result)
+    return result
+
+
+def _retry_report(
+    env: Any, eps: list[dict[str, int]], policy: NumpyPolicy, seed: int, cap_train: int
+) -> dict:
+    ev = _retry_eval(env, eps, policy, seed)
+    lr, ls, la = (_by_task(eps, x.astype(float)) for x in ev["learned"])
+    caps = {k: tuple(_by_task(eps, x.astype(float)) for x in v) for k, v in ev["caps"].items()}
+    best = max(caps, key=lambda k: caps[k][0].mean())
+    d_train, lo_t, hi_t = paired_ci(lr, caps[cap_train][0], seed=seed)
+    d_best, lo_b, hi_b = paired_ci(lr, caps[best][0], seed=seed)
+    return {
+        "episodes_heldout": len(eps),
+        "learned": {
+            "reward": _summary(lr, seed),
+            "success": float(ls.mean()),
+            "mean_attempts": float(la.mean()),
+        },
+        "cap_chosen_on_train": cap_train,
+        "cap_best_in_hindsight": best,
+        "fixed_caps": {
+            str(k): {
+                "reward": float(v[0].mean()),
+                "success": float(v[1].mean()),
+                "mean_attempts": float(v[2].mean()),
+            }
+            for k, v in caps.items()
+        },
+        "learned_minus_train_cap": {"mean": d_train, "ci95": [lo_t, hi_t]},
+        "learned_minus_hindsight_cap": {"mean": d_best, "ci95": [lo_b, hi_b]},
+    }
+
+
+def eval_retry(
+    policy: str | Path, family: str, cost: float | None = None, *, perms: int = 8, seed: int = 0,
+    data: str | Path | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """A saved RetryStop policy on the held-out split of ``family`` (any family: transfer works
+    because the features are task-agnostic), against every fixed cap."""
+    from .datasets import load_retry
+    from .envs.retry import RetryStopEnv
+
+    pol = NumpyPolicy.load(policy, env="RetryStop")
+    c = float(pol.meta.extra.get("cost", 0.02)) if cost is None else cost
+    tasks = load_retry(family, data)
+    env = RetryStopEnv(tasks, cost=c)
+    tr, te = split(len(tasks))
+    train_eval = _retry_eval(env, _retry_episodes(env, tr, perms), pol, seed)
+    cap_train = max(train_eval["caps"], key=lambda k: train_eval["caps"][k][0].mean())
+    r = _retry_report(env, _retry_episodes(env, te, perms), pol, seed, cap_train)
+    r.update(env="RetryStop", family=family, cost=c, seed=seed, trained_on=pol.meta.extra.get("family"))
+    return r
+
+
+def _need_choice(name: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise OrchestraceError("OT665", f"unknown {name} {value!r} (one of {', '.join(allowed)})")
+
+
+# ============================================================================ Delegate
+
+
+def _route_methods(
+    train: Any, test: Any, lam: float, scale: float, policy: NumpyPolicy | None, feats: np.ndarray
+):
+    """Per-query choices of every method on ``test``: learned, each single model, the threshold
+    router (tau tuned on train), and the hindsight oracle."""
+    from .envs.delegate import route_rewards, threshold_router
+
+    out: dict[str, np.ndarray] = {}
+    if policy is not None:
+        out["learned"] = policy.probs(feats).argmax(axis=1)
+    for j, m in enumerate(test.models):
+        out[f"single:{m}"] = np.full(len(test.ids), j)
+    best_tau, best_r = 0.0, -np.inf
+    for tau in np.linspace(0.0, 1.0, 41):
+        route = threshold_router(train, float(tau))
+        r = route_rewards(train, np.array([route(g) for g in train.groups]), lam, scale)[0].mean()
+        if r > best_r:
+            best_tau, best_r = float(tau), r
+    route = threshold_router(train, best_tau)
+    out["threshold_router"] = np.array([route(g) for g in test.groups])
+    out["oracle"] = (test.quality - lam * test.cost / scale).argmax(axis=1)
+    return out, best_tau
+
+
+def _delegate_report(train: Any, test: Any, lam: float, scale: float, policy: NumpyPolicy | None,
+                     feats: np.ndarray, seed: int) -> dict[str, Any]:  # fmt: skip
+    from .envs.delegate import route_rewards
+
+    choices, tau = _route_methods(train, test, lam, scale, policy, feats)
+    per = {k: route_rewards(test, v, lam, scale) for k, v in choices.items()}
+    # the single model with the best training reward is "the best single model"
+    train_single = {
+        m: route_rewards(train, np.full(len(train.ids), j), lam, scale)[0].mean()
+        for j, m in enumerate(train.models)
+    }
+    best_single = "single:" + max(train_single, key=train_single.get)  # type: ignore[arg-type]
+    methods = {}
+    for k, (r, q, c) in per.items():
+        methods[k] = {
+            "reward": _summary(r, seed),
+            "quality": float(q.mean()),
+            "usd_per_1k_queries": float(c.mean() * 1000),
+            "quality_per_dollar": float(q.mean() / c.mean()) if c.mean() > 0 else None,
+            "share": {m: float(np.mean(choices[k] == j)) for j, m in enumerate(test.models)},
+        }
+    res: dict[str, Any] = {
+        "lambda": lam, "cost_scale_usd": scale, "queries_heldout": len(test.ids), "queries_train": len(train.ids),
+        "best_single_model": best_single, "threshold_tau": tau, "methods": methods,
+    }  # fmt: skip
+    if "learned" in per:
+        for base in (best_single, "threshold_router"):
+            d, lo, hi = paired_ci(per["learned"][0], per[base][0], seed=seed)
+            res[f"learned_minus_{base.split(':')[0]}"] = {"mean": d, "ci95": [lo, hi]}
+        lq, lc = per["learned"][1].mean(), per["learned"][2].mean()
+        bq, bc = per[best_single][1].mean(), per[best_single][2].mean()
+        res["vs_best_single"] = {
+            "quality_diff": float(lq - bq),
+            "cost_ratio": float(lc / bc) if bc > 0 else None,
+            "quality_per_dollar_ratio": float((lq / lc) / (bq / bc))
+            if lc > 0 and bc > 0 and bq > 0
+            else None,
+        }
+    return res
+
+
+def train_delegate(
+    source: str = "mmlu",
+    lam: float = 0.5,
+    *,
+    seed: int = 0,
+    iters: int = 200,
+    batch: int = 256,
+    models: Sequence[str] | None = None,
+    out: str | Path | None = None,
+    data: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """REINFORCE router on 60% of the queries; held-out comparison with every single model, the
+    cost-threshold router and the hindsight oracle."""
+    from .datasets import ROUTE_SOURCES, load_route
+    from .envs.delegate import DelegateEnv
+
+    _need_choice("source", source, ROUTE_SOURCES)
+    full = load_route(source, data, list(models) if models else None)
+    tr, te = split(len(full.ids))
+    train_d, test_d = full.subset(tr), full.subset(te)
+    env = DelegateEnv(train_d, lam=lam, scale=None)
+    scale = env.scale
+    res = train_reinforce(
+        env, [{"query": i} for i in range(len(train_d.ids))], env_name="Delegate", iters=iters, batch=batch,
+        seed=seed, hidden=(64,), lr=3e-3, progress=progress,
+        extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale},
+    )  # fmt: skip
+    if out is not None:
+        res.policy.save(Path(out) / f"delegate-{source}")
+    test_env = DelegateEnv(test_d, lam=lam, scale=scale)
+    r = _delegate_report(train_d, test_d, lam, scale, res.policy, test_env.feats, seed)
+    r.update(
+        env="Delegate", source=source, seed=seed, split_seed=SPLIT_SEED, models=full.models,
+        price_source=full.price_source, train_iters=iters, learning_curve=[c["reward"] for c in res.curve],
+    )  # fmt: skip
+    _write(out, f"delegate-{source}-result.json", r)
+    return r
+
+
+def eval_delegate(
+    source: str = "mmlu", policy: str | Path | None = None, lam: float | None = None, *, seed: int = 0,
+    data: str | Path | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Held-out comparison; without ``policy`` only the baselines and the oracle are reported."""
+    from .datasets import ROUTE_SOURCES, load_route
+    from .envs.delegate import DelegateEnv, cost_scale
+
+    _need_choice("source", source, ROUTE_SOURCES)
+    pol = NumpyPolicy.load(policy, env="Delegate") if policy is not None else None
+    models = pol.meta.extra.get("models") if pol is not None else None
+    full = load_route(source, data, models)
+    if pol is not None and list(models or []) != full.models:
+        raise OrchestraceError("OT665", f"policy routes among {models}, the data has {full.models}")
+    lam_ = lam if lam is not None else float(pol.meta.extra.get("lambda", 0.5)) if pol is not None else 0.5
+    tr, te = split(len(full.ids))
+    train_d, test_d = full.subset(tr), full.subset(te)
+    scale = cost_scale(train_d)
+    feats = DelegateEnv(test_d, lam=lam_, scale=scale).feats
+    r = _delegate_report(train_d, test_d, lam_, scale, pol, feats, seed)
+    r.update(env="Delegate", source=source, seed=seed, models=full.models, price_source=full.price_source)
+    return r
+
+
+# ============================================================================ Swarm
+
+SWARM_TRAIN_SEED, SWARM_TEST_SEED = 0, 1  # task generators: held-out DAGs come from another seed
+
+
+def _swarm_run(env: Any, i: int, choose: Any) -> dict[str, Any]:
+    _, _, _, info = run_episode(env, choose, {"task": i})
+    return info
+
+
+def _swarm_eval(env: Any, n: int, methods: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Every method on held-out tasks 0..n-1; Critical Steps measured on the trace."""
+    from .envs.swarm import swarm_reward
+
+    out = {}
+    for name, choose in methods.items():
+        rows = []
+        for i in range(n):
+            info = _swarm_run(env, i, choose)
+            m = swarm_reward(info["trace"], parallel_cap=env.cfg.parallel_cap, measure=True)
+            rows.append([m["r_perf"], m["r_parallel"], m["r_finish"], m["critical_steps"] / info["serial_critical"],
+                         float(not info["late"]), info["spawned"] / info["stages_run"], m["critical_steps"],
+                         info["serial_critical"]])  # fmt: skip
+        a = np.array(rows)
+        out[name] = {
+            "r_perf": _summary(a[:, 0], seed),
+            "r_parallel": float(a[:, 1].mean()),
+            "finish_rate": float(a[:, 2].mean()),
+            "critical_over_serial": _summary(a[:, 3], seed),
+            "on_budget": float(a[:, 4].mean()),
+            "spawned_per_stage": float(a[:, 5].mean()),
+            "critical_steps": float(a[:, 6].mean()),
+            "serial_critical_steps": float(a[:, 7].mean()),
+            "_r_perf": a[:, 0],
+        }
+    return out
+
+
+def _swarm_methods(env: Any, policy: NumpyPolicy | None) -> dict[str, Any]:
+    from .envs.swarm import BASELINES, baseline_ks
+
+    def fixed(name: str) -> Any:
+        def choose(_obs: np.ndarray) -> int:
+            ks = baseline_ks(name, env._task, env.cfg)
+            return ks[len(env._ks)]
+
+        return choose
+
+    methods: dict[str, Any] = {} if policy is None else {"learned": policy.act}
+    methods.update({b: fixed(b) for b in BASELINES})
+    return methods
+
+
+def _swarm_report(env: Any, policy: NumpyPolicy | None, n: int, seed: int) -> dict[str, Any]:
+    ev = _swarm_eval(env, n, _swarm_methods(env, policy), seed)
+    res: dict[str, Any] = {"tasks_heldout": n, "methods": {}}
+    for k, v in ev.items():
+        res["methods"][k] = {kk: vv for kk, vv in v.items() if not kk.startswith("_")}
+    if policy is not None:
+        for base in ("serial", "makespan_heuristic", "max_agents"):
+            d, lo, hi = paired_ci(ev["learned"]["_r_perf"], ev[base]["_r_perf"], seed=seed)
+            res[f"learned_minus_{base}_r_perf"] = {"mean": d, "ci95": [lo, hi]}
+    return res
+
+
+def train_swarm(
+    *,
+    seed: int = 0,
+    iters: int = 150,
+    batch: int = 64,
+    l1: float = 0.3,
+    l2: float = 0.3,
+    anneal_frac: float = 0.7,
+    train_tasks: int = 2000,
+    eval_tasks: int = 200,
+    out: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """REINFORCE on PARL rewards: l1 (r_parallel) and l2 (r_finish) decay linearly to 0 over the
+    first ``anneal_frac`` of the iterations; evaluation on DAGs from another generator seed."""
+    from ..reward.schedule import Schedule
+    from .envs.swarm import SwarmEnv
+
+    env = SwarmEnv(task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2)
+    steps = max(1, int(iters * anneal_frac))
+    s1 = Schedule(kind="linear", start=l1, end=0.0, steps=steps)
+    s2 = Schedule(kind="linear", start=l2, end=0.0, steps=steps)
+    weights: list[tuple[float, float]] = []
+
+    def anneal(it: int) -> None:
+        env.set_weights(s1(it), s2(it))
+        weights.append((s1(it), s2(it)))
+
+    res = train_reinforce(
+        env, [{"task": i} for i in range(train_tasks)], env_name="Swarm", iters=iters, batch=batch, seed=seed,
+        hidden=(32,), lr=3e-3, on_iter=anneal, progress=progress,
+        extra={"l1": l1, "l2": l2, "anneal_frac": anneal_frac, "config": vars(env.cfg)},
+    )  # fmt: skip
+    if out is not None:
+        res.policy.save(Path(out) / "swarm")
+    test_env = SwarmEnv(task_seed=SWARM_TEST_SEED)
+    r = _swarm_report(test_env, res.policy, eval_tasks, seed)
+    r.update(
+        env="Swarm", seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED,
+        config=vars(env.cfg), train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac},
+        learning_curve=[c["reward"] for c in res.curve], weights=weights[:: max(1, iters // 20)],
+    )  # fmt: skip
+    _write(out, "swarm-result.json", r)
+    return r
+
+
+def eval_swarm(policy: str | Path | None = None, *, eval_tasks: int = 200, seed: int = 0) -> dict[str, Any]:
+    """Held-out DAGs: a saved policy (if given) and every baseline, with measured Critical Steps."""
+    from .envs.swarm import SwarmEnv
+
+    pol = NumpyPolicy.load(policy, env="Swarm") if policy is not None else None
+    r = _swarm_report(SwarmEnv(task_seed=SWARM_TEST_SEED), pol, eval_tasks, seed)
+    r.update(env="Swarm", seed=seed, test_task_seed=SWARM_TEST_SEED)
+    return r
