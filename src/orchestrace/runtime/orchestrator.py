@@ -246,7 +246,8 @@ class Orchestrator:
                         break
                     results = await self._run_batch(tasks)
                     progressed = True
-                    if self._stop:
+                    if self._stop:  # stopped mid-batch: what finished still counts
+                        self._aggregate(results)
                         reason = self._stop
                         break
                     self._communicate(results)

@@ -51,7 +51,7 @@ class BackendError(Exception):
         self.retry_after = retry_after
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": self.kind, "message": str(self), "retryable": self.retryable}
+        d: dict[str, Any] = {"kind": self.kind, "message": self.args[0], "retryable": self.retryable}
         if self.status is not None:
             d["status"] = self.status
         if self.retry_after is not None:

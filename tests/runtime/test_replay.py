@@ -1,0 +1,157 @@
+"""Determinism, replay and fork."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrace.core.errors import OrchestraceError
+from orchestrace.core.io import load_one
+from orchestrace.core.validate import validate_trace
+from orchestrace.runtime.cache import CallCache, cache_path
+from orchestrace.runtime.runner import backend_spec, fork, replay, run, same_trace
+
+
+def _ok(tr):
+    assert [f for f in validate_trace(tr) if f.severity == "error"] == []
+
+
+@pytest.mark.parametrize("program", ["centralized", "pec", "debate"])
+def test_same_seed_gives_byte_identical_traces(tmp_path, program):
+    paths = []
+    for name in ("a", "b"):
+        p = tmp_path / f"{name}.events.jsonl"
+        run(program, str(p), backend={"kind": "scripted", "seed": 3}, seed=11, clock="logical")
+        paths.append(p)
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    assert (tmp_path / "a.cache.jsonl").read_bytes() == (tmp_path / "b.cache.jsonl").read_bytes()
+    _ok(load_one(paths[0]))
+
+
+def test_another_seed_gives_another_debate(tmp_path):
+    a = run(
+        "debate",
+        str(tmp_path / "a.events.jsonl"),
+        backend={"kind": "scripted", "seed": 3},
+        seed=1,
+        clock="logical",
+    )
+    b = run(
+        "debate",
+        str(tmp_path / "b.events.jsonl"),
+        backend={"kind": "scripted", "seed": 3},
+        seed=2,
+        clock="logical",
+    )
+    assert [e.content for e in a.trace.events] != [e.content for e in b.trace.events]
+
+
+def test_replay_reproduces_http_run_byte_for_byte_with_zero_live_calls(tmp_path, server):
+    server.plan = {'"hot"': ["429"], '"tall"': ["malformed"]}
+    server.answers = {"opposite": "cold", "final answer": "cold"}
+    path = tmp_path / "d.events.jsonl"
+    rec = run("debate", str(path), backend=backend_spec(base_url=server.url), seed=4, config={"word": "hot"})
+    n_live = len(server.requests)
+    assert rec.live_calls == n_live > 0
+    assert any(e.status == "error" for e in rec.trace.events)
+    res, original = replay(str(path))
+    assert len(server.requests) == n_live  # the server saw nothing new
+    assert res.live_calls == 0 and res.cache_hits == n_live
+    assert same_trace(res.trace, original) is None and res.diverged_at is None
+    assert path.read_bytes() == open(res.path, "rb").read()  # wall-clock times included
+
+
+def test_cache_is_content_addressed_and_beside_the_trace(tmp_path):
+    path = tmp_path / "c.events.jsonl"
+    run("centralized", str(path), backend={"kind": "scripted"}, seed=0)
+    assert cache_path(str(path)) == str(tmp_path / "c.cache.jsonl")
+    cache = CallCache(cache_path(str(path)), write=False)
+    assert len(cache.entries) == 4 and {n for _, n in cache.entries} == {0}
+    tr = load_one(path)
+    refs = {e.attrs["call"] for e in tr.events if e.type == "return"}
+    assert refs == {f"{k}#{n}" for k, n in cache.entries}
+
+
+@pytest.fixture
+def debate(tmp_path):
+    path = tmp_path / "deb.events.jsonl"
+    run("debate", str(path), backend={"kind": "scripted", "seed": 1}, seed=7)
+    return str(path), load_one(path)
+
+
+def test_fork_shares_prefix_exactly_and_differs_after(debate):
+    path, original = debate
+    first = next(e for e in original.events if e.type == "return")
+    k = original.events.index(first)
+    res = fork(path, first.id, "replace:boiling")
+    _ok(res.trace)
+    assert res.trace.events[:k] == original.events[:k]  # times included
+    assert res.diverged_at == k
+    assert res.trace.events[k].type == "human_intervention"
+    changed = res.trace.events[k + 1]
+    assert (changed.type, changed.agent, changed.content) == ("return", first.agent, "boiling")
+    assert res.trace.metadata["fork"] == {
+        "parent": original.trace_id,
+        "at": first.id,
+        "index": k,
+        "do": "replace:boiling",
+    }
+    # the replaced answer reached the other debaters in round 2
+    heard = [
+        e
+        for e in res.trace.events
+        if e.type == "message" and e.from_ == first.agent and e.content == "boiling"
+    ]
+    assert len(heard) == 2
+
+
+def test_sibling_forks_of_one_event_form_a_group_and_replay(debate):
+    path, original = debate
+    first = next(e for e in original.events if e.type == "return")
+    k = original.events.index(first)
+    sibs = [fork(path, first.id, f"resample:{s}") for s in (1, 2, 3)]
+    assert len({r.trace.trace_id for r in sibs}) == 3
+    for r in sibs:
+        _ok(r.trace)
+        assert r.trace.events[:k] == original.events[:k]
+        assert r.trace.metadata["fork"]["parent"] == original.trace_id
+        assert r.live_calls >= 1  # the resampled call went to the backend
+        again, forked = replay(r.path)  # a fork is itself replayable, offline
+        assert again.live_calls == 0 and same_trace(again.trace, forked) is None
+
+
+def test_forced_stop_and_policy_swap(debate):
+    path, original = debate
+    dec = next(
+        e for e in original.events if e.type == "orchestrator_decision" and e.attrs["decision"] == "delegate"
+    )
+    k = original.events.index(dec)
+    res = fork(path, dec.id, "stop")
+    _ok(res.trace)
+    assert res.trace.events[:k] == original.events[:k]
+    assert res.outcome["stop_reason"] == "intervention"
+    assert [e.type for e in res.trace.events[k:]] == ["human_intervention", "orchestrator_decision"] + [
+        "despawn"
+    ] * 3
+    res = fork(path, dec.id, "delegate:debater_0")
+    _ok(res.trace)
+    assert res.trace.events[k + 1].attrs["value"] == ["debater_0"]
+
+
+def test_fork_refuses_what_cannot_apply(debate, tmp_path):
+    path, original = debate
+    spawn = next(e for e in original.events if e.type == "spawn")
+    with pytest.raises(OrchestraceError, match="applies to"):
+        fork(path, spawn.id, "stop")
+    with pytest.raises(OrchestraceError, match="no event"):
+        fork(path, "e9999", "stop")
+    with pytest.raises(OrchestraceError, match="unknown intervention"):
+        fork(path, spawn.id, "explode")
+    first = next(e for e in original.events if e.type == "return")
+    with pytest.raises(OrchestraceError, match="unknown policy"):
+        dec = next(e for e in original.events if e.type == "orchestrator_decision")
+        fork(path, dec.id, "policy:nope")
+    del first
+    bare = tmp_path / "bare.events.jsonl"
+    bare.write_text(open(path).read())
+    with pytest.raises(OrchestraceError, match="cache"):
+        replay(str(bare))
