@@ -75,3 +75,74 @@ def test_spawn_agent_tools(tmp_path: Path) -> None:
         ("despawn", "subagent-1"),
     ]
     assert tr.metadata["import"]["unknown_records"] == {"event_msg/brand_new_event": 1}
+
+
+def _rollout(path: Path, recs: list[dict]) -> None:
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+
+
+def test_subagent_rollouts_hang_under_their_spawn(tmp_path: Path) -> None:
+    """Multi-agent Codex: the child thread's rollout (source.subagent.thread_spawn) joins the parent."""
+    ts = "2026-05-11T08:00:{:02d}Z"
+
+    def tok(i: int, total: int) -> dict:
+        usage = {"input_tokens": total, "output_tokens": 1}
+        return {
+            "timestamp": ts.format(i),
+            "type": "event_msg",
+            "payload": {
+                "type": "token_count",
+                "info": {"total_token_usage": usage, "last_token_usage": usage},
+            },
+        }
+
+    parent = [
+        {"timestamp": ts.format(0), "type": "session_meta", "payload": {"id": "P", "source": "cli"}},
+        {"timestamp": ts.format(1), "type": "event_msg", "payload": {"type": "user_message", "message": "review both files"}},
+        {"timestamp": ts.format(2), "type": "response_item", "payload": {"type": "function_call", "name": "spawn_agent", "arguments": "{\"message\": \"review a.py\"}", "call_id": "s1"}},
+        tok(2, 100),
+        {"timestamp": ts.format(3), "type": "response_item", "payload": {"type": "function_call_output", "call_id": "s1", "output": "{\"agent_id\": \"C1\", \"nickname\": \"Ada\"}"}},
+        {"timestamp": ts.format(4), "type": "response_item", "payload": {"type": "function_call", "name": "wait", "arguments": "{\"ids\": [\"C1\"]}", "call_id": "w1"}},
+        {"timestamp": ts.format(30), "type": "response_item", "payload": {"type": "function_call_output", "call_id": "w1", "output": "{\"status\": {\"C1\": \"completed\"}}"}},
+    ]  # fmt: skip
+    thread = {"subagent": {"thread_spawn": {"parent_thread_id": "P", "depth": 1, "agent_nickname": "Ada"}}}
+    child = [
+        {"timestamp": ts.format(3), "type": "session_meta", "payload": {"id": "C1", "source": thread}},
+        {"timestamp": ts.format(3), "type": "event_msg", "payload": {"type": "user_message", "message": "review a.py"}},
+        {"timestamp": ts.format(5), "type": "response_item", "payload": {"type": "function_call", "name": "exec_command", "arguments": "{\"cmd\": \"cat a.py\"}", "call_id": "x1"}},
+        tok(5, 40),
+        {"timestamp": ts.format(6), "type": "response_item", "payload": {"type": "function_call_output", "call_id": "x1", "output": "print(1)"}},
+        {"timestamp": ts.format(9), "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a.py is fine"}]}},
+    ]  # fmt: skip
+    orphan_meta = {"subagent": {"thread_spawn": {"parent_thread_id": "P", "depth": 1}}}
+    orphan = [
+        {"timestamp": ts.format(10), "type": "session_meta", "payload": {"id": "C2", "source": orphan_meta}},
+        {"timestamp": ts.format(11), "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}},
+    ]  # fmt: skip
+    _rollout(tmp_path / "rollout-1-P.jsonl", parent)
+    _rollout(tmp_path / "rollout-2-C1.jsonl", child)
+    _rollout(tmp_path / "rollout-3-C2.jsonl", orphan)
+    planned = importers.plan(importers.walk([tmp_path]))
+    assert [Path(p).name for p, _ in planned] == ["rollout-1-P.jsonl"]  # children come with the parent
+    (tr,) = list(codex.load(tmp_path / "rollout-1-P.jsonl"))
+    assert [f for f in validate_trace(tr) if f.severity == "error"] == []
+    spawns = [e for e in tr.events if e.type == "spawn"]
+    assert [(e.to, e.attrs.get("agent_id"), e.attrs.get("synthetic")) for e in spawns] == [
+        ("subagent-1", "C1", None),
+        ("subagent-2", "C2", True),
+    ]
+    assert spawns[0].attrs["nickname"] == "Ada"
+    child_events = [(e.type, e.tool) for e in tr.events if e.agent == "subagent-1"]
+    assert child_events == [
+        ("tool_call", "exec_command"),
+        ("tool_result", "exec_command"),
+        ("message", None),
+        ("return", None),
+    ]
+    ret = next(e for e in tr.events if e.type == "return" and e.agent == "subagent-1")
+    assert ret.to == "codex" and ret.t == 9.0
+    prompt = next(
+        e for e in tr.events if e.attrs and e.attrs.get("kind") == "prompt" and e.to == "subagent-1"
+    )
+    assert (prompt.type, prompt.agent, prompt.t) == ("message", "codex", 3.0)
+    assert tr.costs["tokens_in"] == 140

@@ -270,6 +270,12 @@ class Builder:
                 self._implicit.append((i, first))
         return i
 
+    def annotate_spawn(self, child: str, attrs: dict[str, Any]) -> None:
+        i = self._spawn_of.get(child)
+        if i is not None:
+            ev = self.events[i]
+            ev.attrs = {**(ev.attrs or {}), **{k: v for k, v in attrs.items() if v is not None}}
+
     def spawner(self, child: str) -> str | None:
         return self._spawner.get(child)
 

@@ -12,6 +12,12 @@ pair; ``update_plan`` -> ``orchestrator_decision``; collaboration tools ``spawn_
 the first model event since the previous count (``tokens_in`` = input incl. cached,
 ``tokens_out`` = output incl. reasoning), so the trace total equals the final
 ``total_token_usage``. Repeated counts (unchanged totals) are not counted twice.
+
+Multi-agent sessions: a sub-agent thread writes its own rollout whose ``session_meta.source`` is
+``{"subagent": {"thread_spawn": {"parent_thread_id": ...}}}``. Such rollouts beside the parent
+are imported into the parent's trace under the ``spawn_agent`` call that created them (matched
+by the ``agent_id`` in the call's output; a spawn marked ``synthetic`` otherwise), with a
+``return`` at their last record; a directory walk skips them (``covered``).
 """
 
 from __future__ import annotations
@@ -52,8 +58,12 @@ def sniff(path: str | os.PathLike[str]) -> bool:
 
 
 class _Rollout:
-    def __init__(self, b: Builder) -> None:
+    def __init__(self, b: Builder, agent: str = AGENT, parent: str | None = None) -> None:
         self.b = b
+        self.agent = agent
+        self.parent = parent  # set for a sub-agent's rollout: its prompts come from the parent
+        self.first_ts: float | None = None  # the session start: t = 0
+        self.last_ts: float | None = None
         self.model: str | None = None
         self.turn = -1
         self.turn_ids: dict[str, int] = {}
@@ -72,6 +82,10 @@ class _Rollout:
         typ = r.get("type")
         p = r.get("payload")
         ts = ts_of(r.get("timestamp"))
+        if ts is not None:
+            self.last_ts = ts
+            if self.first_ts is None:
+                self.first_ts = ts
         if not isinstance(p, dict):
             b.stats.unknown[f"{typ} without payload"] += 1
             return
@@ -110,7 +124,7 @@ class _Rollout:
                 self._model_event(
                     b.add(
                         "message",
-                        AGENT,
+                        self.agent,
                         ts,
                         to=USER,
                         model=self.model,
@@ -127,7 +141,7 @@ class _Rollout:
             self._model_event(
                 b.add(
                     "orchestrator_decision",
-                    AGENT,
+                    self.agent,
                     ts,
                     model=self.model,
                     turn=turn,
@@ -143,11 +157,11 @@ class _Rollout:
             self.n_search += 1
             cid = f"web_search-{self.n_search}"
             i = b.tool_call(
-                AGENT, ts, "web_search", cid, model=self.model, turn=turn, content=p.get("action")
+                self.agent, ts, "web_search", cid, model=self.model, turn=turn, content=p.get("action")
             )
             self._model_event(i)
             b.tool_result(
-                AGENT,
+                self.agent,
                 ts,
                 "web_search",
                 cid,
@@ -170,10 +184,11 @@ class _Rollout:
                 args = raw
         attrs: dict[str, Any] = {"call_type": p.get("type")}
         if name == "spawn_agent":
-            label = f"subagent-{len(self.children) + 1}"
+            n = len(set(self.children.values())) + 1
+            label = f"subagent-{n}" if self.parent is None else f"{self.agent}.{n}"
             self.children[cid] = label
             i = b.spawn(
-                AGENT,
+                self.agent,
                 label,
                 ts,
                 tool=name,
@@ -190,7 +205,7 @@ class _Rollout:
             ty = "despawn" if name == "close_agent" else "message"
             i = b.add(
                 ty,
-                AGENT,
+                self.agent,
                 ts,
                 to=to,
                 tool=name,
@@ -205,7 +220,7 @@ class _Rollout:
             attrs["kind"] = name
             i = b.add(
                 "orchestrator_decision",
-                AGENT,
+                self.agent,
                 ts,
                 tool=name,
                 call_id=cid,
@@ -218,7 +233,7 @@ class _Rollout:
         else:
             if isinstance(args, dict):
                 attrs["input_keys"] = sorted(args)
-            i = b.tool_call(AGENT, ts, name, cid, model=self.model, turn=turn, content=args, attrs=attrs)
+            i = b.tool_call(self.agent, ts, name, cid, model=self.model, turn=turn, content=args, attrs=attrs)
             kind = "tool"
         b.register_call(cid, i)
         self.calls[cid] = kind
@@ -235,7 +250,7 @@ class _Rollout:
         kind = self.calls.get(cid)
         out = p.get("output")
         if kind == "tool" or kind is None:
-            self.results[cid] = b.tool_result(AGENT, ts, None, cid, turn=turn, content=out, status="ok")
+            self.results[cid] = b.tool_result(self.agent, ts, None, cid, turn=turn, content=out, status="ok")
         else:
             if kind == "spawn":  # the output names the new agent's id
                 text = out if isinstance(out, str) else orjson.dumps(out).decode()
@@ -249,12 +264,22 @@ class _Rollout:
 
     def _event(self, sub: Any, p: dict[str, Any], ts: float | None) -> None:
         b = self.b
-        if sub == "user_message":
+        if sub == "user_message" and self.parent is not None:  # a sub-agent's task, from its parent
+            b.add(
+                "message",
+                self.parent,
+                ts,
+                chain=False,
+                to=self.agent,
+                content=p.get("message"),
+                attrs={"kind": "prompt"},
+            )
+        elif sub == "user_message":
             b.add(
                 "human_intervention",
                 USER,
                 ts,
-                to=AGENT,
+                to=self.agent,
                 turn=max(self.turn, 0),
                 content=p.get("message"),
                 attrs={"kind": "prompt"},
@@ -291,7 +316,7 @@ class _Rollout:
         target = self.unpaid[0] if self.unpaid else self.last_model
         if target is None:
             target = self.b.add(
-                "orchestrator_decision", AGENT, None, model=self.model, attrs={"kind": "model_call"}
+                "orchestrator_decision", self.agent, None, model=self.model, attrs={"kind": "model_call"}
             )
         ev = self.b.events[target]
         ev.tokens_in = (ev.tokens_in or 0) + int(last.get("input_tokens") or 0)
@@ -313,25 +338,89 @@ class _Rollout:
                 ev.status = "error"
 
 
-def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
+def _session_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
+    for r in first_json_lines(path, 3):
+        if isinstance(r, dict) and r.get("type") == "session_meta" and isinstance(r.get("payload"), dict):
+            return r["payload"]
+    return {}
+
+
+def _parent_thread(meta: dict[str, Any]) -> str | None:
+    """The parent session id of a sub-agent rollout (``source.subagent.thread_spawn``)."""
+    src = meta.get("source")
+    sub = src.get("subagent") if isinstance(src, dict) else None
+    spawn = sub.get("thread_spawn") if isinstance(sub, dict) else None
+    parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+    return parent if isinstance(parent, str) else None
+
+
+def _children(path: Path, sid: str) -> list[tuple[Path, dict[str, Any]]]:
+    out = []
+    for f in sorted(path.parent.glob("rollout-*.jsonl")):
+        if f != path and f.stat().st_size:
+            meta = _session_meta(f)
+            if _parent_thread(meta) == sid:
+                out.append((f, meta))
+    return out
+
+
+def covered(path: str | os.PathLike[str]) -> bool:
+    """A sub-agent rollout whose parent rollout sits beside it is imported with the parent."""
+    parent = _parent_thread(_session_meta(path))
+    if parent is None:
+        return False
     p = Path(path)
-    require_nonempty(p)
-    b = Builder(keep_content=keep_content)
-    run = _Rollout(b)
-    for _, rec in iter_jsonl(p, b.stats):
+    return any(f != p and _session_meta(f).get("id") == parent for f in p.parent.glob("rollout-*.jsonl"))
+
+
+def _run_file(b: Builder, path: Path, agent: str, parent: str | None) -> _Rollout:
+    run = _Rollout(b, agent, parent)
+    for _, rec in iter_jsonl(path, b.stats):
         if isinstance(rec, dict):
             run.record(rec)
         else:
             b.stats.unknown["non-object line"] += 1
     run.finish()
+    sid = run.meta.get("id")
+    for k, (child, meta) in enumerate(_children(path, sid) if isinstance(sid, str) else []):
+        cid = str(meta.get("id"))
+        spawn = ((meta.get("source") or {}).get("subagent") or {}).get("thread_spawn") or {}
+        label = run.children.get(cid)
+        info = {
+            "agent_id": cid,
+            "nickname": spawn.get("agent_nickname"),
+            "agent_role": spawn.get("agent_role"),
+        }
+        if label is None:  # no spawn_agent call names it: keep the log, mark the spawn
+            run.children[cid] = label = (
+                f"subagent-{len(set(run.children.values())) + 1}" if parent is None else f"{agent}.s{k + 1}"
+            )
+            first = next(
+                (ts_of(r.get("timestamp")) for r in first_json_lines(child, 1) if isinstance(r, dict)), None
+            )
+            b.spawn(agent, label, first, chain=False, attrs={"synthetic": True, **info})
+        else:
+            b.annotate_spawn(label, info)
+        sub = _run_file(b, child, label, agent)
+        b.ret(label, sub.last_ts, attrs={"kind": "subagent-end", **info})
+    return run
+
+
+def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
+    p = Path(path)
+    require_nonempty(p)
+    b = Builder(keep_content=keep_content)
+    run = _run_file(b, p, AGENT, None)
     sid = str(run.meta.get("id") or p.stem)
     meta = {"source_format": NAME, "source": str(p), "session": run.meta, "turns": run.turn + 1}
     if run.last_total is not None:
         meta["reported_total_token_usage"] = run.last_total
+    spawned = any(e.type == "spawn" for e in b.events)
     yield b.build(
         trace_id=f"codex:{sid}",
         task_id=sid,
         system="codex-cli",
-        topology="centralized" if run.children else "harness",
+        topology="centralized" if spawned else "harness",
         metadata=meta,
+        t0=run.first_ts,
     )
