@@ -1,0 +1,171 @@
+"""Store commands: ingest (trace files -> DuckDB), query (SQL -> table), parquet (export)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import sys
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.table import Table
+
+from ..core.errors import OrchestraceError
+from ..store import ON_ERROR, RayCommand, RayOption, export_parquet, ingest, query
+from ..store.rows import Failure
+from ..store.schema import TABLES
+from .common import console, console_err, expand_paths
+
+StoreOption = Annotated[str, typer.Option("--store", "-s", help="The DuckDB store file (created by ingest).")]
+_FORMATS = ("table", "json", "csv")
+
+
+def _failure_line(f: Failure) -> str:
+    first = f.first()
+    where = f.path + (f":{f.line or first.line}" if (f.line or first.line) else "")
+    who = f" trace {f.trace_id}" if f.trace_id else ""
+    ptr = f" {first.pointer}" if first.pointer else ""
+    more = f" (+{len(f.findings) - 1} more)" if len(f.findings) > 1 else ""
+    return f"{where}{who}{ptr}: {first.code} {first.message}{more}"
+
+
+def ingest_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Trace files, directories or globs.")],
+    store: StoreOption = "traces.duckdb",
+    on_error: Annotated[
+        str,
+        typer.Option(
+            "--on-error",
+            help="Invalid trace: report (list, skip, exit 1), skip (exit 0) or abort (write nothing).",
+        ),
+    ] = "report",
+    measure: Annotated[
+        bool,
+        typer.Option(
+            "--measure/--no-measure", help="Compute orchestrace.measure metrics into the metrics table."
+        ),
+    ] = True,
+    ray: RayOption = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary line.")] = False,
+) -> None:
+    """Load traces into a DuckDB store, in one transaction, idempotent by trace id.
+
+    A trace already stored with the same content is left alone; a changed one replaces it. A
+    process killed mid-ingest leaves the store as it was. Tables: traces, events, edges,
+    agents, rewards, credits, metrics (docs/store.md).
+
+    Examples:\n
+      orchestrace ingest runs/ --store traces.duckdb\n
+      orchestrace ingest a.jsonl b.events.jsonl.zst -s traces.duckdb --on-error abort\n
+      orchestrace ingest corpus/ -s traces.duckdb --ray            # prepare files as Ray tasks\n
+      orchestrace ingest corpus/ -s traces.duckdb --ray auto       # on a running Ray cluster
+    """
+    if on_error not in ON_ERROR:
+        raise OrchestraceError("OT010", f"--on-error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+    files = list(expand_paths(paths))
+    report = ingest(store, files, on_error=on_error, measure=measure, ray=ray)  # type: ignore[arg-type]
+    if on_error == "report":
+        for f in report.failures:
+            console_err.print(f"[red]invalid[/red] {_failure_line(f)}", highlight=False, soft_wrap=True)
+    if not quiet:
+        failed = (
+            f", {report.failed} invalid {'skipped' if on_error == 'skip' else 'not ingested'}"
+            if report.failed
+            else ""
+        )
+        console_err.print(
+            f"{report.inserted} new, {report.replaced} replaced, {report.unchanged} unchanged trace(s)"
+            f"{failed}; {report.events:,} events written to {store} in {report.seconds:.2f} s",
+            highlight=False,
+        )
+    if report.failed and on_error == "report":
+        raise typer.Exit(1)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dt.date | dt.datetime | dt.time):
+        return v.isoformat()
+    return v
+
+
+def query_cmd(
+    sql: Annotated[str, typer.Argument(help="A SQL query (DuckDB dialect) over the store's tables.")],
+    store: StoreOption = "traces.duckdb",
+    format: Annotated[str, typer.Option("--format", "-f", help="table, json or csv")] = "table",
+    max_rows: Annotated[int, typer.Option(help="Rows shown in table format (json/csv print all).")] = 100,
+) -> None:
+    """Run read-only SQL against a store and print the result.
+
+    Tables: traces, events, edges, agents, rewards, credits, metrics (docs/store.md).
+
+    Examples:\n
+      orchestrace query "SELECT agent, sum(cost_usd) AS usd FROM events GROUP BY agent ORDER BY usd DESC" -s traces.duckdb\n
+      orchestrace query "SELECT t.topology, avg(value) FROM metrics JOIN traces t USING (trace_id) WHERE name = 'critical_path_s' GROUP BY 1"\n
+      orchestrace query "SELECT * FROM traces" --format json > traces.json
+    """
+    if format not in _FORMATS:
+        raise OrchestraceError("OT010", f"--format must be one of {', '.join(_FORMATS)}, got {format!r}")
+    result = query(store, sql)
+    rows = result.to_pylist()
+    names = result.column_names
+    if format == "json":
+        out = [{k: _jsonable(v) for k, v in r.items()} for r in rows]
+        sys.stdout.buffer.write(
+            orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+        )
+    elif format == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(names)
+        for r in rows:
+            w.writerow(["" if r[k] is None else r[k] for k in names])
+    else:
+        table = Table(
+            *names,
+            caption=f"{len(rows)} row(s)" + (f", first {max_rows} shown" if len(rows) > max_rows else ""),
+        )
+        for r in rows[:max_rows]:
+            table.add_row(*(_cell(r[k]) for k in names))
+        console.print(table)
+
+
+def parquet_cmd(
+    store: StoreOption = "traces.duckdb",
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="Output folder (one subfolder per table).")
+    ] = "parquet",
+    table: Annotated[
+        list[str] | None, typer.Option("--table", "-t", help="Export only these tables (repeatable).")
+    ] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace tables already exported in --out.")] = False,
+    compression: Annotated[str, typer.Option(help="zstd, snappy, gzip or uncompressed")] = "zstd",
+) -> None:
+    """Export the store as Parquet, hive-partitioned by system and date.
+
+    Layout: OUT/<table>/system=<system>/date=<YYYY-MM-DD>/data_0.parquet. Readable by DuckDB,
+    Polars, pyarrow, Spark and Ray Data without orchestrace.
+
+    Examples:\n
+      orchestrace parquet -s traces.duckdb -o lake/\n
+      orchestrace parquet -s traces.duckdb -o lake/ -t events -t metrics --overwrite\n
+      python -c "import polars as pl; print(pl.scan_parquet('lake/events/**/*.parquet', hive_partitioning=True).collect())"
+    """
+    counts = export_parquet(
+        store, out, tables=table or list(TABLES), overwrite=overwrite, compression=compression
+    )
+    for name, n in counts.items():
+        console_err.print(f"{name}: {n:,} rows -> {out}/{name}/", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ingest", cls=RayCommand)(ingest_cmd)
+    app.command("query")(query_cmd)
+    app.command("parquet")(parquet_cmd)

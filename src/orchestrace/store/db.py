@@ -1,0 +1,391 @@
+"""Opening a store, transactional ingest, SQL queries, and reading traces back out.
+
+Ingest runs in ONE DuckDB transaction per call: DuckDB writes its log only at commit, so a
+process killed before the commit leaves the file as it was, and one killed after it leaves it
+fully updated. A trace whose content digest is already stored under its id is skipped, so
+re-ingesting the same files changes nothing; a changed trace replaces the stored one.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Literal
+
+import msgspec
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..core.errors import Finding, OrchestraceError
+from ..core.model import Trace, trace_from_dict
+from .rows import EVENT_COLUMN_TO_FIELD, Chunk, Failure, Known, is_unchanged, iter_chunks, prepare_file
+from .schema import ROW_TABLES, STORE_VERSION, TABLES, agents_sql, ddl
+
+OnError = Literal["report", "skip", "abort"]
+ON_ERROR: tuple[str, ...] = ("report", "skip", "abort")
+_LOCK_PID = re.compile(r"\(PID (\d+)\)")
+
+
+class StoreError(OrchestraceError):
+    """The store file cannot be used (corrupt, locked, full, wrong version)."""
+
+
+class IngestAborted(OrchestraceError):
+    """``on_error="abort"`` met an invalid trace; the transaction was rolled back."""
+
+    exit_code = 1
+
+
+class IngestReport(msgspec.Struct, kw_only=True):
+    files: int = 0
+    inserted: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    events: int = 0
+    seconds: float = 0.0
+    failures: list[Failure] = msgspec.field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+
+def store_error(e: BaseException, path: str) -> OrchestraceError:
+    """A DuckDB/OS error on the store file as a one-line user error with a stable code."""
+    msg = str(e)
+    low = msg.lower()
+    if "not a valid duckdb database" in low or "corrupt" in low or "checksum" in low:
+        return StoreError(
+            "OT301", "not a DuckDB store, or the file is corrupt (restore it or remove it)", path=path
+        )
+    if "could not set lock" in low or "conflicting lock" in low:
+        pid = _LOCK_PID.search(msg)
+        who = f"process {pid.group(1)}" if pid else "another process"
+        return StoreError("OT302", f"store is locked by {who}; wait for it to finish or stop it", path=path)
+    if (
+        "no space left" in low
+        or "file too large" in low
+        or getattr(e, "errno", None) in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+    ):
+        return StoreError(
+            "OT303", "disk full (or file size limit) while writing; the store is unchanged", path=path
+        )
+    if isinstance(e, FileNotFoundError) or "no such file" in low:
+        return StoreError("OT300", "store file or its folder does not exist", path=path)
+    return StoreError("OT300", f"store error: {msg.splitlines()[0] if msg else type(e).__name__}", path=path)
+
+
+def connect(path: str, *, read_only: bool = False) -> Any:
+    """An open DuckDB connection to an orchestrace store; creates the tables when writable."""
+    import duckdb
+
+    p = os.fspath(path)
+    if read_only and not os.path.exists(p):
+        raise StoreError("OT300", "no store here (run `orchestrace ingest ... --store` first)", path=p)
+    try:
+        con = duckdb.connect(p, read_only=read_only)
+    except (duckdb.Error, OSError) as e:
+        raise store_error(e, p) from None
+    try:
+        _check_version(con, p, create=not read_only)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _check_version(con: Any, path: str, *, create: bool) -> None:
+    import duckdb
+
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "store_info" not in tables:
+        if tables or not create:
+            raise StoreError(
+                "OT304", "a DuckDB file, but not an orchestrace store (no store_info table)", path=path
+            )
+        try:
+            con.execute("BEGIN TRANSACTION")
+            for stmt in ddl():
+                con.execute(stmt)
+            con.execute("INSERT INTO store_info VALUES ('version', ?)", [STORE_VERSION])
+            con.execute("COMMIT")
+        except duckdb.Error as e:
+            con.execute("ROLLBACK")
+            raise store_error(e, path) from None
+        return
+    rows = con.execute("SELECT value FROM store_info WHERE key = 'version'").fetchall()
+    row = rows[0] if rows else None
+    if row is None or row[0] != STORE_VERSION:
+        raise StoreError(
+            "OT304",
+            f"store version {row[0] if row else None!r}, this orchestrace reads {STORE_VERSION!r}",
+            path=path,
+        )
+
+
+# ---------------------------------------------------------------- ingest
+
+
+def ingest(
+    store: str,
+    paths: Iterable[str],
+    *,
+    on_error: OnError = "report",
+    measure: bool = True,
+    ray: str | None = None,
+    chunk_events: int = 200_000,
+    progress: Callable[[IngestReport], None] | None = None,
+) -> IngestReport:
+    """Load trace files into the store in one transaction (see module docstring).
+
+    ``on_error``: ``report`` and ``skip`` leave out invalid traces and commit the rest (the
+    caller reports ``failures``); ``abort`` rolls everything back at the first invalid trace.
+    ``ray``: prepare files (parse, validate, measure) as Ray tasks at this address ("local"
+    for a local cluster); the store is still written by this process only.
+    """
+    import duckdb
+
+    if on_error not in ON_ERROR:
+        raise OrchestraceError("OT010", f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+    files = list(paths)
+    report = IngestReport(files=len(files))
+    start = time.perf_counter()
+    con = connect(store)
+    try:
+        stored: Known = {
+            r[0]: (r[1], bool(r[2]))
+            for r in con.execute("SELECT trace_id, digest, measured FROM traces").fetchall()
+        }
+        seen: dict[str, str] = {}
+        con.execute("BEGIN TRANSACTION")
+        for chunk in _chunks(files, measure=measure, ray=ray, chunk_events=chunk_events, known=stored):
+            for f in chunk.failures:
+                _fail(report, f, on_error)
+            _write_chunk(con, chunk, stored, seen, report, on_error, measure)
+            if progress:
+                progress(report)
+        con.execute("COMMIT")
+    except (duckdb.Error, OSError) as e:
+        _rollback(con)
+        con.close()
+        raise store_error(e, store) from None
+    except BaseException:
+        _rollback(con)
+        con.close()
+        raise
+    try:
+        con.execute("CHECKPOINT")
+    except (duckdb.Error, OSError) as e:
+        raise StoreError(
+            "OT305",
+            f"ingest committed, but moving it from the write-ahead log into the store failed ({str(e).splitlines()[0]}); "
+            "the data is safe in the .wal file and is applied the next time the store is opened with free space",
+            path=store,
+        ) from None
+    finally:
+        con.close()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _rollback(con: Any) -> None:
+    try:
+        con.execute("ROLLBACK")
+    except Exception:  # noqa: BLE001 - no transaction open, or the connection is gone
+        pass
+
+
+def _fail(report: IngestReport, f: Failure, on_error: str) -> None:
+    if on_error == "abort":
+        first = f.first()
+        who = f" (trace {f.trace_id})" if f.trace_id else ""
+        raise IngestAborted(
+            first.code,
+            f"{first.message}{who}; ingest aborted, nothing was written",
+            path=f.path,
+            line=f.line or first.line,
+            pointer=first.pointer,
+        )
+    report.failures.append(f)
+
+
+def _chunks(
+    files: list[str], *, measure: bool, ray: str | None, chunk_events: int, known: Known
+) -> Iterator[Chunk]:
+    """Prepared rows, file by file. Locally ``known`` is read live (a trace repeated in the
+    input is seen as stored); Ray tasks get a snapshot of it taken before the first write."""
+    if ray is None:
+        for p in files:
+            yield from iter_chunks(p, measure=measure, chunk_events=chunk_events, known=known)
+        return
+    from .ray_exec import parallel_imap
+
+    for chunks in parallel_imap(prepare_file, files, ray=ray, args=(measure, chunk_events, dict(known))):
+        yield from chunks
+
+
+def _conflict(report: IngestReport, path: str, tid: str, on_error: str) -> None:
+    msg = f"trace id {tid!r} appears twice in the input with different content"
+    _fail(report, Failure(path, None, tid, [Finding(code="OT310", severity="error", message=msg)]), on_error)
+
+
+def _write_chunk(
+    con: Any,
+    chunk: Chunk,
+    stored: Known,
+    seen: dict[str, str],
+    report: IngestReport,
+    on_error: str,
+    measure: bool,
+) -> None:
+    for tid, dig in chunk.unchanged:
+        if seen.setdefault(tid, dig) != dig:
+            _conflict(report, chunk.path, tid, on_error)
+        else:
+            report.unchanged += 1
+    traces = chunk.tables["traces"]
+    keep: list[str] = []
+    replace: list[str] = []
+    measured: dict[str, bool] = {}
+    cols = (traces[c].to_pylist() for c in ("trace_id", "digest", "measured"))
+    for tid, dig, was_measured in zip(*cols, strict=True):
+        if tid in seen:
+            if seen[tid] != dig:
+                _conflict(report, chunk.path, tid, on_error)
+            else:
+                report.unchanged += 1
+            continue
+        seen[tid] = dig
+        if is_unchanged(stored, tid, dig, measure):
+            report.unchanged += 1
+            continue
+        keep.append(tid)
+        measured[tid] = was_measured
+        if tid in stored:
+            replace.append(tid)
+    if not keep:
+        return
+    tables = chunk.tables
+    if len(keep) < traces.num_rows:
+        mask_ids = pa.array(keep, pa.string())
+        tables = {k: t.filter(pc.is_in(t["trace_id"], value_set=mask_ids)) for k, t in tables.items()}
+    ids = pa.table({"trace_id": pa.array(keep, pa.string())})
+    # no try/finally around the views: after a failed statement DuckDB refuses even an
+    # unregister, which would hide the real error; the rollback and close drop them anyway
+    con.register("_ids", ids)
+    if replace:
+        con.register("_replace", pa.table({"trace_id": pa.array(replace, pa.string())}))
+        for name in TABLES:
+            con.execute(f"DELETE FROM {name} WHERE trace_id IN (SELECT trace_id FROM _replace)")
+        con.unregister("_replace")
+    for name in ROW_TABLES:
+        con.register("_rows", tables[name])
+        con.execute(f"INSERT INTO {name} SELECT * FROM _rows")
+        con.unregister("_rows")
+    con.execute(agents_sql("_ids"))
+    con.unregister("_ids")
+    for tid in keep:
+        stored[tid] = (seen[tid], measured[tid])
+    report.inserted += len(keep) - len(replace)
+    report.replaced += len(replace)
+    report.events += tables["events"].num_rows
+
+
+# ---------------------------------------------------------------- query and read back
+
+
+def query(store: str, sql: str, params: list[Any] | None = None) -> pa.Table:
+    """Run read-only SQL against the store; the result as an Arrow table."""
+    import duckdb
+
+    con = connect(store, read_only=True)
+    try:
+        return con.sql(sql, params=params or None).to_arrow_table()
+    except duckdb.Error as e:
+        first = str(e).splitlines()[0]
+        if isinstance(e, duckdb.IOException):
+            raise store_error(e, store) from None
+        raise OrchestraceError("OT320", f"query failed: {first}") from None
+    finally:
+        con.close()
+
+
+def trace_ids(store: str, where: str | None = None) -> list[str]:
+    """Stored trace ids (sorted), optionally filtered by a SQL condition on ``traces``."""
+    sql = "SELECT trace_id FROM traces" + (f" WHERE {where}" if where else "") + " ORDER BY trace_id"
+    return query(store, sql)["trace_id"].to_pylist()
+
+
+def iter_store_traces(
+    store: str, *, where: str | None = None, ids: list[str] | None = None, batch: int = 256
+) -> Iterator[Trace]:
+    """Traces read back from the store, sorted by trace id; each equals the trace ingested."""
+    import duckdb
+
+    con = connect(store, read_only=True)
+    try:
+        if ids is None:
+            sql = "SELECT trace_id FROM traces" + (f" WHERE {where}" if where else "") + " ORDER BY trace_id"
+            try:
+                ids = [r[0] for r in con.execute(sql).fetchall()]
+            except duckdb.Error as e:
+                raise OrchestraceError("OT320", f"bad --where condition: {str(e).splitlines()[0]}") from None
+        for i in range(0, len(ids), batch):
+            yield from _read_batch(con, ids[i : i + batch])
+    finally:
+        con.close()
+
+
+def _grouped(con: Any, sql: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in con.sql(sql).to_arrow_table().to_pylist():
+        out.setdefault(row["trace_id"], []).append(row)
+    return out
+
+
+def _read_batch(con: Any, ids: list[str]) -> Iterator[Trace]:
+    con.register("_want", pa.table({"trace_id": pa.array(ids, pa.string())}))
+    try:
+        where = "WHERE trace_id IN (SELECT trace_id FROM _want)"
+        headers = dict(con.execute(f"SELECT trace_id, header FROM traces {where}").fetchall())
+        events = _grouped(con, f"SELECT * FROM events {where} ORDER BY trace_id, idx")
+        edges = _grouped(con, f"SELECT trace_id, src, dst, type FROM edges {where} ORDER BY trace_id, idx")
+        credits = _grouped(con, f"SELECT * FROM credits {where} ORDER BY trace_id, event_idx, ord")
+    finally:
+        con.unregister("_want")
+    for tid in ids:
+        if tid not in headers:
+            continue
+        d = orjson.loads(headers[tid])
+        d["trace_id"] = tid
+        credit: dict[int, dict[str, float]] = {}
+        for c in credits.get(tid, ()):
+            credit.setdefault(c["event_idx"], {})[c["channel"]] = c["value"]
+        d["events"] = [_event(row, credit.get(row["idx"])) for row in events.get(tid, ())]
+        d["edges"] = [{"src": x["src"], "dst": x["dst"], "type": x["type"]} for x in edges.get(tid, ())]
+        yield trace_from_dict(d)
+
+
+def _event(row: dict[str, Any], credit: dict[str, float] | None) -> dict[str, Any]:
+    e = {f: row[c] for c, f in EVENT_COLUMN_TO_FIELD.items() if row[c] is not None}
+    if row["attrs"] is not None:
+        e["attrs"] = orjson.loads(row["attrs"])
+    if credit:
+        e["credit"] = credit
+    if row["extra"] is not None:
+        for k, v in orjson.loads(row["extra"]).items():
+            e.setdefault(k, v)
+    return e
+
+
+def stats(store: str) -> dict[str, int]:
+    """Row count of every table."""
+    con = connect(store, read_only=True)
+    try:
+        return {name: con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0] for name in TABLES}
+    finally:
+        con.close()

@@ -1,0 +1,142 @@
+"""The store's tables: one DuckDB file, seven tables, documented in docs/store.md.
+
+Every table carries ``trace_id``; a trace is the unit of ingest (all its rows are written or none).
+There are no primary-key constraints: uniqueness of ``trace_id`` in ``traces`` is kept by ingest
+itself (DuckDB's constraint check rejects a delete and re-insert of one key inside a transaction).
+
+``traces.header`` holds the trace's top-level fields verbatim (rewards, costs, metrics, metadata),
+so a trace read back from the store is equal to the one ingested; the other tables exist to query.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: Bumped when a table changes; a store written by another version is refused with a clear error.
+STORE_VERSION: Final = "orchestrace-store/1"
+
+#: (column, DuckDB type) per table, in column order.
+TABLES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    "traces": (
+        ("trace_id", "VARCHAR"),
+        ("task_id", "VARCHAR"),
+        ("system", "VARCHAR"),
+        ("topology", "VARCHAR"),
+        ("schema_version", "VARCHAR"),
+        ("date", "DATE"),
+        ("n_events", "INTEGER"),
+        ("n_edges", "INTEGER"),
+        ("digest", "VARCHAR"),
+        ("measured", "BOOLEAN"),
+        ("source", "VARCHAR"),
+        ("ingested_at", "TIMESTAMP"),
+        ("header", "JSON"),
+    ),
+    "events": (
+        ("trace_id", "VARCHAR"),
+        ("idx", "INTEGER"),
+        ("id", "VARCHAR"),
+        ("t", "DOUBLE"),
+        ("t_end", "DOUBLE"),
+        ("type", "VARCHAR"),
+        ("agent", "VARCHAR"),
+        ("role", "VARCHAR"),
+        ("from_agent", "VARCHAR"),
+        ("to_agent", "VARCHAR"),
+        ("tool", "VARCHAR"),
+        ("content_ref", "VARCHAR"),
+        ("trusted", "BOOLEAN"),
+        ("parent", "VARCHAR"),
+        ("call_id", "VARCHAR"),
+        ("turn", "BIGINT"),
+        ("tokens_in", "BIGINT"),
+        ("tokens_out", "BIGINT"),
+        ("cost_usd", "DOUBLE"),
+        ("model", "VARCHAR"),
+        ("content", "VARCHAR"),
+        ("status", "VARCHAR"),
+        ("attrs", "JSON"),
+        ("extra", "JSON"),
+        ("critical", "BOOLEAN"),
+    ),
+    "edges": (
+        ("trace_id", "VARCHAR"),
+        ("idx", "INTEGER"),
+        ("src", "VARCHAR"),
+        ("dst", "VARCHAR"),
+        ("type", "VARCHAR"),
+    ),
+    "agents": (
+        ("trace_id", "VARCHAR"),
+        ("agent", "VARCHAR"),
+        ("role", "VARCHAR"),
+        ("first_idx", "INTEGER"),
+        ("events", "INTEGER"),
+        ("tokens_in", "BIGINT"),
+        ("tokens_out", "BIGINT"),
+        ("cost_usd", "DOUBLE"),
+        ("busy_s", "DOUBLE"),
+        ("first_t", "DOUBLE"),
+        ("last_t", "DOUBLE"),
+        ("tool_calls", "INTEGER"),
+        ("messages", "INTEGER"),
+        ("errors", "INTEGER"),
+        ("critical_events", "INTEGER"),
+    ),
+    "rewards": (
+        ("trace_id", "VARCHAR"),
+        ("channel", "VARCHAR"),
+        ("value", "DOUBLE"),
+    ),
+    "credits": (
+        ("trace_id", "VARCHAR"),
+        ("event_idx", "INTEGER"),
+        ("event_id", "VARCHAR"),
+        ("ord", "INTEGER"),
+        ("channel", "VARCHAR"),
+        ("value", "DOUBLE"),
+    ),
+    "metrics": (
+        ("trace_id", "VARCHAR"),
+        ("source", "VARCHAR"),
+        ("name", "VARCHAR"),
+        ("value", "DOUBLE"),
+    ),
+}
+
+#: Tables filled from prepared rows; ``agents`` is derived from ``events`` inside the transaction.
+ROW_TABLES: Final = ("traces", "events", "edges", "rewards", "credits", "metrics")
+
+#: ``metrics.source`` values: the trace's own ``metrics`` map, its ``costs`` map, and what
+#: ``orchestrace.measure.analyze`` computed at ingest.
+METRIC_SOURCES: Final = ("recorded", "costs", "measure")
+
+_AGENTS_SQL = """
+INSERT INTO agents
+SELECT trace_id, agent,
+       arg_min(role, idx) FILTER (WHERE role IS NOT NULL),
+       min(idx), count(*)::INTEGER,
+       coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(sum(cost_usd), 0.0),
+       coalesce(sum(greatest(t_end - t, 0.0)), 0.0),
+       min(t), max(coalesce(t_end, t)),
+       count(*) FILTER (WHERE type = 'tool_call')::INTEGER,
+       count(*) FILTER (WHERE type = 'message')::INTEGER,
+       count(*) FILTER (WHERE status = 'error')::INTEGER,
+       count(*) FILTER (WHERE critical)::INTEGER
+FROM events WHERE trace_id IN (SELECT trace_id FROM {ids})
+GROUP BY trace_id, agent
+"""
+
+
+def ddl() -> list[str]:
+    """CREATE statements for every table plus the ``store_info`` key/value table."""
+    out = ["CREATE TABLE IF NOT EXISTS store_info (key VARCHAR, value VARCHAR)"]
+    for name, cols in TABLES.items():
+        body = ", ".join(f'"{c}" {t}' for c, t in cols)
+        out.append(f"CREATE TABLE IF NOT EXISTS {name} ({body})")
+    return out
+
+
+def agents_sql(ids_relation: str) -> str:
+    """SQL that derives ``agents`` rows for the trace ids held in relation ``ids_relation``."""
+    return _AGENTS_SQL.format(ids=ids_relation)
