@@ -1,0 +1,78 @@
+"""The four runtime commands through the real CLI entry point."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from orchestrace.cli import main
+from orchestrace.core.io import load_one
+from orchestrace.core.validate import validate_path
+
+
+def _cli(args, capsys):
+    try:
+        main(args)
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    return code, capsys.readouterr()
+
+
+def test_run_replay_fork_repair(tmp_path, capsys):
+    path = str(tmp_path / "deb.events.jsonl")
+    code, cap = _cli(["run", "debate", "--backend", "scripted", "--seed", "2", "-o", path], capsys)
+    assert code == 0 and "recorded" in cap.out
+    assert validate_path(path).valid
+    code, cap = _cli(["replay", path], capsys)
+    assert code == 0 and "identical" in cap.out and "0 live calls" in cap.out and "byte for byte" in cap.out
+    ret = next(e for e in load_one(path).events if e.type == "return")
+    out = str(tmp_path / "f.events.jsonl")
+    code, cap = _cli(["fork", path, "--at", ret.id, "--do", "replace:icy", "-o", out], capsys)
+    assert code == 0 and f"shares the first {ret.id[1:]} events" in cap.out
+    assert validate_path(out).valid
+    # a run cut short: the last record is half written
+    data = open(path, "rb").read()
+    cut = tmp_path / "cut.events.jsonl"
+    cut.write_bytes(data[: len(data) // 2])
+    code, cap = _cli(["repair", str(cut)], capsys)
+    assert code == 0 and "repaired" in cap.out
+    assert validate_path(str(tmp_path / "cut.repaired.events.jsonl")).valid
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "nosuch"], "unknown program"),
+        (["run", "debate", "--backend", "gpu"], "unknown backend"),
+        (["run", "debate", "--set", "novalue"], "KEY=VALUE"),
+        (["repair", "missing.events.jsonl"], "file not found"),
+    ],
+)
+def test_user_errors_are_one_line_not_tracebacks(tmp_path, monkeypatch, capsys, args, needle):
+    monkeypatch.chdir(tmp_path)
+    code, cap = _cli(args, capsys)
+    assert code == 2
+    assert needle in cap.err and len(cap.err.strip().splitlines()) == 1
+
+
+def test_cli_process_exit_code_on_bad_fork(tmp_path):
+    path = tmp_path / "c.events.jsonl"
+    from orchestrace.runtime.runner import run
+
+    run("centralized", str(path), backend={"kind": "scripted"})
+    cmd = [
+        sys.executable,
+        "-c",
+        "from orchestrace.cli import main; main()",
+        "fork",
+        str(path),
+        "--at",
+        "e1",
+        "--do",
+        "resample",
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 2 and "OT607" in p.stderr and "Traceback" not in p.stderr
