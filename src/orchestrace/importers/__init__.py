@@ -22,6 +22,7 @@ from ..core.model import Trace
 IMPORTERS: dict[str, str] = {
     "claude-code": "orchestrace.importers.claude_code",
     "codex": "orchestrace.importers.codex",
+    "gemini-cli": "orchestrace.importers.gemini_cli",
     "otel": "orchestrace.importers.otel",
     "openai-agents": "orchestrace.importers.openai_agents",
     "who-and-when": "orchestrace.importers.whowhen",
