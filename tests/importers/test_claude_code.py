@@ -239,3 +239,21 @@ def test_standalone_subagent_file(root: Path, tmp_path: Path) -> None:
     assert not cc.covered(dst)
     tr = next(cc.load(dst))
     assert errors_of(tr) == [] and tr.metadata["standalone_subagent"] is True
+
+
+def test_rejected_tool_use_is_a_human_intervention(root: Path, imported: dict) -> None:
+    """Each tool_result carrying Claude Code's rejection text is the user refusing: 7 in the sample."""
+    n_src = 0
+    n_ev = 0
+    for p, tr in imported.items():
+        if isinstance(tr, OrchestraceError):
+            continue
+        n_src += sum(
+            "doesn't want to proceed with this tool use" in line for line in Path(p).read_text().splitlines()
+        )
+        n_ev += sum(
+            1
+            for e in tr.events
+            if e.type == "human_intervention" and e.attrs.get("kind") == "rejected_tool_use"
+        )
+    assert n_ev == n_src == 7

@@ -63,6 +63,7 @@ _ATTR = re.compile(r'(\w+)="([^"]*)"')
 _NOTE_FIELD = re.compile(r"<(task-id|status|summary|result)>(.*?)</\1>", re.S)
 MAIN = "main"
 USER = "user"
+_REJECTED = "doesn't want to proceed with this tool use"
 
 
 # ---------------------------------------------------------------- detection
@@ -495,6 +496,14 @@ class _Session:
             b.tool_result(agent, ts, p["tool"], cid, content=content, status=status)
         else:
             self._finish_spawn(cid, p, r.get("toolUseResult"), content, status, ts)
+        if status == "error" and _REJECTED in as_text(content):  # the human said no
+            b.add(
+                "human_intervention",
+                USER,
+                ts,
+                to=agent,
+                attrs={"kind": "rejected_tool_use", "tool_use_id": cid},
+            )
 
     def _finish_spawn(self, cid: str, p: dict, tur: Any, content: Any, status: str, ts: float | None) -> None:
         b = self.b
