@@ -199,7 +199,6 @@ class Builder:
         self.events: list[Event] = []
         self.ts: list[float | None] = []
         self.edges: list[tuple[int, int, str]] = []
-        self.soft: list[tuple[int, int, str]] = []  # kept only when already forward in time
         self._implicit: list[tuple[int, int]] = []  # ordering constraints that are not edges
         self._last: dict[str, int] = {}
         self._spawn_of: dict[str, int] = {}
@@ -250,10 +249,10 @@ class Builder:
         if self.keep_content:
             ev.content = redact(text)
 
-    def edge(self, src: int | None, dst: int | None, type: str, *, soft: bool = False) -> None:
+    def edge(self, src: int | None, dst: int | None, type: str) -> None:
         if src is None or dst is None or src == dst:
             return
-        (self.soft if soft else self.edges).append((src, dst, type))
+        self.edges.append((src, dst, type))
 
     def last_of(self, agent: str) -> int | None:
         return self._last.get(agent)
@@ -296,9 +295,6 @@ class Builder:
         i = self.add("tool_call", agent, ts, tool=tool, call_id=call_id, **fields)
         self._calls[call_id] = i
         return i
-
-    def has_call(self, call_id: str) -> bool:
-        return call_id in self._calls
 
     def tool_result(self, agent: str, ts: float | None, tool: str | None, call_id: str, **fields: Any) -> int:
         """A tool result; without a known call it is kept as a message (never an invalid result)."""
@@ -373,7 +369,7 @@ class Builder:
                 seen.add((a, b, ty))
                 edges.append(Edge(new_id[a], new_id[b], ty))
         rank = {old: k for k, old in enumerate(ranked)}
-        for a, b, ty in [*self.soft, *_message_links(ranked, self.events)]:
+        for a, b, ty in _message_links(ranked, self.events):  # kept only when forward in time
             if t[a] <= t[b] and rank[a] < rank[b] and (a, b, ty) not in seen:
                 seen.add((a, b, ty))
                 edges.append(Edge(new_id[a], new_id[b], ty))
@@ -421,9 +417,6 @@ class Builder:
 
     def register_call(self, call_id: str, index: int) -> None:
         self._calls[call_id] = index
-
-    def forget_call(self, call_id: str) -> None:
-        self._calls.pop(call_id, None)
 
 
 def _message_links(ranked: list[int], events: list[Event]) -> list[tuple[int, int, str]]:

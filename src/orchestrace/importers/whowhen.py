@@ -120,6 +120,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
         "subset": "Hand-Crafted" if hand_crafted else "Algorithm-Generated",
         "labels": {k: d[k] for k in label_keys if k in d},
         "time_unit": "step",
+        "t0_unix": None,  # ordinal times: there is no clock
     }
     for k in ("question_ID", "level", "is_correct", "is_corrected"):
         if k in d:
