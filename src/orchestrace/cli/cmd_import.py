@@ -20,7 +20,7 @@ Examples:
   orchestrace import "../shared/data/who-and-when" -o whowhen.jsonl.zst --keep-content
   orchestrace import spans.otlp.json -o otel.jsonl
 
-Formats: claude-code, codex, gemini-cli, otel (OTLP JSON), openai-agents, who-and-when, chatdev.
+Formats: claude-code, codex, gemini-cli, opencode, otel (OTLP JSON), openai-agents, who-and-when, chatdev.
 Content is stored only as a sha256 content_ref unless --keep-content (secrets redacted).
 """
 
@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         ),
         quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress bar."),
     ) -> None:
-        """Import agent logs (Claude Code, Codex, Gemini CLI, OTel GenAI, OpenAI Agents SDK, Who&When, ChatDev)."""
+        """Import agent logs (Claude Code, Codex, Gemini CLI, opencode, OTel GenAI, OpenAI Agents SDK, Who&When, ChatDev)."""
         from .. import importers
         from ..core.io import save
         from ..core.validate import validate_trace

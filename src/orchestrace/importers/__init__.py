@@ -23,6 +23,7 @@ IMPORTERS: dict[str, str] = {
     "claude-code": "orchestrace.importers.claude_code",
     "codex": "orchestrace.importers.codex",
     "gemini-cli": "orchestrace.importers.gemini_cli",
+    "opencode": "orchestrace.importers.opencode",
     "otel": "orchestrace.importers.otel",
     "openai-agents": "orchestrace.importers.openai_agents",
     "who-and-when": "orchestrace.importers.whowhen",
