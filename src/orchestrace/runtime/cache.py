@@ -220,7 +220,11 @@ class Calls:
         if self.backend is None:
             raise OrchestraceError("OT603", "a live LLM call is needed but no backend is configured")
         self.live_calls += 1
+        lock = getattr(self.backend, "lock", None)  # a serial backend: queueing is not calling
         try:
+            if lock is not None:
+                async with lock:
+                    return await asyncio.wait_for(self.backend.chat(req), timeout)
             return await asyncio.wait_for(self.backend.chat(req), timeout)
         except TimeoutError:
             return BackendError("timeout", f"no answer within {timeout:g} s", retryable=True)

@@ -134,6 +134,9 @@ async def execute(
             "budget": msgspec.to_builtins(budget.__dict__),
         },
     }
+    warmup = getattr(live, "warmup", None)
+    if warmup is not None:  # load a local model before the clock starts
+        await warmup()
     for p in (out, cache_path(out)):
         if os.path.exists(p):
             os.remove(p)

@@ -1,7 +1,9 @@
 """The offline SmolLM2-135M model (``backends/local.py``) as a runtime backend.
 
-The model is loaded on first use (about 20 s) and runs in a worker thread, one call at a time:
-it is CPU-bound, so parallel sub-agents queue here while the event loop stays responsive.
+The model is loaded by ``warmup`` before a run (about 20 s, not charged to any call) and runs
+in a worker thread, one call at a time: it is CPU-bound, so parallel sub-agents queue on
+``lock`` (the runtime starts a call's timeout once it holds the lock) while the event loop stays
+responsive. A timed-out generation cannot be interrupted; it finishes in its thread, unused.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ class SmolLM2Backend:
         self.name = "smollm2"
         self.dtype, self.threads = dtype, threads
         self._model: Any = None
-        self._lock = asyncio.Lock()
+        self.lock = asyncio.Lock()
 
     def load(self) -> Any:
         if self._model is None:
