@@ -44,12 +44,18 @@ def traces(draw):
         kw["status"] = draw(st.sampled_from((None, "ok", "error")))
         kw["tokens_in"] = draw(st.integers(0, 50))
         events.append(ev(f"e{i}", t, ty, draw(st.sampled_from(AGENTS)), **kw))
+    # edges go forward in (time, random tie-break): equal-time edges may point to a lower index
+    tie = draw(st.permutations(range(n)))
     pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n))
-    edges = [(f"e{i}", f"e{j}", draw(st.sampled_from(EDGE_TYPES))) for i, j in pairs if i < j]
+    edges = [
+        (f"e{i}", f"e{j}", draw(st.sampled_from(EDGE_TYPES)))
+        for i, j in pairs
+        if (times[i], tie[i]) < (times[j], tie[j])
+    ]
     return mk(events, list(dict.fromkeys(edges)))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces())
 def test_invariants_on_random_valid_traces(tr):
     assert [f for f in validate_trace(tr) if f.severity == "error"] == []
@@ -72,7 +78,7 @@ def test_invariants_on_random_valid_traces(tr):
     assert validate_trace(tr) == [] or all(f.severity != "error" for f in validate_trace(tr))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces(), st.data())
 def test_taint_is_monotone_in_added_untrusted_sources(tr, data):
     v = TraceView(tr)
@@ -137,16 +143,17 @@ def test_undelivered_return_reaches_the_recipients_next_event():
 # ---------------------------------------------------------------- real logs
 
 
-def _imported(rel: str):
+def _imported(rel: str, fmt: str):
     importers = pytest.importorskip("orchestrace.importers")
     from orchestrace.core.paths import data_dir
 
-    return list(importers.load(data_dir() / rel))
+    return list(importers.load(data_dir() / rel, fmt))  # named format: detection imports every importer
 
 
 def test_claude_code_orchestrator_with_six_teammates():
     (tr,) = _imported(
-        "claude-code/test/test_data/real_projects/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"
+        "claude-code/test/test_data/real_projects/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl",
+        "claude-code",
     )
     r = analyze(tr)
     assert r["spawned_agents"] == 6 and r["useful_agent_utilization"] == 1.0
@@ -163,9 +170,26 @@ def test_claude_code_orchestrator_with_six_teammates():
     "rel", ["who-and-when/Who&When/Hand-Crafted/1.json", "who-and-when/Who&When/Algorithm-Generated/1.json"]
 )
 def test_who_and_when_runs(rel):
-    for tr in _imported(rel):
+    for tr in _imported(rel, "who-and-when"):
         r = analyze(tr)
         assert r["events"] == len(tr.events) and r["critical_steps"] >= 1
         assert r["critical_path_s"] <= r["serial_work_s"]
         if r["parallelism_efficiency"] is not None:
             assert r["parallelism_efficiency"] >= 1.0
+
+
+def test_chatdev_and_codex_logs():
+    import glob
+
+    from orchestrace.core.paths import data_dir
+
+    logs = sorted(glob.glob(str(data_dir() / "chatdev/WareHouse/*/*.log")))[:2]
+    logs += sorted(glob.glob(str(data_dir() / "codex/*.jsonl")))
+    assert len(logs) == 3
+    for p in logs:
+        for tr in _imported(p, "codex" if p.endswith(".jsonl") else "chatdev"):
+            r = analyze(tr)
+            assert r["tokens"] > 0 and r["protocol_overhead"] is not None
+            assert r["critical_path_s"] <= min(r["serial_work_s"], r["wall_clock_s"] + 1e-9)
+            assert r["critical_steps"] <= r["total_steps"]
+            assert r["message_redundancy"] is not None

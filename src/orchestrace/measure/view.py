@@ -9,7 +9,7 @@ Definitions (ours; spec §8 leaves them open):
 
 - **Dependency graph.** Every explicit edge is a dependency, except a ``temporal`` edge between two
   different agents (it only states an order, not that one needed the other). On top, each agent's
-  own events are chained in time order (*program order*: an LLM agent acts one step after the
+  own events are chained in time order (ties broken consistently with the explicit edges) (*program order*: an LLM agent acts one step after the
   other). ``tool_result`` events are left out of program order, because their ``agent`` is often
   the tool's name, shared by concurrent calls; they depend on what their edges say. Finally a
   ``message`` or ``return`` with a ``to`` but no edge to any event of that recipient is *delivered*
@@ -95,14 +95,15 @@ class TraceView:
 
     @cached_property
     def time_order(self) -> np.ndarray:
-        """Events sorted by start time, ties by trace order."""
-        return np.lexsort((np.arange(self.n), self.g.t))
+        """Events in time order, ties by trace order unless an explicit edge says otherwise (core's
+        topological order; sorted by time because every edge goes forward in time)."""
+        return np.asarray(self.g.topo_order, dtype=np.int64)
 
     @cached_property
     def prev_same_agent(self) -> np.ndarray:
         """For each event, the previous event of the same agent in time order (all types), or -1."""
         g = self.g
-        order = np.lexsort((np.arange(self.n), g.t, g.agent))
+        order = np.lexsort((self.time_pos, g.agent))
         prev = np.full(self.n, -1, dtype=np.int64)
         same = g.agent[order[1:]] == g.agent[order[:-1]]
         prev[order[1:][same]] = order[:-1][same]
@@ -113,7 +114,7 @@ class TraceView:
         """(src, dst) of the implicit program-order edges (tool_results excluded)."""
         g = self.g
         keep = np.nonzero(g.type != TOOL_RESULT)[0]
-        order = keep[np.lexsort((keep, g.t[keep], g.agent[keep]))]
+        order = keep[np.lexsort((self.time_pos[keep], g.agent[keep]))]
         same = g.agent[order[1:]] == g.agent[order[:-1]]
         return order[:-1][same], order[1:][same]
 
