@@ -115,25 +115,39 @@ class RemovalGame(Game):
             s = np.array([event_scores.get(e.id, 0.0) for e in ev], dtype=np.float64)
         self.score = s
 
-    def kept(self, masks: np.ndarray) -> np.ndarray:
-        """(n_events, C) survival matrix for coalition masks (C, n_players)."""
+    def _kept_packed(self, masks: np.ndarray) -> np.ndarray:
+        """Survival of each event (rows) for each coalition, bit-packed along the coalition axis."""
         masks = np.asarray(masks, dtype=bool)
-        c = masks.shape[0]
-        in_coalition = np.ones((len(self.player_of), c), dtype=bool)
-        p = self.player_of >= 0
-        in_coalition[p] = masks[:, self.player_of[p]].T
-        kept = np.zeros_like(in_coalition)
+        pm = np.packbits(masks.T, axis=1)  # (n_players, ceil(C/8))
+        full = np.packbits(np.ones(masks.shape[0], dtype=bool))
+        kept = np.empty((len(self.player_of), len(full)), dtype=np.uint8)
+        player_of, root, preds = self.player_of, self.root, self.preds
         for i in self.order:
-            if self.root[i]:
-                kept[i] = in_coalition[i]
+            p = player_of[i]
+            inc = pm[p] if p >= 0 else full
+            pr = preds[i]
+            if root[i]:
+                kept[i] = inc
+            elif len(pr) == 1:
+                np.bitwise_and(inc, kept[pr[0]], out=kept[i])
             else:
-                kept[i] = in_coalition[i] & np.any(kept[self.preds[i]], axis=0)
+                np.bitwise_and(inc, np.bitwise_or.reduce(kept[pr], axis=0), out=kept[i])
         return kept
 
+    def kept(self, masks: np.ndarray) -> np.ndarray:
+        """(n_events, C) survival matrix for coalition masks (C, n_players)."""
+        c = np.asarray(masks).shape[0]
+        return np.unpackbits(self._kept_packed(masks), axis=1, count=c).astype(bool)
+
     def batch(self, masks: np.ndarray) -> np.ndarray:
-        k = self.kept(masks)
         n_anc = max(int(self.anc.sum()), 1)
-        return self.R * k[self.anc].sum(axis=0) / n_anc + self.score @ k
+        w = self.R * self.anc / n_anc + self.score  # v is linear in the surviving events
+        nz = np.nonzero(w)[0]
+        c = np.asarray(masks).shape[0]
+        if not len(nz):
+            return np.zeros(c)
+        k = np.unpackbits(self._kept_packed(masks)[nz], axis=1, count=c)
+        return w[nz] @ k
 
 
 GameFactory = Callable[[Trace, Units], Game]
@@ -144,7 +158,7 @@ def removal_game(**options: object) -> GameFactory:
     return lambda trace, units: RemovalGame(trace, units, **options)  # type: ignore[arg-type]
 
 
-def evaluate(game: Game, masks: np.ndarray, chunk: int = 1024) -> np.ndarray:
+def evaluate(game: Game, masks: np.ndarray, chunk: int = 8192) -> np.ndarray:
     """game.batch over many coalitions in chunks, so memory stays bounded on long traces."""
     return np.concatenate([game.batch(masks[i : i + chunk]) for i in range(0, len(masks), chunk)])
 
