@@ -86,3 +86,18 @@ def test_otlp_options_from_cli_strings(data: Path) -> None:
     assert '\\"content\\":' in with_content and '\\"content\\":' not in without
     with pytest.raises(OrchestraceError, match="unknown otlp option"):
         next(iter_otlp([tr], colour="red"))
+
+
+def test_truncated_json_run_is_reported_and_the_rest_imported(data: Path, tmp_path: Path) -> None:
+    src = data / "who-and-when/Who&When/Hand-Crafted/1.json"
+    cut = tmp_path / "1.json"
+    cut.write_bytes(src.read_bytes()[:3000])
+    other = tmp_path / "notes.cfg"
+    other.write_text("[x]\n")
+    out = tmp_path / "o.jsonl"
+    good = data / "who-and-when/Who&When/Hand-Crafted/2.json"
+    res = CliRunner().invoke(app, ["import", str(cut), str(good), str(other), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "1.json: unexpected end of input" in res.output and "looks truncated" in res.output
+    assert "notes.cfg: unknown log format" in res.output
+    assert len(load(out)) == 1

@@ -51,7 +51,8 @@ def register(app: typer.Typer) -> None:
             console_err.print(f"[{colour}]{level}[/{colour}] {path}: {msg}", highlight=False, soft_wrap=True)
 
         files = importers.walk(paths)
-        planned = importers.plan(files, fmt, notify)
+        explicit = frozenset(p for p in paths if os.path.isfile(p))
+        planned = importers.plan(files, fmt, notify, explicit)
         if not planned:
             raise OrchestraceError(
                 "OT022", "no importable log found (name the format with --from?)", path=" ".join(paths)

@@ -89,8 +89,14 @@ def walk(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
 Notify = Callable[[str, str, str], None]  # (path, level, message)
 
 
-def plan(files: list[str], fmt: str | None = None, notify: Notify | None = None) -> list[tuple[str, str]]:
-    """(path, format) for every file to import; files nothing recognises are reported and left out."""
+def plan(
+    files: list[str],
+    fmt: str | None = None,
+    notify: Notify | None = None,
+    explicit: frozenset[str] = frozenset(),
+) -> list[tuple[str, str]]:
+    """(path, format) for every file to import. Files nothing recognises are left out: reported
+    when empty or named explicitly, silently when found by walking a directory."""
     planned: list[tuple[str, str]] = []
     for f in files:
         try:
@@ -101,6 +107,8 @@ def plan(files: list[str], fmt: str | None = None, notify: Notify | None = None)
         if name is None:
             if notify and empty:
                 notify(f, "warn", "empty file, skipped")
+            elif notify and f in explicit:
+                notify(f, "warn", f"unknown log format, skipped (name it with --from: {', '.join(names())})")
             continue
         mod = get(name)
         cov = getattr(mod, "covered", None)

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ..core.io import dumps
+from ..core.io import dumps, parse_json
 from ..core.model import Trace
 from ._common import Builder, ImportStats, head_bytes, iter_jsonl, require_nonempty, ts_of
 
@@ -53,10 +53,7 @@ def _items(p: Path, stats: ImportStats) -> list[dict[str, Any]]:
             elif isinstance(r, dict):
                 out.append(r)
         return out
-    try:
-        d = orjson.loads(p.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise LoadError("OT003", f"not valid JSON: {e}", path=str(p)) from None
+    d = parse_json(p.read_bytes(), path=str(p))  # says "truncated" for a cut-off file
     if isinstance(d, dict) and isinstance(d.get("data"), list):
         d = d["data"]
     return [x for x in d if isinstance(x, dict)] if isinstance(d, list) else [d]

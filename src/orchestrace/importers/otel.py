@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
+from ..core.io import parse_json
 from ..core.model import Edge, event_from_dict, trace_from_dict
 from ._common import Builder, ImportStats, head_bytes, iter_jsonl, require_nonempty
 
@@ -78,10 +79,7 @@ def _attrs(items: Any) -> dict[str, Any]:
 def _requests(p: Path, stats: ImportStats) -> list[dict[str, Any]]:
     if p.suffix == ".jsonl":
         return [r for _, r in iter_jsonl(p, stats) if isinstance(r, dict)]
-    try:
-        d = orjson.loads(p.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise LoadError("OT003", f"not valid JSON: {e}", path=str(p)) from None
+    d = parse_json(p.read_bytes(), path=str(p))  # says "truncated" for a cut-off file
     return [d] if isinstance(d, dict) else []
 
 

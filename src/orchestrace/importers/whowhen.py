@@ -20,9 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ..core.errors import LoadError
+from ..core.io import parse_json
 from ._common import Builder, head_bytes, require_nonempty
 
 NAME = "who-and-when"
@@ -37,7 +36,12 @@ def sniff(path: str | os.PathLike[str]) -> bool:
     if not p.endswith(".json"):
         return False
     head = head_bytes(p, 1 << 20)
-    return b'"history"' in head and b'"mistake_agent"' in head
+    if b'"history"' not in head:
+        return False
+    # labels sit at the end of big runs; a cut-off file still starts with its history of turns
+    return b'"mistake_agent"' in head or (
+        re.sub(rb"\s+", b"", head[:80]).startswith(b'{"history":[') and b'"role"' in head[:4096]
+    )
 
 
 def _speaker(step: dict[str, Any]) -> tuple[str, str | None]:
@@ -54,10 +58,7 @@ def _speaker(step: dict[str, Any]) -> tuple[str, str | None]:
 def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     p = Path(path)
     require_nonempty(p)
-    try:
-        d = orjson.loads(p.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise LoadError("OT003", f"not valid JSON: {e}", path=str(p)) from None
+    d = parse_json(p.read_bytes(), path=str(p))  # says "truncated" for a cut-off file
     history = d.get("history") if isinstance(d, dict) else None
     if not isinstance(history, list) or not history:
         raise LoadError("OT006", "no history steps: nothing to import", path=str(p))
