@@ -21,7 +21,7 @@ from ..core.model import Trace
 from .common import console, expand_paths
 
 _FORMATS = ("table", "json", "csv")
-_BY = ("topology", "system", "agent", "role")
+_BY = ("topology", "system", "agent", "role", "type")
 _TABLE_COLS = (
     ("trace_id", "trace"),
     ("events", "events"),
@@ -83,7 +83,9 @@ def _json(obj: Any) -> None:
 def analyze_cmd(
     paths: Annotated[list[str], typer.Argument(help="Trace files, directories or globs.")],
     format: Annotated[str, typer.Option("--format", "-f", help="table, json or csv")] = "table",
-    by: Annotated[str | None, typer.Option("--by", help="Group by topology, system, agent or role.")] = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Group by topology, system, agent, role or (event) type.")
+    ] = None,
     verifier: Annotated[
         str | None, typer.Option(help="E1 from a callable package.module:function(trace) -> float.")
     ] = None,
@@ -98,7 +100,7 @@ def analyze_cmd(
     per trace-length band (10 / 100 / 1,000 events), with a MAS-native verdict.
 
     JSON: {"traces": [one object per trace], "corpus": {...}}; a value is null where the trace
-    lacks the data. CSV: one row per trace (per group with --by agent|role).
+    lacks the data. CSV: one row per trace (per group with --by agent|role|type).
 
     Examples:\n
       orchestrace analyze run.json\n
@@ -120,14 +122,14 @@ def analyze_cmd(
         v = TraceView(tr)
         r = analyze(v, verifier=check)
         results.append(r)
-        if by in ("agent", "role"):
+        if by in ("agent", "role", "type"):
             views.append(v)
         if write:
             kept.append(write_metrics(tr, r))
     if not results:
         raise OrchestraceError("OT001", "no traces found in the given paths")
     report = corpus_report(results, by if by in ("topology", "system") else None)
-    if by in ("agent", "role"):
+    if by in ("agent", "role", "type"):
         groups = group_breakdown(views, by)
         report["by"] = by
         report["groups"] = groups
