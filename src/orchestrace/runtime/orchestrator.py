@@ -298,27 +298,29 @@ class Orchestrator:
         rec.set_cursor(cur)
         done_results: list[Result] = []
         pending = set(running)
-        while pending:
-            wait = None
-            if self.budget.wall_clock_s is not None:
-                wait = max(0.0, self.budget.wall_clock_s - (rec.now() - self._t0))
-            done, pending = await asyncio.wait(pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
-            for job in sorted(done, key=lambda j: self._order(j.result().event)):
-                r = job.result()
-                done_results.append(r)
-                s.results.append(r)
-                if r.status == "error":
-                    s.failed += 1
-            if pending and (reason := self._should_stop()):
-                self._stop = reason
-                for job in pending:
-                    job.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
-                rec.set_cursor(cur)
-                for job in sorted(pending, key=lambda j: running[j]):
-                    self._despawn(running[job], "cancelled")
-                    s.cancelled.append(running[job])
-                break
+        try:
+            while pending:
+                wait = None
+                if self.budget.wall_clock_s is not None:
+                    wait = max(0.0, self.budget.wall_clock_s - (rec.now() - self._t0))
+                done, pending = await asyncio.wait(pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                for job in sorted(done, key=lambda j: self._order(j.result().event)):
+                    r = job.result()
+                    done_results.append(r)
+                    s.results.append(r)
+                    if r.status == "error":
+                        s.failed += 1
+                if pending and (reason := self._should_stop()):
+                    self._stop = reason
+                    await _cancel(pending)
+                    rec.set_cursor(cur)
+                    for job in sorted(pending, key=lambda j: running[j]):
+                        self._despawn(running[job], "cancelled")
+                        s.cancelled.append(running[job])
+                    break
+        except BaseException:  # a bug in a worker or an outside cancel: leave no task behind
+            await _cancel(pending)
+            raise
         return done_results
 
     def _order(self, event_id: str) -> int:
@@ -484,6 +486,12 @@ class Orchestrator:
             "final": s.final,
             "rounds": s.round,
         }
+
+
+async def _cancel(jobs: set[asyncio.Task[Result]]) -> None:
+    for job in jobs:
+        job.cancel()
+    await asyncio.gather(*jobs, return_exceptions=True)
 
 
 def _show(v: Any) -> Any:

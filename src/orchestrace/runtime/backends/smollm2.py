@@ -28,16 +28,18 @@ class SmolLM2Backend:
             self._model = LocalModel(dtype=self.dtype, threads=self.threads)
         return self._model
 
+    async def warmup(self) -> None:
+        await asyncio.to_thread(self.load)
+
     async def chat(self, req: ChatRequest) -> ChatResponse:
-        async with self._lock:
-            model = await asyncio.to_thread(self.load)
-            text, tin, tout = await asyncio.to_thread(
-                model.chat,
-                req.messages,
-                max_new_tokens=req.max_tokens,
-                temperature=req.temperature,
-                seed=req.seed,
-            )
+        model = await asyncio.to_thread(self.load)
+        text, tin, tout = await asyncio.to_thread(
+            model.chat,
+            req.messages,
+            max_new_tokens=req.max_tokens,
+            temperature=req.temperature,
+            seed=req.seed,
+        )
         return ChatResponse(text=text, tokens_in=tin, tokens_out=tout, model=model.name, finish_reason="stop")
 
 
