@@ -173,3 +173,22 @@ def test_non_retryable_error_is_not_retried(tmp_path):
     assert [(e.status, e.attrs.get("http_status")) for e in _returns(res.trace, "worker_0")] == [
         ("error", 400)
     ]
+
+
+def test_usd_budget_from_server_usage(tmp_path, server):
+    from orchestrace.runtime.backends.openai_compat import OpenAICompatBackend
+
+    # $1 per token in, $1 per token out: the first round of three debaters costs far more than $10
+    b = OpenAICompatBackend(server.url, price_in=1e6, price_out=1e6)
+    res = run(
+        "debate",
+        str(tmp_path / "u.events.jsonl"),
+        backend=b,
+        budget=Budget(usd=10.0),
+        config={"early": False},
+    )
+    _valid(res)
+    assert res.outcome["stop_reason"] == "budget:usd"
+    rets = [e for e in res.trace.events if e.type == "return"]
+    assert rets and all(e.cost_usd == e.tokens_in + e.tokens_out for e in rets)
+    assert res.trace.costs["usd"] == sum(e.cost_usd for e in rets)

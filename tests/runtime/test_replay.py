@@ -155,3 +155,35 @@ def test_fork_refuses_what_cannot_apply(debate, tmp_path):
     bare.write_text(open(path).read())
     with pytest.raises(OrchestraceError, match="cache"):
         replay(str(bare))
+
+
+@pytest.mark.parametrize("program", ["centralized", "pec", "debate"])
+def test_every_example_replays_and_forks(tmp_path, program):
+    path = str(tmp_path / f"{program}.events.jsonl")
+    rec = run(program, path, backend={"kind": "scripted", "seed": 2}, seed=3)
+    res, original = replay(path)
+    assert res.live_calls == 0 and same_trace(res.trace, original) is None
+    ret = next(e for e in original.events if e.type == "return")
+    k = original.events.index(ret)
+    f = fork(path, ret.id, "replace:42")
+    _ok(f.trace)
+    assert f.trace.events[:k] == original.events[:k] and f.trace.events[k + 1].content == "42"
+    assert rec.live_calls > 0
+
+
+def test_drop_a_delegation_message_and_swap_policy(debate):
+    path, original = debate
+    msg = next(e for e in original.events if e.type == "message" and e.agent == "orchestrator")
+    k = original.events.index(msg)
+    res = fork(path, msg.id, "drop")
+    _ok(res.trace)
+    assert res.trace.events[:k] == original.events[:k]
+    dropped = res.trace.events[k + 1]
+    assert (dropped.type, dropped.to, dropped.content) == ("message", msg.to, "")
+    # the debater got an empty prompt: a request never made before, so it went live
+    assert res.live_calls >= 1
+    dec = original.events[0]
+    swapped = fork(path, dec.id, "policy:no-early-stop")
+    _ok(swapped.trace)
+    assert swapped.trace.events[0].type == "human_intervention"
+    assert swapped.trace.events[0].attrs["intervention"] == "policy:no-early-stop"
