@@ -12,7 +12,7 @@ from orchestrace import importers
 from orchestrace.core.model import event_to_dict
 from orchestrace.core.validate import validate_trace
 from orchestrace.export import get_exporter
-from orchestrace.export.otlp import export_otlp
+from orchestrace.export.otlp import export_otlp, iter_otlp
 from orchestrace.importers import claude_code, otel
 
 sdk = pytest.importorskip("opentelemetry.sdk.trace")
@@ -211,3 +211,25 @@ def test_openinference_spans(tmp_path: Path) -> None:
         ("return", "Researcher", "Supervisor", None),
     ]
     assert (tr.costs["tokens_in"], tr.costs["tokens_out"]) == (40, 9) and tr.events[0].model == "m1"
+
+
+def test_exported_spans_without_orchestrace_attributes_still_map(data: Path, tmp_path: Path) -> None:
+    """A backend that keeps only standard attributes: the GenAI mapping alone rebuilds the shape."""
+    src = (
+        data
+        / "claude-code/test/test_data/real_projects/-src-experiments-claude_p/29ccd257-68b1-427f-ae5f-6524b7cb6f20.jsonl"
+    )
+    tr = next(claude_code.load(src))
+    req = next(iter_otlp([tr]))
+    for rs in req["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for s in ss["spans"]:
+                s["attributes"] = [a for a in s["attributes"] if not a["key"].startswith("orchestrace.")]
+    f = tmp_path / "stripped.json"
+    f.write_text(json.dumps(req))
+    (back,) = list(otel.load(f))
+    assert _errors(back) == []
+    count = lambda t, ty: sum(e.type == ty for e in t.events)  # noqa: E731
+    assert count(back, "tool_call") == count(tr, "tool_call") == 24
+    assert count(back, "spawn") == count(tr, "spawn") == 1
+    assert back.costs["tokens"] == tr.costs["tokens"]

@@ -11,6 +11,9 @@ Layout of one trace (one OTel trace id, derived from ``trace_id``):
   ``<type> <agent>``; ``gen_ai.*`` attributes carry model, tokens, tool name and call id;
 - every dependency edge as a span link (``orchestrace.edge.type``) on its destination span.
 
+OpenInference kinds (``openinference.span.kind`` AGENT/TOOL/LLM/CHAIN, ``llm.token_count.*``)
+are set as well, so Phoenix shows agents, tools and model calls without a mapping step.
+
 Each event span also carries the event itself as JSON (``orchestrace.event``) so that importing
 the file again gives back the same events and edges. Content is left out unless
 ``include_content=True`` (``content_ref`` stays). Ids follow OTLP/JSON: lowercase hex,
@@ -69,13 +72,21 @@ def _event_span_name(e: Event) -> tuple[str, dict[str, Any], int]:
         a["gen_ai.operation.name"] = "execute_tool"
         a["gen_ai.tool.name"] = e.tool
         a["gen_ai.tool.call.id"] = e.call_id
+        a["openinference.span.kind"] = "TOOL"
+        a["tool.name"] = e.tool
         return f"execute_tool {e.tool}", a, SPAN_KIND_INTERNAL
     if e.tokens_in is not None or e.tokens_out is not None:
         a["gen_ai.operation.name"] = "chat"
         a["gen_ai.request.model"] = e.model
         a["gen_ai.usage.input_tokens"] = e.tokens_in
         a["gen_ai.usage.output_tokens"] = e.tokens_out
+        # the same for Phoenix (OpenInference conventions)
+        a["openinference.span.kind"] = "LLM"
+        a["llm.model_name"] = e.model
+        a["llm.token_count.prompt"] = e.tokens_in
+        a["llm.token_count.completion"] = e.tokens_out
         return f"chat {e.model or e.agent}", a, SPAN_KIND_CLIENT
+    a["openinference.span.kind"] = "CHAIN"
     if e.type == "tool_result":
         a["gen_ai.tool.name"] = e.tool
         a["gen_ai.tool.call.id"] = e.call_id
@@ -132,7 +143,12 @@ def trace_to_otlp(tr: Trace, *, include_content: bool = False, epoch: float | No
     for a, s in agents.items():
         sp = spawn_of.get(a)
         parent = ev_span[sp.id] if sp is not None else root
-        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": a, "orchestrace.agent": a}
+        attrs = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": a,
+            "openinference.span.kind": "AGENT",
+            "orchestrace.agent": a,
+        }
         start = min(s["start"], sp.t) if sp is not None else s["start"]
         spans.append(
             _span(
