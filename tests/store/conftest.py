@@ -99,11 +99,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], list[T
 @pytest.fixture(scope="session")
 def ray_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One local Ray instance (2 CPUs, loopback only) for the whole test session."""
-    ray = pytest.importorskip("ray")
     from orchestrace.store.ray_exec import BOOTSTRAP_FILE, BOOTSTRAP_TEXT, start_local
 
     home = tmp_path_factory.mktemp("rayhome")
     (home / BOOTSTRAP_FILE).write_text(BOOTSTRAP_TEXT)
     start_local(num_cpus=2, home=str(home))
     yield "local"
+    import ray
+
     ray.shutdown()

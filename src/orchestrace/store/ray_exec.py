@@ -18,6 +18,7 @@ cloud metadata address unless told otherwise. ``start_local`` sets
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -88,15 +89,20 @@ def ray_home() -> str:
 
 def start_local(num_cpus: int | None = None, home: str | None = None) -> None:
     """Start a private Ray instance on this machine, bound to 127.0.0.1 only."""
+    os.environ.update(LOOPBACK_ENV)  # before Ray is imported: it reads them at import time
+    if "ray" in sys.modules:  # imported earlier: correct the constant it read then
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
     import ray
 
-    os.environ.update(LOOPBACK_ENV)
     home = home or ray_home()
     old_home = os.environ.get("HOME")
     os.environ["HOME"] = home  # Ray's processes inherit it; restored once they have started
     try:
         ray.init(
             num_cpus=num_cpus,
+            _node_ip_address="127.0.0.1",
             include_dashboard=False,
             log_to_driver=False,
             logging_level="ERROR",

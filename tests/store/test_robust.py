@@ -1,0 +1,165 @@
+"""Bad situations, with real processes: killed mid-ingest, corrupt, locked, full disk."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from test_ingest import dump_tables
+
+from conftest import hand_trace
+from orchestrace.core.io import save
+from orchestrace.gen import generate_corpus
+from orchestrace.store import StoreError, ingest, query, stats
+
+# Writes a line after each chunk is inserted (inside the open transaction), then keeps going.
+_KILLABLE = """
+import sys
+from orchestrace.store import ingest
+ingest(sys.argv[1], sys.argv[2:], measure=False, chunk_events=300,
+       progress=lambda r: print("chunk", r.events, flush=True))
+print("done", flush=True)
+"""
+
+
+def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "orchestrace", *args], capture_output=True, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    f = tmp_path_factory.mktemp("big") / "big.jsonl"
+    save(generate_corpus(40, seed=11, size=150), f)
+    return f
+
+
+def test_sigkill_mid_ingest_leaves_store_as_it_was(tmp_path: Path, big_file: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    first = tmp_path / "first.json"
+    save(hand_trace("before"), first)
+    ingest(str(store), [str(first)])
+    before = dump_tables(store)
+    p = subprocess.Popen(
+        [sys.executable, "-c", _KILLABLE, str(store), str(big_file)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line = p.stdout.readline()  # first chunk written, transaction still open
+        assert line.startswith("chunk"), line
+        os.kill(p.pid, signal.SIGKILL)
+    finally:
+        p.wait(timeout=60)
+    assert p.returncode == -signal.SIGKILL
+    assert dump_tables(store) == before  # opens cleanly, and nothing of the killed ingest is there
+    rep = ingest(str(store), [str(big_file)], measure=False)  # the same ingest, run to the end
+    assert rep.inserted == 40 and stats(str(store))["traces"] == 41
+
+
+def test_sigkill_after_commit_leaves_store_fully_updated(tmp_path: Path, big_file: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    p = subprocess.Popen(
+        [sys.executable, "-c", _KILLABLE, str(store), str(big_file)], stdout=subprocess.PIPE, text=True
+    )
+    lines = []
+    for line in p.stdout:
+        lines.append(line)
+        if line.startswith("done"):
+            os.kill(p.pid, signal.SIGKILL)  # before the connection is closed cleanly
+            break
+    p.wait(timeout=60)
+    assert lines[-1].startswith("done")
+    assert stats(str(store))["traces"] == 40 and stats(str(store))["agents"] > 0
+
+
+def test_corrupt_store(tmp_path: Path, corpus) -> None:
+    files, _ = corpus
+    store = tmp_path / "bad.duckdb"
+    store.write_bytes(b"this is not a database\n" * 500)
+    r = _cli("ingest", str(files[3]), "--store", str(store))
+    assert r.returncode == 2
+    assert "OT301" in r.stderr and "corrupt" in r.stderr and "Traceback" not in r.stderr
+    assert store.read_bytes() == b"this is not a database\n" * 500  # untouched
+    with pytest.raises(StoreError) as e:
+        query(str(store), "SELECT 1")
+    assert e.value.code == "OT301"
+
+
+def test_duckdb_file_that_is_not_a_store(tmp_path: Path, corpus) -> None:
+    store = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(store))
+    con.execute("CREATE TABLE x (a INT)")
+    con.close()
+    with pytest.raises(StoreError) as e:
+        ingest(str(store), [str(corpus[0][3])])
+    assert e.value.code == "OT304"
+
+
+def test_locked_store(tmp_path: Path, corpus) -> None:
+    files, _ = corpus
+    store = tmp_path / "s.duckdb"
+    ingest(str(store), [str(files[3])])
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(store)!r}); print('ok', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        r = _cli("ingest", str(files[0]), "--store", str(store))
+        assert r.returncode == 2 and "OT302" in r.stderr and f"process {holder.pid}" in r.stderr
+        assert "Traceback" not in r.stderr
+        r = _cli("query", "SELECT count(*) FROM traces", "--store", str(store))
+        assert r.returncode == 2 and "OT302" in r.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    assert stats(str(store))["traces"] == 1  # the refused ingest wrote nothing
+
+
+def _capped(limit: int):
+    def cap() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return cap
+
+
+def test_disk_full_before_commit(tmp_path: Path, big_file: Path) -> None:
+    """A file-size limit makes every write past it fail with EFBIG, as a full disk fails with ENOSPC.
+
+    300 kB is less than the write-ahead log of this ingest needs: the commit itself fails.
+    """
+    store = tmp_path / "s.duckdb"
+    first = tmp_path / "first.json"
+    save(hand_trace("before"), first)
+    ingest(str(store), [str(first)])
+    before = dump_tables(store)
+    t = time.time()
+    r = _cli("ingest", str(big_file), "--store", str(store), "--no-measure", preexec_fn=_capped(300_000))
+    assert r.returncode == 2, r.stderr
+    assert "OT303" in r.stderr and "disk full" in r.stderr and "Traceback" not in r.stderr
+    assert time.time() - t < 60
+    assert dump_tables(store) == before
+
+
+def test_disk_full_after_commit(tmp_path: Path, big_file: Path) -> None:
+    """Room for the log but not for the checkpoint: committed, said so, and readable afterwards."""
+    store = tmp_path / "s.duckdb"
+    first = tmp_path / "first.json"
+    save(hand_trace("before"), first)
+    ingest(str(store), [str(first)])
+    limit = os.path.getsize(store) + 100_000
+    r = _cli("ingest", str(big_file), "--store", str(store), "--no-measure", preexec_fn=_capped(limit))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "OT305" in r.stderr and "committed" in r.stderr
+    assert stats(str(store))["traces"] == 41  # the log is replayed on open
