@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrace import importers
+from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.model import event_to_dict
 from orchestrace.core.validate import validate_trace
 from orchestrace.export import get_exporter
@@ -233,3 +234,38 @@ def test_exported_spans_without_orchestrace_attributes_still_map(data: Path, tmp
     assert count(back, "tool_call") == count(tr, "tool_call") == 24
     assert count(back, "spawn") == count(tr, "spawn") == 1
     assert back.costs["tokens"] == tr.costs["tokens"]
+
+
+def test_export_posts_to_an_otlp_http_endpoint(data: Path) -> None:
+    """A real HTTP server on 127.0.0.1 playing an OTLP/HTTP receiver: every body parses as OTLP."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    received: list[tuple[dict, dict]] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            received.append((body, dict(self.headers)))
+            ok = self.path == "/v1/traces" and self.headers["Content-Type"] == "application/json"
+            self.send_response(200 if ok else 400)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *a) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        traces = [next(importers.load(f)) for f in sorted((data / "chatdev/WareHouse").glob("*/*.log"))[:2]]
+        url = f"http://127.0.0.1:{server.server_port}/v1/traces"
+        n = export_otlp(traces, url, headers="Authorization=Basic abc")
+        assert len(received) == 2 and sum(_check_otlp_request(b) for b, _ in received) == n
+        assert received[0][1]["Authorization"] == "Basic abc"
+        with pytest.raises(OrchestraceError, match="HTTP 400"):
+            export_otlp(traces[:1], f"http://127.0.0.1:{server.server_port}/wrong")
+    finally:
+        server.shutdown()
+    with pytest.raises(OrchestraceError, match="cannot reach"):
+        export_otlp(traces[:1], f"http://127.0.0.1:{server.server_port}/v1/traces", timeout=2)

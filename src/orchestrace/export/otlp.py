@@ -242,12 +242,24 @@ def iter_otlp(traces: Iterable[Trace], **options: Any) -> Iterator[dict[str, Any
 
 def export_otlp(traces: Iterable[Trace], out: str, **options: Any) -> int:
     """Write OTLP/JSON: one ``ExportTraceServiceRequest`` per line (``.jsonl``, the OTel Collector
-    file format) or one request holding every trace (any other name). Returns spans written.
+    file format) or one request holding every trace (any other name); or, when ``out`` is an
+    ``http(s)://`` URL, POST one request per trace to that OTLP/HTTP endpoint (e.g. Jaeger or a
+    Collector at ``http://localhost:4318/v1/traces``). Returns spans written.
 
     Options: ``include_content`` (default False), ``epoch`` (POSIX seconds of t = 0 when the
-    trace's ``metadata.t0_unix`` is absent).
+    trace's ``metadata.t0_unix`` is absent), ``headers`` for HTTP (``"k=v,k2=v2"`` or a dict,
+    e.g. an ``Authorization`` header for Langfuse) and ``timeout`` (seconds, default 10).
     """
     p = os.fspath(out)
+    http = {k: options.pop(k) for k in ("headers", "timeout") if k in options}
+    if p.startswith(("http://", "https://")):
+        return _post(iter_otlp(traces, **options), p, **http)
+    if http:
+        from ..core.errors import OrchestraceError
+
+        raise OrchestraceError(
+            "OT020", "headers/timeout apply only when the output is an http(s):// endpoint"
+        )
     if p != "-":
         Path(p).parent.mkdir(parents=True, exist_ok=True)
     n = 0
@@ -255,11 +267,46 @@ def export_otlp(traces: Iterable[Trace], out: str, **options: Any) -> int:
     merged: list[dict[str, Any]] = []
     with open(p if p != "-" else "/dev/stdout", "wb") as f:
         for req in iter_otlp(traces, **options):
-            n += sum(len(s["spans"]) for rs in req["resourceSpans"] for s in rs["scopeSpans"])
+            n += _count(req)
             if lines:
                 f.write(orjson.dumps(req) + b"\n")
             else:
                 merged.extend(req["resourceSpans"])
         if not lines:
             f.write(orjson.dumps({"resourceSpans": merged}) + b"\n")
+    return n
+
+
+def _count(req: dict[str, Any]) -> int:
+    return sum(len(s["spans"]) for rs in req["resourceSpans"] for s in rs["scopeSpans"])
+
+
+def _post(requests: Iterable[dict[str, Any]], url: str, headers: Any = None, timeout: Any = 10) -> int:
+    """POST each request as ``application/json`` (OTLP/HTTP); a refused request is a user error."""
+    import urllib.error
+    import urllib.request
+
+    from ..core.errors import OrchestraceError
+
+    hdrs = {"Content-Type": "application/json"}
+    if isinstance(headers, str):
+        hdrs.update(kv.split("=", 1) for kv in headers.split(",") if "=" in kv)
+    elif isinstance(headers, dict):
+        hdrs.update({str(k): str(v) for k, v in headers.items()})
+    n = 0
+    for req in requests:
+        r = urllib.request.Request(url, data=orjson.dumps(req), headers=hdrs, method="POST")
+        try:
+            with urllib.request.urlopen(r, timeout=float(timeout)) as resp:
+                resp.read()
+        except urllib.error.HTTPError as e:
+            detail = e.read()[:200].decode(errors="replace")
+            raise OrchestraceError(
+                "OT023", f"OTLP endpoint refused the spans: HTTP {e.code} {detail}", path=url
+            ) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise OrchestraceError(
+                "OT023", f"cannot reach the OTLP endpoint: {getattr(e, 'reason', e)}", path=url
+            ) from None
+        n += _count(req)
     return n
