@@ -45,7 +45,7 @@ def test_reference_example(reference_example):
     assert (
         r["useful_agent_utilization"] == 0.5
     )  # executor_1 returns into the aggregate; planner_1 never returns
-    assert r["max_concurrency"] == 3.0  # orchestrator, planner_1, executor_1; the tool is no agent
+    assert r["max_concurrency"] == 3  # orchestrator, planner_1, executor_1; the tool is no agent
     assert r["tainted_decisions"] == 1
     flows = taint_flows(tr)
     assert flows == [

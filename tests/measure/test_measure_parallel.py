@@ -45,7 +45,7 @@ def test_kimi_worked_example_as_trace():
     assert r["parallelism_efficiency"] == pytest.approx(29 / 12)
     assert r["step_parallelism"] == pytest.approx(29 / 12)
     assert r["useful_agent_utilization"] == 1.0
-    assert r["max_concurrency"] == 5.0  # main + 4 sub-agents
+    assert r["max_concurrency"] == 5  # main + 4 sub-agents
 
 
 def test_kimi_balanced_as_trace():
@@ -163,7 +163,7 @@ def test_concurrency_hand_computed():
     )
     assert validate_trace(tr) == []
     c = concurrency(tr)
-    assert c["max"] == 3.0
+    assert c["max"] == 3
     assert c["mean"] == pytest.approx((10 + 3 + 7) / 10)
 
 

@@ -239,6 +239,8 @@ def critical_path_cmd(
       orchestrace critical-path run.json\n
       orchestrace critical-path run.json --by steps --format json
     """
+    import numpy as np
+
     from ..measure import TraceView, critical_path, critical_steps, step_weights
 
     _check("--by", by, ("time", "steps"))
@@ -248,24 +250,22 @@ def critical_path_cmd(
         v = TraceView(tr)
         if by == "time":
             cp = critical_path(v)
-            w, total, serial = v.effective_duration, cp["length_s"], cp["serial_work_s"]
+            w, total, serial, cum = v.effective_duration, cp["length_s"], cp["serial_work_s"], cp["finish_s"]
         else:
-            cs = critical_steps(v)
-            cp, w, total, serial = cs, step_weights(v), float(cs["critical"]), float(cs["total"])
-        rows, acc = [], 0.0
-        for i in cp["path"]:
-            e = tr.events[i]
-            acc += float(w[i])
-            rows.append(
-                {
-                    "id": e.id,
-                    "type": e.type,
-                    "agent": e.agent,
-                    "t": e.t,
-                    "weight": float(w[i]),
-                    "cumulative": acc,
-                }
-            )
+            cp = critical_steps(v)
+            w, total, serial = step_weights(v), float(cp["critical"]), float(cp["total"])
+            cum = np.cumsum(w[cp["path"]]).tolist()
+        rows = [
+            {
+                "id": tr.events[i].id,
+                "type": tr.events[i].type,
+                "agent": tr.events[i].agent,
+                "t": tr.events[i].t,
+                "weight": float(w[i]),
+                "cumulative": acc,
+            }
+            for i, acc in zip(cp["path"], cum, strict=True)
+        ]
         out.append({"trace_id": tr.trace_id, "by": by, "length": total, "serial": serial, "path": rows})
     if format == "json":
         _json(out)
@@ -275,8 +275,10 @@ def critical_path_cmd(
         t = Table(
             title=f"{o['trace_id']}: critical path {o['length']:.4g} {unit} of {o['serial']:.4g} {unit} serial"
         )
-        for c in ("#", "id", "type", "agent", "t", f"weight ({unit})", "cumulative"):
-            t.add_column(c, justify="right" if c in ("#", "t") or c.startswith(("weight", "cum")) else "left")
+        # time: finish in a replay with unlimited agents; steps: running total
+        last = "finish (s)" if by == "time" else "cumulative"
+        for c in ("#", "id", "type", "agent", "t", f"weight ({unit})", last):
+            t.add_column(c, justify="left" if c in ("id", "type", "agent") else "right")
         for k, r in enumerate(o["path"], 1):
             t.add_row(
                 str(k), r["id"], r["type"], r["agent"], _fmt(r["t"]), _fmt(r["weight"]), _fmt(r["cumulative"])
@@ -297,13 +299,13 @@ def safety_cmd(
       orchestrace safety run.json\n
       orchestrace safety run.json --format json --limit 10
     """
-    from ..measure import TraceView, analyze, taint_flows
+    from ..measure import TraceView, safety_metrics, taint_flows
 
     _check("--format", format, ("table", "json"))
     out = []
     for _, tr in _traces([trace]):
         v = TraceView(tr)
-        r = analyze(v)
+        r = safety_metrics(v)
         out.append(
             {
                 "trace_id": tr.trace_id,

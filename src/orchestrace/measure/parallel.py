@@ -74,11 +74,14 @@ def step_weights(x: Trace | TraceView) -> np.ndarray:
 
 
 def critical_path(x: Trace | TraceView) -> dict[str, Any]:
-    """Wall-clock critical path: ``{"length_s", "serial_work_s", "path"}`` (path = event indices)."""
+    """Wall-clock critical path: ``{"length_s", "serial_work_s", "path", "finish_s"}``.
+
+    ``path`` holds event indices; ``finish_s`` the replay finish time of each (seconds after the start).
+    """
     v = as_view(x)
-    length, path = time_critical_path(v)
+    length, path, finish = time_critical_path(v)
     serial = math.fsum(v.effective_duration.tolist())
-    return {"length_s": min(length, serial), "serial_work_s": serial, "path": path}
+    return {"length_s": min(length, serial), "serial_work_s": serial, "path": path, "finish_s": finish}
 
 
 def critical_steps(x: Trace | TraceView) -> dict[str, Any]:
@@ -153,19 +156,19 @@ def agent_intervals(x: Trace | TraceView) -> tuple[np.ndarray, np.ndarray, np.nd
     return actors, start[actors], end[actors]
 
 
-def concurrency(x: Trace | TraceView) -> dict[str, float]:
+def concurrency(x: Trace | TraceView) -> dict[str, Any]:
     """``{"max", "mean"}`` concurrently active agents (closed intervals; sweep over start/end)."""
     v = as_view(x)
     _, start, end = agent_intervals(v)
     if not len(start):
-        return {"max": 0.0, "mean": 0.0}
+        return {"max": 0, "mean": 0.0}
     times = np.concatenate([start, end])
     delta = np.concatenate([np.ones(len(start)), -np.ones(len(end))])
     order = np.lexsort((-delta, times))  # at equal times starts come first: closed intervals
     peak = float(np.cumsum(delta[order]).max())
     span = float(v.g.t_end.max() - v.g.t.min())
     mean = float(np.sum(end - start)) / span if span > 0 else peak
-    return {"max": peak, "mean": mean}
+    return {"max": int(peak), "mean": mean}
 
 
 def spawned_agents(x: Trace | TraceView) -> list[str]:

@@ -357,17 +357,18 @@ def multi_bfs(a: csr_matrix, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return reached, pred
 
 
-def time_critical_path(view: TraceView) -> tuple[float, list[int]]:
+def time_critical_path(view: TraceView) -> tuple[float, list[int], list[float]]:
     """Critical path in wall-clock: a replay of the trace with unlimited agents.
 
     Each event lasts its effective duration and starts when its finish-to-start dependencies
     have finished and its start-to-start ones have started: ``S(v) = max(F(p) | S(p))``,
     ``F(v) = S(v) + w(v)``. The length ``max F`` never exceeds the trace's wall-clock span nor
     its serial work (``F`` sums effective durations of a subset of one path).
+    Returns (length, path, replay finish time of each path node).
     """
     n = view.n
     if n == 0:
-        return 0.0, []
+        return 0.0, [], []
     indptr_a, preds_a, fs_a = view.preds
     indptr, preds, fs = indptr_a.tolist(), preds_a.tolist(), fs_a.tolist()
     w = view.effective_duration.tolist()
@@ -392,4 +393,4 @@ def time_critical_path(view: TraceView) -> tuple[float, list[int]]:
     while prev[path[-1]] >= 0:
         path.append(prev[path[-1]])
     path.reverse()
-    return float(fin[end]), path
+    return float(fin[end]), path, [fin[i] for i in path]
