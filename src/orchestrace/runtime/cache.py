@@ -230,6 +230,8 @@ class Calls:
             return BackendError("timeout", f"no answer within {timeout:g} s", retryable=True)
         except BackendError as e:
             return e
+        except Exception as e:  # a backend bug is still a failed call, recorded, not a crashed run
+            return BackendError("exception", f"{type(e).__name__}: {e}", retryable=False)
 
     def _put(self, key: str, n: int, req: ChatRequest, out: ChatResponse | BackendError) -> None:
         if self.store is not None:
