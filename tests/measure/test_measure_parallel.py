@@ -74,7 +74,7 @@ def _stages(depth: int):
     return st.lists(stage, min_size=1, max_size=3).map(lambda s: [*s[:-1], (s[-1][0], [])])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_stages(2))
 def test_trace_critical_steps_equal_kimi_formula_on_nested_stages(stages):
     tr = stages_trace(stages)

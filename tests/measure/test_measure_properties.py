@@ -55,7 +55,7 @@ def traces(draw):
     return mk(events, list(dict.fromkeys(edges)))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces())
 def test_invariants_on_random_valid_traces(tr):
     assert [f for f in validate_trace(tr) if f.severity == "error"] == []
@@ -78,7 +78,7 @@ def test_invariants_on_random_valid_traces(tr):
     assert validate_trace(tr) == [] or all(f.severity != "error" for f in validate_trace(tr))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces(), st.data())
 def test_taint_is_monotone_in_added_untrusted_sources(tr, data):
     v = TraceView(tr)

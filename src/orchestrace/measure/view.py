@@ -1,7 +1,7 @@
 """TraceView: one trace as arrays, built once and shared by every metric.
 
 It wraps ``core.graph.TraceGraph`` and adds what the metrics need on top: the *dependency graph*
-(explicit edges plus implicit program order), its topological order, per-event cost arrays and the
+(explicit edges plus implicit program order and delivery), its topological order, per-event cost arrays and the
 final-answer node. Every metric function accepts a ``Trace`` or a ``TraceView``; pass a view when
 computing several metrics so the arrays are built once.
 
@@ -9,8 +9,8 @@ Definitions (ours; spec §8 leaves them open):
 
 - **Dependency graph.** Every explicit edge is a dependency, except a ``temporal`` edge between two
   different agents (it only states an order, not that one needed the other). On top, each agent's
-  own events are chained in time order (ties broken consistently with the explicit edges) (*program order*: an LLM agent acts one step after the
-  other). ``tool_result`` events are left out of program order, because their ``agent`` is often
+  own events are chained in time order, ties broken consistently with the explicit edges
+  (*program order*: an LLM agent acts one step after the other). ``tool_result`` events are left out of program order, because their ``agent`` is often
   the tool's name, shared by concurrent calls; they depend on what their edges say. Finally a
   ``message`` or ``return`` with a ``to`` but no edge to any event of that recipient is *delivered*
   to the recipient's next event that starts at or after its end (a Lamport receive), so logs that
@@ -65,10 +65,6 @@ class TraceView:
     @cached_property
     def usd(self) -> np.ndarray:
         return np.fromiter((e.cost_usd or 0.0 for e in self.trace.events), dtype=np.float64, count=self.n)
-
-    @cached_property
-    def duration(self) -> np.ndarray:
-        return np.maximum(0.0, self.g.t_end - self.g.t)
 
     @cached_property
     def with_attrs(self) -> np.ndarray:
@@ -307,8 +303,8 @@ def longest_path(view: TraceView, weight: np.ndarray) -> tuple[float, list[int]]
     n = view.n
     if n == 0:
         return 0.0, []
-    a = view.deps_rev
-    indptr, indices = a.indptr.tolist(), a.indices.tolist()
+    indptr_a, preds_a, _ = view.preds
+    indptr, indices = indptr_a.tolist(), preds_a.tolist()
     w = np.asarray(weight, dtype=np.float64).tolist()
     best = list(w)
     prev = [-1] * n
