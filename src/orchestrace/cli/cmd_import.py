@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections import Counter
 from pathlib import Path
 
 import typer
@@ -40,8 +39,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Import agent logs (Claude Code, Codex, Gemini CLI, opencode, OTel GenAI, OpenAI Agents SDK, Who&When, ChatDev)."""
         from .. import importers
-        from ..core.io import save
-        from ..core.validate import validate_trace
 
         if fmt is not None:
             importers.get(fmt)  # unknown names fail before any work
@@ -50,20 +47,15 @@ def register(app: typer.Typer) -> None:
             colour = "yellow" if level == "warn" else "red"
             console_err.print(f"[{colour}]{level}[/{colour}] {path}: {msg}", highlight=False, soft_wrap=True)
 
-        files = importers.walk(paths)
         explicit = frozenset(p for p in paths if os.path.isfile(p))
-        planned = importers.plan(files, fmt, notify, explicit)
+        planned = importers.plan(importers.walk(paths), fmt, notify, explicit)
         if not planned:
             raise OrchestraceError(
                 "OT022", "no importable log found (name the format with --from?)", path=" ".join(paths)
             )
-        traces = []
-        unknown: Counter[str] = Counter()
-        per_format: Counter[str] = Counter()
-        failed = 0
-        total = sum(_size(f) for f, _ in planned) or 1
+        report = importers.Report()
         with Progress(
-            TextColumn("[bold]import[/bold] {task.fields[name]}"),
+            TextColumn("[bold]import[/bold]"),
             BarColumn(),
             TaskProgressColumn(),
             TimeRemainingColumn(),
@@ -71,49 +63,29 @@ def register(app: typer.Typer) -> None:
             disable=quiet or len(planned) < 2,
             transient=True,
         ) as bar:
-            task = bar.add_task("import", total=total, name="")
-            for f, name in planned:
-                bar.update(task, name=os.path.basename(f))
-                try:
-                    for tr in importers.load(f, name, keep_content=keep_content):
-                        errors = [x for x in validate_trace(tr) if x.severity == "error"]
-                        if errors:
-                            notify(
-                                f, "error", f"trace {tr.trace_id} does not validate ({errors[0]}); skipped"
-                            )
-                            failed += 1
-                            continue
-                        info = (tr.metadata or {}).get("import", {})
-                        if info.get("truncated"):
-                            notify(
-                                f,
-                                "warn",
-                                f"truncated: last line cut off, imported up to line {info['bad_lines'][-1] - 1}",
-                            )
-                        elif info.get("bad_line_count"):
-                            notify(f, "warn", f"{info['bad_line_count']} unreadable line(s) skipped")
-                        unknown.update(info.get("unknown_records", {}))
-                        per_format[name] += 1
-                        traces.append(tr)
-                except OrchestraceError as e:
-                    notify(f, "warn" if e.code == "OT006" else "error", f"{e.message}; skipped")
-                    failed += e.code != "OT006"
-                bar.advance(task, _size(f))
-        if not traces:
+            task = bar.add_task("import", total=sum(_size(f) for f, _ in planned) or 1)
+            traces = importers.iter_import(
+                planned,
+                keep_content=keep_content,
+                notify=notify,
+                report=report,
+                done=lambda f: bar.advance(task, _size(f)),
+            )
+            importers.write(traces, out)
+        if not report.traces:
+            if out != "-":
+                Path(out).unlink(missing_ok=True)
             raise OrchestraceError(
                 "OT006", "nothing imported: every input was empty or unreadable", path=" ".join(paths)
             )
-        if out != "-":
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-        save(traces, out)
-        summary = ", ".join(f"{n} {k}" for k, n in per_format.items())
+        summary = ", ".join(f"{n} {k}" for k, n in report.per_format.items())
         (console_err if out == "-" else console).print(
-            f"imported {len(traces)} trace(s) ({summary}) -> {out}", highlight=False
+            f"imported {report.traces} trace(s) ({summary}) -> {out}", highlight=False
         )
-        if unknown:
-            top = ", ".join(f"{k}: {n}" for k, n in unknown.most_common(8))
+        if report.unknown:
+            top = ", ".join(f"{k}: {n}" for k, n in report.unknown.most_common(8))
             console_err.print(f"[yellow]note[/yellow] unknown record types skipped: {top}", highlight=False)
-        if failed:
+        if report.failed:
             raise typer.Exit(1)
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
@@ -130,3 +133,97 @@ def load(
             path=os.fspath(path),
         )
     yield from get(name).load(path, keep_content=keep_content)
+
+
+@dataclass
+class Report:
+    """What an import run did, for the one-line summary."""
+
+    per_format: Counter[str] = field(default_factory=Counter)
+    unknown: Counter[str] = field(default_factory=Counter)
+    failed: int = 0
+
+    @property
+    def traces(self) -> int:
+        return sum(self.per_format.values())
+
+
+def iter_import(
+    planned: list[tuple[str, str]],
+    *,
+    keep_content: bool = False,
+    notify: Notify | None = None,
+    report: Report | None = None,
+    done: Callable[[str], None] | None = None,
+) -> Iterator[Trace]:
+    """Validated traces of planned files, streamed. A bad file is reported and skipped; an empty
+    or truncated one gets one line; nothing here is fatal."""
+    from ..core.validate import validate_trace
+
+    report = report if report is not None else Report()
+    say = notify or (lambda *_: None)
+    for f, name in planned:
+        try:
+            for tr in load(f, name, keep_content=keep_content):
+                errors = [x for x in validate_trace(tr) if x.severity == "error"]
+                if errors:  # a bug in an importer; never write an invalid trace
+                    say(f, "error", f"trace {tr.trace_id} does not validate ({errors[0]}); skipped")
+                    report.failed += 1
+                    continue
+                info = (tr.metadata or {}).get("import", {})
+                if info.get("truncated"):
+                    say(
+                        f,
+                        "warn",
+                        f"truncated: last line cut off, imported up to line {info['bad_lines'][-1] - 1}",
+                    )
+                elif info.get("bad_line_count"):
+                    say(f, "warn", f"{info['bad_line_count']} unreadable line(s) skipped")
+                report.unknown.update(info.get("unknown_records", {}))
+                report.per_format[name] += 1
+                yield tr
+        except OrchestraceError as e:
+            say(f, "warn" if e.code == "OT006" else "error", f"{e.message}; skipped")
+            report.failed += e.code != "OT006"
+        if done is not None:
+            done(f)
+
+
+def write(traces: Iterable[Trace], out: str) -> int:
+    """Save traces; ``.jsonl`` outputs (also ``.gz``/``.zst``) are streamed, one trace in memory."""
+    from ..core.io import dumps, save, split_format
+
+    fmt, comp = split_format(out)
+    if fmt != "jsonl":
+        items = list(traces)
+        return save(items, out) if items else 0
+    if out != "-":
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    f = _open_out(out, comp)
+    try:
+        for tr in traces:
+            f.write(dumps(tr) + b"\n")
+            n += 1
+    finally:
+        if out != "-":
+            f.close()
+        else:
+            f.flush()
+    return n
+
+
+def _open_out(out: str, comp: str | None) -> IO[bytes]:
+    import sys
+
+    if out == "-":
+        return sys.stdout.buffer
+    if comp == "gz":
+        import gzip
+
+        return gzip.GzipFile(out, mode="wb", mtime=0)  # type: ignore[return-value]
+    if comp == "zst":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).stream_writer(open(out, "wb"), closefd=True)  # type: ignore[return-value]  # noqa: SIM115
+    return open(out, "wb")  # noqa: SIM115
