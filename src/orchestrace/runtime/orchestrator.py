@@ -31,6 +31,7 @@ class AgentSpec:
     temperature: float = 0.7
     max_tokens: int = 48
     model: str = ""
+    fewshot: list[dict[str, str]] = field(default_factory=list)  # example turns before the first task
 
 
 @dataclass
@@ -362,7 +363,8 @@ class Orchestrator:
             prompt += "\n" + "\n".join(f"{m.frm} says: {m.content}" for m in inbox)
             s.inbox[spec.name] = []
         history = self._history.setdefault(
-            spec.name, [{"role": "system", "content": spec.system}] if spec.system else []
+            spec.name,
+            ([{"role": "system", "content": spec.system}] if spec.system else []) + list(spec.fewshot),
         )
         turn = self._turns.get(spec.name, 0)
         self._turns[spec.name] = turn + 1

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
-from .common import ANTONYM_FEWSHOT, ANTONYM_SYSTEM, Setup, word
+from .common import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SYSTEM, Setup, word
 
 WORDS = ["hot", "tall", "early", "happy"]
 SCRIPT = {"hot": "cold", "tall": "short", "early": "late", "happy": "sad", "fast": "slow", "big": "small"}
@@ -25,7 +25,14 @@ class CentralizedPolicy(BasePolicy):
         if s.round or s.agents:
             return []
         return [
-            AgentSpec(f"worker_{i}", "worker", ANTONYM_SYSTEM, temperature=0.7, max_tokens=8)
+            AgentSpec(
+                f"worker_{i}",
+                "worker",
+                ANTONYM_SYSTEM,
+                temperature=0.7,
+                max_tokens=8,
+                fewshot=ANTONYM_EXAMPLES,
+            )
             for i in range(len(self.words))
         ]
 

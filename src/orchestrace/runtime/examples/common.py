@@ -24,14 +24,24 @@ class Setup:
 
 ANTONYM_SYSTEM = "You are a careful assistant. Answer with just one word."
 ANTONYM_FEWSHOT = 'What is the opposite of the word "{w}"? Answer with just one word.'
+#: Three example turns: with them the small local model answers with one word (docs/local-llm.md).
+ANTONYM_EXAMPLES = [
+    m
+    for q, a in (("big", "small"), ("open", "closed"), ("light", "dark"))
+    for m in ({"role": "user", "content": ANTONYM_FEWSHOT.format(w=q)}, {"role": "assistant", "content": a})
+]
+_FILLER = {"the", "a", "an", "opposite", "of", "word", "is", "would", "be", "answer"}
 
 
 def word(text: str | None) -> str | None:
-    """The first alphabetic word of an answer, lower-cased (None if there is none)."""
+    """The answer word, lower-cased: after "is" in "The opposite of X is Y", else the first word
+    that is not filler (None if there is none)."""
     if not text:
         return None
-    m = re.search(r"[A-Za-z]+", text)
-    return m.group(0).lower() if m else None
+    m = re.search(r"\bis\W+([A-Za-z]+)", text)
+    if m:
+        return m.group(1).lower()
+    return next((w.lower() for w in re.findall(r"[A-Za-z]+", text) if w.lower() not in _FILLER), None)
 
 
 def majority(answers: list[str | None]) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Message, Result, RunState, Task
-from .common import ANTONYM_FEWSHOT, ANTONYM_SYSTEM, Setup, majority, word
+from .common import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SYSTEM, Setup, majority, word
 
 
 class DebatePolicy(BasePolicy):
@@ -26,7 +26,14 @@ class DebatePolicy(BasePolicy):
         if s.agents or s.round:
             return []
         return [
-            AgentSpec(f"debater_{i}", "debater", ANTONYM_SYSTEM, temperature=0.9, max_tokens=8)
+            AgentSpec(
+                f"debater_{i}",
+                "debater",
+                ANTONYM_SYSTEM,
+                temperature=0.9,
+                max_tokens=8,
+                fewshot=ANTONYM_EXAMPLES,
+            )
             for i in range(self.n)
         ]
 
