@@ -85,8 +85,10 @@ class Taint:
         s, d, et = v.dep_edges_typed
         sanitizer = g.mask(*SANITIZERS) & ~sources
         sel = (et != EDGE_CODE["spawn"]) & ~sanitizer[s]
-        s, d = s[sel], d[sel]
-        self.edge_src, self.edge_dst, self.edge_type = s, d, et[sel]
+        order = np.argsort(s[sel], kind="stable")  # edges grouped by source, for path lookups
+        s, d, et = s[sel][order], d[sel][order], et[sel][order]
+        self.edge_src, self.edge_dst, self.edge_type = s, d, et
+        self.out_ptr = np.concatenate([[0], np.cumsum(np.bincount(s, minlength=v.n))])
         a = csr_matrix((np.ones(len(s), dtype=np.int8), (s, d)), shape=(v.n, v.n))
         a.sum_duplicates()
         self.reached, self.pred = multi_bfs(a, d[sources[s]])  # strictly downstream of a source
@@ -103,7 +105,7 @@ class Taint:
         while self.pred[p[-1]] >= 0:
             p.append(int(self.pred[p[-1]]))
         first = p[-1]
-        into = np.nonzero((self.edge_dst == first) & self.sources[self.edge_src])[0]
+        into = np.nonzero((self.edge_dst == first) & self.sources[self.edge_src])[0]  # one scan per path
         p.append(int(self.edge_src[into[0]]))
         p.reverse()
         return p
@@ -113,7 +115,8 @@ class Taint:
         names = {c: n for n, c in EDGE_CODE.items()} | {-1: "implicit"}
         out: set[str] = set()
         for a, b in zip(path, path[1:], strict=False):
-            k = np.nonzero((self.edge_src == a) & (self.edge_dst == b))[0]
+            lo, hi = self.out_ptr[a], self.out_ptr[a + 1]
+            k = lo + np.nonzero(self.edge_dst[lo:hi] == b)[0]
             out.update(names[int(c)] for c in self.edge_type[k])
         return out
 
