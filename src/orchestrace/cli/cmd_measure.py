@@ -99,8 +99,8 @@ def analyze_cmd(
     """E1-E4 and safety metrics per trace, summarised over the corpus (mean and percentiles),
     per trace-length band (10 / 100 / 1,000 events), with a MAS-native verdict.
 
-    JSON: {"traces": [one object per trace], "corpus": {...}}; a value is null where the trace
-    lacks the data. CSV: one row per trace (per group with --by agent|role|type).
+    JSON: an object with "traces" (a list, one object per trace) and "corpus"; a value is null
+    where the trace lacks the data. CSV: one row per trace (per group with --by agent|role|type).
 
     Examples:\n
       orchestrace analyze run.json\n
