@@ -12,6 +12,7 @@ from orchestrace.measure import (
     TraceView,
     analyze,
     concurrency,
+    concurrency_profile,
     critical_path,
     critical_steps,
     kimi_critical_steps,
@@ -163,6 +164,9 @@ def test_concurrency_hand_computed():
     )
     assert validate_trace(tr) == []
     c = concurrency(tr)
+    times, active = concurrency_profile(tr)
+    # starts: o 0, a 1, b 2; ends: a 4, b 9 (despawn), o 10
+    assert times.tolist() == [0, 1, 2, 4, 9, 10] and active.tolist() == [1, 2, 3, 2, 1, 0]
     assert c["max"] == 3
     assert c["mean"] == pytest.approx((10 + 3 + 7) / 10)
 

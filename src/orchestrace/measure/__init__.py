@@ -12,6 +12,7 @@ from .corpus import corpus_report, coverage, group_breakdown, mas_native_line, r
 from .cost import breakdown, coordination_mask, protocol_overhead, totals
 from .parallel import (
     concurrency,
+    concurrency_profile,
     critical_path,
     critical_steps,
     kimi_critical_steps,
@@ -33,6 +34,7 @@ __all__ = [
     "band",
     "breakdown",
     "concurrency",
+    "concurrency_profile",
     "coordination_mask",
     "corpus_report",
     "corrupted",

@@ -156,19 +156,32 @@ def agent_intervals(x: Trace | TraceView) -> tuple[np.ndarray, np.ndarray, np.nd
     return actors, start[actors], end[actors]
 
 
-def concurrency(x: Trace | TraceView) -> dict[str, Any]:
-    """``{"max", "mean"}`` concurrently active agents (closed intervals; sweep over start/end)."""
+def concurrency_profile(x: Trace | TraceView) -> tuple[np.ndarray, np.ndarray]:
+    """The concurrency step function: (change times, active agents from each time on).
+
+    Closed intervals: at equal times starts count before ends, so an agent living for an instant
+    is seen.
+    """
     v = as_view(x)
     _, start, end = agent_intervals(v)
-    if not len(start):
-        return {"max": 0, "mean": 0.0}
     times = np.concatenate([start, end])
-    delta = np.concatenate([np.ones(len(start)), -np.ones(len(end))])
-    order = np.lexsort((-delta, times))  # at equal times starts come first: closed intervals
-    peak = float(np.cumsum(delta[order]).max())
+    delta = np.concatenate([np.ones(len(start), dtype=np.int64), -np.ones(len(end), dtype=np.int64)])
+    order = np.lexsort((-delta, times))
+    return times[order], np.cumsum(delta[order])
+
+
+def concurrency(x: Trace | TraceView) -> dict[str, Any]:
+    """``{"max", "mean"}`` concurrently active agents: peak of the profile, and total agent
+    lifetime over the trace's span (the time average)."""
+    v = as_view(x)
+    times, active = concurrency_profile(v)
+    if not len(times):
+        return {"max": 0, "mean": 0.0}
+    _, start, end = agent_intervals(v)
+    peak = int(active.max())
     span = float(v.g.t_end.max() - v.g.t.min())
-    mean = float(np.sum(end - start)) / span if span > 0 else peak
-    return {"max": int(peak), "mean": mean}
+    mean = float(np.sum(end - start)) / span if span > 0 else float(peak)
+    return {"max": peak, "mean": mean}
 
 
 def spawned_agents(x: Trace | TraceView) -> list[str]:
