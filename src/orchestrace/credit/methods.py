@@ -234,10 +234,8 @@ def m_c3(traces, units, *, channel="team", q=None, variant="reward_only", alpha=
     return out
 
 
-def default_coma_q(trace: Trace, u: Units, uid: str) -> tuple[float, list[tuple[float, float]]] | None:
-    """Q of the taken action and (pi, Q) of each alternative, read from the unit's first event with
-    ``attrs.q`` and ``attrs.q_alternatives`` (a list of ``{"p": ..., "q": ...}`` or ``[p, q]``)."""
-    for i in u.members()[uid]:
+def _q_from_attrs(trace: Trace, members: list[int]) -> tuple[float, list[tuple[float, float]]] | None:
+    for i in members:
         e = trace.events[i]
         qv, alts = num(attr(e, "q")), attr(e, "q_alternatives")
         if qv is not None and isinstance(alts, list):
@@ -249,14 +247,20 @@ def default_coma_q(trace: Trace, u: Units, uid: str) -> tuple[float, list[tuple[
     return None
 
 
+def default_coma_q(trace: Trace, u: Units, uid: str) -> tuple[float, list[tuple[float, float]]] | None:
+    """Q of the taken action and (pi, Q) of each alternative, read from the unit's first event with
+    ``attrs.q`` and ``attrs.q_alternatives`` (a list of ``{"p": ..., "q": ...}`` or ``[p, q]``)."""
+    return _q_from_attrs(trace, u.members()[uid])
+
+
 def m_coma(traces, units, *, q=None, **_):
-    fn = q or default_coma_q
     out = []
     for tr, u in zip(traces, units, strict=True):
+        mem = u.members() if q is None else {}
         vals = {REST: 0.0} if REST in u.keys else {}
         missing = 0
         for uid in u.ids:
-            res = fn(tr, u, uid)
+            res = _q_from_attrs(tr, mem[uid]) if q is None else q(tr, u, uid)
             if res is None:
                 vals[uid] = 0.0
                 missing += 1
