@@ -192,3 +192,26 @@ def test_usd_budget_from_server_usage(tmp_path, server):
     rets = [e for e in res.trace.events if e.type == "return"]
     assert rets and all(e.cost_usd == e.tokens_in + e.tokens_out for e in rets)
     assert res.trace.costs["usd"] == sum(e.cost_usd for e in rets)
+
+
+def test_debate_messages_read_cause_the_next_answer(tmp_path):
+    res = run(
+        "debate",
+        str(tmp_path / "d.events.jsonl"),
+        backend=ScriptedBackend(choices=["cold", "cool"], seed=2),
+        seed=7,
+    )
+    _valid(res)
+    tr = res.trace
+    by = {e.id: e for e in tr.events}
+    second = [e for e in tr.events if e.type == "return" and e.turn == 1]
+    assert len(second) == 3
+    for r in second:
+        heard = sorted(
+            by[x.src].from_
+            for x in tr.edges
+            if x.dst == r.id and by[x.src].type == "message" and x.type == "message"
+        )
+        # its own task message from the orchestrator, and one message from each other debater
+        others = sorted(f"debater_{i}" for i in range(3) if f"debater_{i}" != r.agent)
+        assert heard == sorted(["orchestrator", *others])

@@ -59,6 +59,7 @@ class Message:
     frm: str
     to: str
     content: str
+    event: str | None = None  # id of its message event once sent
 
 
 @dataclass
@@ -359,6 +360,7 @@ class Orchestrator:
                 )
                 prompt += f"\n[{name} returned: {res}]"
         inbox = s.inbox.get(spec.name) or []
+        heard = [m.event for m in inbox if m.event]  # messages read in this turn cause its return
         if inbox:
             prompt += "\n" + "\n".join(f"{m.frm} says: {m.content}" for m in inbox)
             s.inbox[spec.name] = []
@@ -385,6 +387,7 @@ class Orchestrator:
                 "role": spec.role,
                 "turn": s.round,
                 "start": start,
+                "after": heard,
             }
             if isinstance(out, BackendError):
                 attrs = {"call": ref, "attempt": attempt, "error": out.kind, "retryable": out.retryable}
@@ -448,17 +451,11 @@ class Orchestrator:
             iv = self.calls.take_intervention(("drop", "replace")) if self.calls.intervention else None
             content = m.content if iv is None else ("" if iv.kind == "drop" else iv.arg or "")
             src = self._last_event.get(m.frm)
-            self.rec.emit(
-                "message",
-                m.frm,
-                from_=m.frm,
-                to=m.to,
-                content=content,
-                after=[src] if src else None,
-                chain=True,
+            mid = self.rec.emit(
+                "message", m.frm, from_=m.frm, to=m.to, content=content, after=[src] if src else None
             )
             if content:
-                self.state.inbox.setdefault(m.to, []).append(Message(m.frm, m.to, content))
+                self.state.inbox.setdefault(m.to, []).append(Message(m.frm, m.to, content, mid))
         self.rec.set_cursor(cur)
 
     def _aggregate(self, results: list[Result]) -> None:
