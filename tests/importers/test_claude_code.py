@@ -257,3 +257,22 @@ def test_rejected_tool_use_is_a_human_intervention(root: Path, imported: dict) -
             if e.type == "human_intervention" and e.attrs.get("kind") == "rejected_tool_use"
         )
     assert n_ev == n_src == 7
+
+
+def test_no_text_leaks_without_keep_content(root: Path) -> None:
+    """Serialized without --keep-content, the trace holds none of the prompts, messages, commands."""
+    from orchestrace.core.io import dumps
+
+    src = root / TEAM
+    blob = dumps(next(cc.load(src))).decode()
+    secrets = []
+    for r in _records(src):
+        m = r.get("message")
+        for blk in m.get("content", []) if isinstance(m, dict) and isinstance(m.get("content"), list) else []:
+            if isinstance(blk, dict) and blk.get("type") == "tool_use":
+                secrets += [v for v in blk["input"].values() if isinstance(v, str) and len(v) > 40]
+            if isinstance(blk, dict) and blk.get("type") == "text" and len(blk.get("text", "")) > 40:
+                secrets.append(blk["text"])
+    assert len(secrets) == 40
+    assert not [s for s in secrets if s[:40] in blob]
+    assert dumps(next(cc.load(src, keep_content=True))).decode().count(secrets[0][:40]) >= 1

@@ -28,7 +28,16 @@ from typing import Any
 
 import orjson
 
-from ._common import Builder, ImportStats, as_text, first_json_lines, iter_jsonl, require_nonempty, ts_of
+from ._common import (
+    Builder,
+    ImportStats,
+    as_text,
+    first_json_lines,
+    iter_jsonl,
+    redact,
+    require_nonempty,
+    ts_of,
+)
 
 NAME = "claude-code"
 DESCRIPTION = "Claude Code session logs (~/.claude/projects/**/*.jsonl), both sub-agent layouts"
@@ -122,7 +131,7 @@ def _read(path: Path, stats: ImportStats) -> list[dict[str, Any]]:
 
 
 def _discover_children(
-    session: Path, sid: str, stats: ImportStats
+    session: Path, sid: str, stats: ImportStats, keep_content: bool
 ) -> tuple[dict[str, list], dict[str, dict]]:
     """Sub-agent logs of a session, keyed by agent id, and their ``.meta.json``."""
     files: dict[str, Path] = {}
@@ -152,6 +161,8 @@ def _discover_children(
             except orjson.JSONDecodeError:
                 stats.notes.append(f"unreadable {meta.name}")
         metas.setdefault(aid, {})["file"] = os.path.relpath(f, session.parent)
+        if not keep_content:
+            metas[aid].pop("description", None)
     return children, metas
 
 
@@ -318,9 +329,11 @@ class _Session:
         attrs: dict[str, Any] = {"tool_use_id": cid}
         if name in SPAWN_TOOLS:
             label = self._new_label(inp)
-            for k in ("subagent_type", "description", "name", "team_name", "run_in_background", "isolation"):
+            for k in ("subagent_type", "name", "team_name", "run_in_background", "isolation"):
                 if k in inp:
                     attrs[k] = inp[k]
+            if b.keep_content and isinstance(inp.get("description"), str):
+                attrs["description"] = redact(inp["description"])
             i = b.spawn(
                 agent, label, ts, tool=name, call_id=cid, model=model, content=inp.get("prompt"), attrs=attrs
             )
@@ -330,9 +343,10 @@ class _Session:
             self.pending[cid] = {"kind": "spawn", "label": label, "input": inp, "event": i, "agent": agent}
         elif name in MESSAGE_TOOLS:
             to = self._resolve(inp.get("to") or inp.get("recipient"))
-            for k in ("type", "summary"):
-                if isinstance(inp.get(k), str):
-                    attrs["msg_" + k] = inp[k] if k == "type" else "<summary>"
+            if isinstance(inp.get("type"), str):
+                attrs["msg_type"] = inp["type"]  # message, broadcast, shutdown_request, ...
+            if b.keep_content and isinstance(inp.get("summary"), str):
+                attrs["summary"] = redact(inp["summary"])
             i = b.add(
                 "message",
                 agent,
@@ -617,7 +631,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     sid = next((r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), p.stem)
     m = _AGENT_FILE.match(p.name)
     standalone = m is not None
-    children, metas = ({}, {}) if standalone else _discover_children(p, sid, b.stats)
+    children, metas = ({}, {}) if standalone else _discover_children(p, sid, b.stats, keep_content)
     main_records, sidechains = _split_sidechains(records) if not standalone else (records, {})
     for key, recs in sidechains.items():
         children.setdefault(key, [])
