@@ -195,12 +195,8 @@ def test_usd_budget_from_server_usage(tmp_path, server):
 
 
 def test_debate_messages_read_cause_the_next_answer(tmp_path):
-    res = run(
-        "debate",
-        str(tmp_path / "d.events.jsonl"),
-        backend=ScriptedBackend(choices=["cold", "cool"], seed=2),
-        seed=7,
-    )
+    never_agree = ScriptedBackend(fn=lambda req: f"word{req.seed}")
+    res = run("debate", str(tmp_path / "d.events.jsonl"), backend=never_agree, seed=7, config={"rounds": 2})
     _valid(res)
     tr = res.trace
     by = {e.id: e for e in tr.events}
