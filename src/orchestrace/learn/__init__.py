@@ -1,0 +1,1 @@
+"""Learning orchestration decisions from traces."""

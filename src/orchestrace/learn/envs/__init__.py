@@ -1,0 +1,1 @@
+"""StopVote and other orchestration environments (Gymnasium)."""

@@ -1,0 +1,125 @@
+"""Task-agnostic features of a voting prefix (the trace prefix of a StopVote episode).
+
+Every feature is a function of the answer counts seen so far, the number of samples and their
+cost, never of the answer strings, so a policy trained on one task family applies to another.
+All prefixes of one answer sequence are computed at once (``PrefixTable``), vectorised over t.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import betainc
+
+from .banks import NULL
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "samples_frac",  # t / budget
+    "top1_share",  # v1 / valid
+    "top2_share",  # v2 / valid
+    "margin_z",  # (v1 - v2) / sqrt(valid)
+    "entropy",  # Shannon entropy of the valid answers / log(budget)
+    "distinct_share",  # distinct answers / valid
+    "null_share",  # unparsable samples / t
+    "cost_frac",  # cost so far / (budget x mean sample cost)
+    "beta_conf",  # P(p1 > 0.5 | v1, v2), uniform prior (the Adaptive-Consistency statistic)
+    "log_top1",  # log1p(v1) / log1p(budget)
+    "log_top2",  # log1p(v2) / log1p(budget)
+    "log_margin",  # log1p(v1 - v2) / log1p(budget)
+)
+N_FEATURES = len(FEATURE_NAMES)
+
+
+@dataclass
+class PrefixTable:
+    """Statistics of every prefix 1..T of one answer sequence (row t-1 describes the first t).
+
+    ``answers`` are ids in order of first appearance (so argmax ties go to the earliest answer,
+    as ``Counter.most_common`` does); NULL samples are counted in t but never vote.
+    """
+
+    answers: np.ndarray  # [T] int
+    counts: np.ndarray  # [T, A] cumulative votes per answer id
+    v1: np.ndarray  # [T] top count
+    v2: np.ndarray  # [T] second count (0 if fewer than two answers)
+    valid: np.ndarray  # [T] non-null samples so far
+    distinct: np.ndarray  # [T]
+    majority: np.ndarray  # [T] majority answer id (NULL if no valid sample yet)
+    cost: np.ndarray  # [T] cumulative cost
+
+    @property
+    def length(self) -> int:
+        return len(self.answers)
+
+
+def relabel(answers: np.ndarray) -> np.ndarray:
+    """Renumber answer ids by first appearance in this sequence (NULL stays NULL)."""
+    out = np.full(len(answers), NULL, dtype=np.int64)
+    seen: dict[int, int] = {}
+    for i, a in enumerate(answers.tolist()):
+        if a != NULL:
+            out[i] = seen.setdefault(a, len(seen))
+    return out
+
+
+def prefix_table(answers: np.ndarray, cost: np.ndarray | None = None) -> PrefixTable:
+    """All prefix statistics of ``answers`` (ids must be in order of first appearance)."""
+    t = len(answers)
+    n_ans = int(answers.max()) + 1 if t and answers.max() >= 0 else 0
+    onehot = np.zeros((t, max(n_ans, 1)), dtype=np.int32)
+    ok = answers != NULL
+    onehot[np.nonzero(ok)[0], answers[ok]] = 1
+    counts = np.cumsum(onehot, axis=0)
+    if counts.shape[1] >= 2:
+        part = -np.partition(-counts, 1, axis=1)
+        v1, v2 = part[:, 0], part[:, 1]
+    else:
+        v1, v2 = counts[:, 0], np.zeros(t, dtype=np.int32)
+    valid = np.cumsum(ok)
+    majority = np.where(valid > 0, counts.argmax(axis=1), NULL)
+    c = np.ones(t) if cost is None else np.asarray(cost, dtype=float)
+    return PrefixTable(
+        answers=answers,
+        counts=counts,
+        v1=v1.astype(np.int64),
+        v2=v2.astype(np.int64),
+        valid=valid.astype(np.int64),
+        distinct=(counts > 0).sum(axis=1),
+        majority=majority.astype(np.int64),
+        cost=np.cumsum(c),
+    )
+
+
+def beta_confidence(v1: np.ndarray, v2: np.ndarray) -> np.ndarray:
+    """P(p1 > 0.5) for p1 ~ Beta(v1 + 1, v2 + 1), i.e. I_0.5(v2 + 1, v1 + 1)."""
+    return betainc(np.asarray(v2, float) + 1.0, np.asarray(v1, float) + 1.0, 0.5)
+
+
+def features(pt: PrefixTable, budget: int, mean_cost: float = 1.0) -> np.ndarray:
+    """[T, N_FEATURES] float32 features of every prefix of ``pt``."""
+    t = np.arange(1, pt.length + 1, dtype=float)
+    valid = np.maximum(pt.valid, 1).astype(float)
+    p = pt.counts / valid[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+    lb = np.log1p(budget)
+    margin = (pt.v1 - pt.v2).astype(float)
+    out = np.stack(
+        [
+            t / budget,
+            pt.v1 / valid,
+            pt.v2 / valid,
+            margin / np.sqrt(valid),
+            ent / np.log(budget),
+            pt.distinct / valid,
+            (t - pt.valid) / t,
+            pt.cost / (budget * mean_cost),
+            beta_confidence(pt.v1, pt.v2),
+            np.log1p(pt.v1) / lb,
+            np.log1p(pt.v2) / lb,
+            np.log1p(margin) / lb,
+        ],
+        axis=1,
+    )
+    return out.astype(np.float32)

@@ -1,0 +1,604 @@
+"""Question families for real sample banks: prompts, gold answers and answer canonicalisation.
+
+The questions and gold answers are our own. Two families with different answer distributions let
+us train a stopping policy on one and evaluate it on the other:
+
+- ``antonyms``: one word; wrong answers scatter over many strings, the right one stays most
+  common (voting roughly doubles SmolLM2-135M's accuracy); failure mode: the word echoed back.
+- ``countries``: the country of a city; fewer distinct answers, a strong single-sample rate.
+
+A sample is canonicalised (first line, lower case, punctuation stripped, aliases mapped to the
+gold spelling) so that votes for the same answer are counted together; an empty answer is null.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# word -> gold antonym [, accepted alternatives...]
+_ANTONYMS = """
+hot cold|freezing
+big small|little|tiny
+fast slow
+happy sad|unhappy
+early late
+open closed|close|shut
+up down
+day night
+light dark|heavy
+wet dry
+full empty
+rich poor
+old young|new
+long short
+high low
+strong weak
+hard soft|easy
+good bad|evil
+clean dirty
+love hate
+begin end|finish
+true false
+win lose
+thick thin
+wide narrow
+deep shallow
+loud quiet|silent|soft
+brave cowardly|afraid|scared|timid
+cheap expensive|costly
+push pull
+above below|beneath|under
+inside outside
+before after
+friend enemy|foe
+buy sell
+alive dead
+laugh cry
+question answer
+sweet sour|bitter|salty
+north south
+east west
+left right
+first last
+top bottom
+arrive leave|depart
+accept reject|refuse|decline
+add subtract|remove
+allow forbid|deny|prohibit|prevent
+ancient modern
+asleep awake
+attack defend|defense|defence
+beautiful ugly
+bright dark|dim|dull
+calm angry|agitated|stormy
+careful careless
+cause effect
+certain uncertain|unsure
+cheerful gloomy|sad
+clever stupid|dumb|foolish
+come go
+complex simple
+cool warm
+correct incorrect|wrong
+dangerous safe
+difficult easy
+entrance exit
+even odd|uneven
+expand contract|shrink
+fail succeed|pass
+famous unknown|obscure
+fat thin|skinny|slim
+fear courage|bravery
+fill empty
+float sink
+forget remember
+found lost
+fresh stale|rotten
+gentle rough|harsh
+give take|receive
+guilty innocent
+happy sad
+heavy light
+hero villain|coward
+honest dishonest
+humble proud|arrogant
+include exclude
+increase decrease|reduce
+interior exterior
+join leave|separate
+kind cruel|mean|unkind
+large small|little|tiny
+lazy hardworking|diligent|active|energetic
+lend borrow
+less more
+major minor
+male female
+maximum minimum
+mother father
+near far|distant
+never always
+noisy quiet|silent
+obey disobey
+offer refuse|decline
+often rarely|seldom
+optimist pessimist
+order chaos|disorder
+patient impatient
+peace war
+permanent temporary
+polite rude|impolite
+positive negative
+private public
+profit loss
+quick slow
+raise lower
+rapid slow
+rare common
+real fake|imaginary|unreal
+remember forget
+rough smooth
+sad happy|glad
+safe dangerous|unsafe
+same different
+sharp dull|blunt
+shiny dull
+sick healthy|well
+single married|double|multiple
+slow fast|quick
+smart stupid|dumb
+smooth rough
+sober drunk
+solid liquid|hollow
+sour sweet
+spend save|earn
+stand sit
+start finish|end|stop
+stop go|start
+straight crooked|curved|bent
+success failure
+summer winter
+sunny cloudy|rainy
+tall short
+tame wild
+teach learn
+tight loose
+tired energetic|rested|awake
+together apart|separate|alone
+tough tender|weak|soft|easy
+transparent opaque
+ugly beautiful|pretty
+under over|above
+unite divide|separate
+upper lower
+vacant occupied|full
+victory defeat|loss
+visible invisible
+vertical horizontal
+wise foolish|stupid
+wrong right|correct
+yes no
+young old
+asc desc
+absent present
+accurate inaccurate
+active passive|inactive
+adult child
+advance retreat
+agree disagree
+alone together
+amateur professional|expert
+appear disappear|vanish
+approve disapprove
+awake asleep
+backward forward
+bless curse
+bold shy|timid|meek
+boring interesting|exciting
+bottom top
+broad narrow
+build destroy|demolish
+busy idle|free|lazy
+captive free
+ceiling floor
+child adult|parent
+city country|countryside|village
+command obey|request
+compulsory optional|voluntary
+connect disconnect
+construct destroy|demolish
+crowded empty|deserted
+cruel kind
+dawn dusk
+defeat victory|win
+depart arrive
+descend ascend|climb|rise
+despair hope
+divorce marriage|marry
+domestic foreign|wild
+dusk dawn
+dwarf giant
+eager reluctant|unwilling
+encourage discourage
+enter exit|leave
+export import
+external internal
+failure success
+false true
+feeble strong|powerful
+female male
+fiction nonfiction|fact|reality
+generous stingy|selfish|greedy
+giant dwarf|tiny
+host guest
+hunger thirst|satiety|full
+import export
+inferior superior
+input output
+junior senior
+knowledge ignorance
+landlord tenant
+lengthen shorten
+liquid solid|gas
+loose tight
+majority minority
+masculine feminine
+maximum minimum
+melt freeze|solidify
+mercy cruelty
+morning evening|night
+natural artificial
+negative positive
+noon midnight
+obedient disobedient
+odd even
+opaque transparent
+past future|present
+plural singular
+predator prey
+reward punishment|penalty
+sunrise sunset
+""".strip()
+
+# city -> gold country [, accepted alternatives...]
+_CITIES = """
+paris|france
+berlin|germany
+madrid|spain
+rome|italy
+lisbon|portugal
+vienna|austria
+warsaw|poland
+prague|czech republic|czechia
+budapest|hungary
+athens|greece
+dublin|ireland
+oslo|norway
+stockholm|sweden
+helsinki|finland
+copenhagen|denmark
+amsterdam|netherlands|holland|the netherlands
+brussels|belgium
+bern|switzerland
+zurich|switzerland
+geneva|switzerland
+munich|germany
+hamburg|germany
+frankfurt|germany
+cologne|germany
+milan|italy
+naples|italy
+venice|italy
+florence|italy
+turin|italy
+barcelona|spain
+seville|spain
+valencia|spain
+porto|portugal
+lyon|france
+marseille|france
+nice|france
+bordeaux|france
+toulouse|france
+krakow|poland
+gdansk|poland
+bucharest|romania
+sofia|bulgaria
+belgrade|serbia
+zagreb|croatia
+ljubljana|slovenia
+bratislava|slovakia
+kyiv|ukraine
+kiev|ukraine
+odessa|ukraine
+minsk|belarus
+moscow|russia
+saint petersburg|russia
+vilnius|lithuania
+riga|latvia
+tallinn|estonia
+reykjavik|iceland
+london|united kingdom|uk|england|britain|great britain
+manchester|united kingdom|uk|england|britain|great britain
+liverpool|united kingdom|uk|england|britain|great britain
+edinburgh|united kingdom|uk|scotland|britain|great britain
+glasgow|united kingdom|uk|scotland|britain|great britain
+cardiff|united kingdom|uk|wales|britain|great britain
+belfast|united kingdom|uk|northern ireland|britain
+istanbul|turkey|turkiye
+ankara|turkey|turkiye
+tokyo|japan
+osaka|japan
+kyoto|japan
+yokohama|japan
+seoul|south korea|korea
+busan|south korea|korea
+pyongyang|north korea
+beijing|china
+shanghai|china
+guangzhou|china
+shenzhen|china
+chengdu|china
+wuhan|china
+hong kong|china
+taipei|taiwan
+manila|philippines|the philippines
+hanoi|vietnam
+ho chi minh city|vietnam
+bangkok|thailand
+kuala lumpur|malaysia
+singapore|singapore
+jakarta|indonesia
+bali|indonesia
+mumbai|india
+delhi|india
+new delhi|india
+bangalore|india
+chennai|india
+kolkata|india
+hyderabad|india
+karachi|pakistan
+lahore|pakistan
+islamabad|pakistan
+dhaka|bangladesh
+kathmandu|nepal
+colombo|sri lanka
+kabul|afghanistan
+tehran|iran
+baghdad|iraq
+riyadh|saudi arabia
+mecca|saudi arabia
+jeddah|saudi arabia
+dubai|united arab emirates|uae
+abu dhabi|united arab emirates|uae
+doha|qatar
+kuwait city|kuwait
+muscat|oman
+amman|jordan
+beirut|lebanon
+damascus|syria
+jerusalem|israel
+tel aviv|israel
+cairo|egypt
+alexandria|egypt
+casablanca|morocco
+marrakech|morocco
+rabat|morocco
+tunis|tunisia
+algiers|algeria
+tripoli|libya
+lagos|nigeria
+abuja|nigeria
+accra|ghana
+dakar|senegal
+nairobi|kenya
+mombasa|kenya
+addis ababa|ethiopia
+kampala|uganda
+kigali|rwanda
+dar es salaam|tanzania
+kinshasa|democratic republic of the congo|congo|drc
+luanda|angola
+harare|zimbabwe
+lusaka|zambia
+johannesburg|south africa
+cape town|south africa
+durban|south africa
+pretoria|south africa
+new york|united states|usa|us|united states of america|america
+los angeles|united states|usa|us|united states of america|america
+chicago|united states|usa|us|united states of america|america
+houston|united states|usa|us|united states of america|america
+miami|united states|usa|us|united states of america|america
+boston|united states|usa|us|united states of america|america
+seattle|united states|usa|us|united states of america|america
+san francisco|united states|usa|us|united states of america|america
+washington|united states|usa|us|united states of america|america
+atlanta|united states|usa|us|united states of america|america
+denver|united states|usa|us|united states of america|america
+dallas|united states|usa|us|united states of america|america
+las vegas|united states|usa|us|united states of america|america
+philadelphia|united states|usa|us|united states of america|america
+detroit|united states|usa|us|united states of america|america
+new orleans|united states|usa|us|united states of america|america
+honolulu|united states|usa|us|united states of america|america
+toronto|canada
+montreal|canada
+vancouver|canada
+ottawa|canada
+calgary|canada
+quebec city|canada
+mexico city|mexico
+guadalajara|mexico
+cancun|mexico
+monterrey|mexico
+havana|cuba
+kingston|jamaica
+panama city|panama
+san jose|costa rica
+guatemala city|guatemala
+bogota|colombia
+medellin|colombia
+caracas|venezuela
+quito|ecuador
+lima|peru
+cusco|peru
+la paz|bolivia
+santiago|chile
+buenos aires|argentina
+cordoba|argentina
+montevideo|uruguay
+asuncion|paraguay
+sao paulo|brazil
+rio de janeiro|brazil
+brasilia|brazil
+salvador|brazil
+sydney|australia
+melbourne|australia
+brisbane|australia
+perth|australia
+adelaide|australia
+canberra|australia
+auckland|new zealand
+wellington|new zealand
+christchurch|new zealand
+suva|fiji
+ulaanbaatar|mongolia
+almaty|kazakhstan
+astana|kazakhstan
+tashkent|uzbekistan
+baku|azerbaijan
+tbilisi|georgia
+yerevan|armenia
+nicosia|cyprus
+valletta|malta
+monaco|monaco
+luxembourg|luxembourg
+salzburg|austria
+antwerp|belgium
+rotterdam|netherlands|holland|the netherlands
+gothenburg|sweden
+bergen|norway
+""".strip()
+
+_PUNCT = re.compile(r"[^\w\s'-]")
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    question: str
+    gold: str
+    aliases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A task family: its questions, how to ask, and how to read an answer."""
+
+    name: str
+    questions: tuple[Question, ...]
+    shots: tuple[tuple[str, str], ...]
+    canonical: Callable[[str, Question], str | None]
+    max_new_tokens: int
+
+    def messages(self, q: Question) -> list[dict[str, str]]:
+        """Few-shot chat: three example turns, then the question."""
+        msgs: list[dict[str, str]] = []
+        for ask, ans in self.shots:
+            msgs += [{"role": "user", "content": ask}, {"role": "assistant", "content": ans}]
+        msgs.append({"role": "user", "content": q.question})
+        return msgs
+
+
+def _clean(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    line = _PUNCT.sub(" ", line.lower()).replace("_", " ")
+    return _SPACE.sub(" ", line).strip(" '-")
+
+
+def _canon_word(text: str, q: Question) -> str | None:
+    """First word of the first line; an accepted synonym counts as the gold word."""
+    words = _clean(text).split()
+    if not words:
+        return None
+    w = words[0]
+    return q.gold if w in q.aliases else w
+
+
+def _canon_phrase(text: str, q: Question) -> str | None:
+    """The first line (at most four words, without a leading 'the'); aliases map to gold."""
+    s = _clean(text)
+    for prefix in ("the ", "it is in ", "in "):
+        if s.startswith(prefix):
+            s = s[len(prefix) :]
+    if not s:
+        return None
+    s = " ".join(s.split()[:4])
+    if s in q.aliases:
+        return q.gold
+    return s
+
+
+def _antonym_question(word: str) -> str:
+    return f'What is the opposite of the word "{word}"? Answer with just one word.'
+
+
+def _city_question(city: str) -> str:
+    return f"In which country is the city of {city.title()}? Answer with just the country name."
+
+
+def _parse_antonyms() -> tuple[Question, ...]:
+    out: dict[str, Question] = {}
+    for line in _ANTONYMS.splitlines():
+        word, rest = line.split(" ", 1)
+        answers = rest.split("|")
+        if word not in out:
+            out[word] = Question(f"ant-{word}", _antonym_question(word), answers[0], tuple(answers))
+    return tuple(out.values())
+
+
+def _parse_cities() -> tuple[Question, ...]:
+    out: dict[str, Question] = {}
+    for line in _CITIES.splitlines():
+        city, *answers = line.split("|")
+        if city not in out:
+            slug = city.replace(" ", "-")
+            out[city] = Question(f"city-{slug}", _city_question(city), answers[0], tuple(answers))
+    return tuple(out.values())
+
+
+FAMILIES: dict[str, Family] = {
+    "antonyms": Family(
+        name="antonyms",
+        questions=_parse_antonyms(),
+        shots=(
+            (_antonym_question("cold"), "hot"),
+            (_antonym_question("tiny"), "huge"),
+            (_antonym_question("mean"), "nice"),
+        ),
+        canonical=_canon_word,
+        max_new_tokens=6,
+    ),
+    "countries": Family(
+        name="countries",
+        questions=_parse_cities(),
+        shots=(
+            (_city_question("nagoya"), "Japan"),
+            (_city_question("graz"), "Austria"),
+            (_city_question("recife"), "Brazil"),
+        ),
+        canonical=_canon_phrase,
+        max_new_tokens=8,
+    ),
+}
+
+
+def family(name: str) -> Family:
+    from ..core.errors import OrchestraceError
+
+    if name not in FAMILIES:
+        raise OrchestraceError("OT601", f"unknown task family {name!r}; known: {', '.join(FAMILIES)}")
+    return FAMILIES[name]
