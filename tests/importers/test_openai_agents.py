@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("OPENAI_API_KEY", "sk-test-not-used")
 agents = pytest.importorskip("agents")
 
 from agents import (  # noqa: E402
