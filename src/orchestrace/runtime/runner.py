@@ -171,6 +171,12 @@ async def execute(
         aclose = getattr(live, "aclose", None)
         if aclose is not None:
             await aclose()
+    if intervention is not None and calls.intervention is not None:
+        raise OrchestraceError(
+            "OT608",
+            f"the re-run never reached {intervention.event}: the intervention was not applied",
+            path=out,
+        )
     return RunResult(
         out, rec.trace(), rec.metadata.get("outcome", {}), calls.live_calls, calls.cache_hits, rec.diverged_at
     )
