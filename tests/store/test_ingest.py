@@ -5,23 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-import duckdb
 import orjson
 import pytest
+from store_kit import dump_tables, hand_trace
 
-from conftest import hand_trace
 from orchestrace.core.io import dumps, load, save
 from orchestrace.store import IngestAborted, ingest, iter_store_traces, query, stats
-from orchestrace.store.schema import TABLES
-
-
-def dump_tables(store: Path) -> dict[str, list[tuple]]:
-    """Every row of every table, sorted, for before/after comparisons."""
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        return {name: sorted(con.execute(f"SELECT * FROM {name}").fetchall(), key=repr) for name in TABLES}
-    finally:
-        con.close()
 
 
 def test_hand_trace_rows(tmp_path: Path) -> None:

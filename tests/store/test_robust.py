@@ -12,9 +12,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from test_ingest import dump_tables
+from store_kit import dump_tables, hand_trace
 
-from conftest import hand_trace
 from orchestrace.core.io import save
 from orchestrace.gen import generate_corpus
 from orchestrace.store import StoreError, ingest, query, stats

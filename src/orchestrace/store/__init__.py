@@ -13,10 +13,12 @@ from .db import (
     StoreError,
     connect,
     ingest,
+    is_store_path,
     iter_store_traces,
     query,
     stats,
     trace_ids,
+    traces_of,
 )
 from .parquet import export_parquet
 from .ray_exec import (
@@ -46,6 +48,7 @@ __all__ = [
     "connect",
     "export_parquet",
     "ingest",
+    "is_store_path",
     "iter_store_traces",
     "map_traces",
     "parallel_imap",
@@ -54,4 +57,5 @@ __all__ = [
     "read_parquet",
     "stats",
     "trace_ids",
+    "traces_of",
 ]

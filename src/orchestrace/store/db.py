@@ -340,6 +340,21 @@ def iter_store_traces(
         con.close()
 
 
+def is_store_path(path: str) -> bool:
+    """A DuckDB store file (by extension), as opposed to a trace file."""
+    return os.fspath(path).lower().endswith((".duckdb", ".db"))
+
+
+def traces_of(path: str, *, where: str | None = None) -> Iterator[Trace]:
+    """Traces of a store or of a trace file, so any command can take either."""
+    from ..core.io import iter_traces
+
+    if is_store_path(path):
+        yield from iter_store_traces(path, where=where)
+    else:
+        yield from iter_traces(path)
+
+
 def _grouped(con: Any, sql: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for row in con.sql(sql).to_arrow_table().to_pylist():

@@ -218,19 +218,11 @@ def map_traces(
     Traces are read here and shipped to the tasks, so workers on other machines need no
     access to the files; results come in store order (trace id) or file order.
     """
-    from ..core.io import iter_traces
-    from .db import iter_store_traces
+    from .db import traces_of
 
-    if isinstance(source, str) and is_store_path(source):
-        traces = list(iter_store_traces(source, where=where))
-    else:
-        paths = [source] if isinstance(source, str) else list(source)
-        traces = [tr for p in paths for tr in iter_traces(p)]
+    paths = [source] if isinstance(source, str) else list(source)
+    traces = [tr for p in paths for tr in traces_of(p, where=where)]
     return parallel_map(fn, traces, ray=ray, seed=seed, batch=batch)
-
-
-def is_store_path(path: str) -> bool:
-    return path.lower().endswith((".duckdb", ".db"))
 
 
 # ---------------------------------------------------------------- Ray Data over Parquet
