@@ -66,33 +66,33 @@ def _ns(seconds: float) -> str:
 
 
 def _event_span_name(e: Event) -> tuple[str, dict[str, Any], int]:
-    """Span name, GenAI attributes and span kind of one event."""
+    """Span name, GenAI (and OpenInference) attributes and span kind of one event."""
     a: dict[str, Any] = {}
-    if e.type == "tool_call":
-        a["gen_ai.operation.name"] = "execute_tool"
-        a["gen_ai.tool.name"] = e.tool
-        a["gen_ai.tool.call.id"] = e.call_id
-        a["openinference.span.kind"] = "TOOL"
-        a["tool.name"] = e.tool
-        return f"execute_tool {e.tool}", a, SPAN_KIND_INTERNAL
-    if e.tokens_in is not None or e.tokens_out is not None:
-        a["gen_ai.operation.name"] = "chat"
+    if e.tokens_in is not None or e.tokens_out is not None:  # the model call that produced the event
         a["gen_ai.request.model"] = e.model
         a["gen_ai.usage.input_tokens"] = e.tokens_in
         a["gen_ai.usage.output_tokens"] = e.tokens_out
-        # the same for Phoenix (OpenInference conventions)
-        a["openinference.span.kind"] = "LLM"
         a["llm.model_name"] = e.model
         a["llm.token_count.prompt"] = e.tokens_in
         a["llm.token_count.completion"] = e.tokens_out
-        return f"chat {e.model or e.agent}", a, SPAN_KIND_CLIENT
-    a["openinference.span.kind"] = "CHAIN"
-    if e.type == "tool_result":
+    if e.type in ("tool_call", "tool_result"):
         a["gen_ai.tool.name"] = e.tool
         a["gen_ai.tool.call.id"] = e.call_id
+    if e.type == "tool_call":
+        a["gen_ai.operation.name"] = "execute_tool"
+        a["openinference.span.kind"] = "TOOL"
+        a["tool.name"] = e.tool
+        return f"execute_tool {e.tool}", a, SPAN_KIND_INTERNAL
     if e.type == "spawn":
         a["gen_ai.operation.name"] = "create_agent"
         a["gen_ai.agent.name"] = e.to
+        a["openinference.span.kind"] = "CHAIN"
+        return f"spawn {e.agent}", a, SPAN_KIND_INTERNAL
+    if "gen_ai.usage.input_tokens" in a:
+        a["gen_ai.operation.name"] = "chat"
+        a["openinference.span.kind"] = "LLM"
+        return f"chat {e.model or e.agent}", a, SPAN_KIND_CLIENT
+    a["openinference.span.kind"] = "CHAIN"
     return f"{e.type} {e.agent}", a, SPAN_KIND_INTERNAL
 
 

@@ -13,9 +13,11 @@ One session file (plus its sub-agent files) is one trace. Mapping:
   thinking blocks -> ``orchestrator_decision``.
 - other tool_use/tool_result -> ``tool_call``/``tool_result`` (``is_error`` -> status error).
 - assistant text -> ``message`` (to ``user`` for the main agent); user prompts -> ``human_intervention``.
-- ``usage`` -> tokens on the first event of each API message: ``tokens_in`` = input + cache
-  creation + cache read, ``tokens_out`` = output. Streaming writes one record per content block
-  with a growing usage, so each message counts once, with its largest value per field.
+- ``usage`` -> tokens on the last event of each API message (the action the call produced, so a
+  call ending in a Bash tool_use is task work and one ending in a spawn is coordination):
+  ``tokens_in`` = input + cache creation + cache read, ``tokens_out`` = output. Streaming writes
+  one record per content block with a growing usage, so each message counts once, with its
+  largest value per field.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ _NOTE_FIELD = re.compile(r"<(task-id|status|summary|result)>(.*?)</\1>", re.S)
 MAIN = "main"
 USER = "user"
 _REJECTED = "doesn't want to proceed with this tool use"
+_USAGE_ATTRS = frozenset({"message_id", "cache_read_tokens", "cache_creation_tokens"})
 
 
 # ---------------------------------------------------------------- detection
@@ -279,19 +282,19 @@ class _Session:
             self.models.add(model)
         content = m.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        first: int | None = None
+        last: int | None = None
         for blk in blocks:
             if not isinstance(blk, dict):
                 continue
             i = self._block(blk, agent, ts, model, is_main, r)
-            if first is None:
-                first = i
+            if i is not None:
+                last = i
         mid = m.get("id") or r.get("requestId") or r.get("uuid")
         usage = m.get("usage")
         if isinstance(usage, dict) and isinstance(mid, str):
-            if first is None and mid not in self.usage:
-                first = b.add("message", agent, ts, model=model, attrs={"kind": "empty"})
-            self._add_usage(mid, first, usage)
+            if last is None and mid not in self.usage:
+                last = b.add("message", agent, ts, model=model, attrs={"kind": "empty"})
+            self._add_usage(mid, last, usage)
 
     def _block(
         self, blk: dict, agent: str, ts: float | None, model: str | None, is_main: bool, r: dict
@@ -382,7 +385,9 @@ class _Session:
         b.register_call(cid, i)
         return i
 
-    def _add_usage(self, mid: str, idx: int, usage: dict) -> None:
+    def _add_usage(self, mid: str, idx: int | None, usage: dict) -> None:
+        """Usage of one API call, on the last event it produced (its action): streamed records of
+        the same call move it forward and keep the largest value per field."""
         fields = {
             k: int(usage.get(k) or 0)
             for k in (
@@ -393,8 +398,16 @@ class _Session:
             )
         }
         if mid in self.usage:
-            idx, old = self.usage[mid]
+            held, old = self.usage[mid]
             fields = {k: max(v, old[k]) for k, v in fields.items()}
+            if idx is None or idx == held:
+                idx = held
+            else:
+                prev = self.b.events[held]
+                prev.tokens_in = prev.tokens_out = None
+                prev.attrs = {k: v for k, v in (prev.attrs or {}).items() if k not in _USAGE_ATTRS} or None
+        if idx is None:
+            return
         self.usage[mid] = (idx, fields)
         ev = self.b.events[idx]
         ev.tokens_in = (

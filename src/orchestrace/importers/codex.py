@@ -9,7 +9,7 @@ pair; ``update_plan`` -> ``orchestrator_decision``; collaboration tools ``spawn_
 ``spawn``, ``send_input`` -> ``message``, ``close_agent`` -> ``despawn``.
 ``exec_command_end``/``patch_apply_end`` give exit codes (non-zero -> status error).
 ``token_count`` carries the usage of the model call just made: its ``last_token_usage`` goes to
-the first model event since the previous count (``tokens_in`` = input incl. cached,
+the last model event since the previous count (the call's action) (``tokens_in`` = input incl. cached,
 ``tokens_out`` = output incl. reasoning), so the trace total equals the final
 ``total_token_usage``. Repeated counts (unchanged totals) are not counted twice.
 
@@ -313,7 +313,7 @@ class _Rollout:
             return
         self.last_total = total
         last = info.get("last_token_usage") or {}
-        target = self.unpaid[0] if self.unpaid else self.last_model
+        target = self.unpaid[-1] if self.unpaid else self.last_model  # the call's action
         if target is None:
             target = self.b.add(
                 "orchestrator_decision", self.agent, None, model=self.model, attrs={"kind": "model_call"}

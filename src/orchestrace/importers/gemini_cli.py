@@ -4,7 +4,7 @@ A session is one JSON object ``{sessionId, startTime, messages: [...]}`` (some t
 a one-line ``.jsonl``). ``user`` messages -> ``human_intervention``; ``gemini`` messages ->
 their ``thoughts`` as ``orchestrator_decision``, their text as a ``message`` to the user and
 each of their ``toolCalls`` as a ``tool_call``/``tool_result`` pair (status other than
-completed/success -> error); ``tokens`` (input, output, cached) go on the message's first event.
+completed/success -> error); ``tokens`` (input, output, cached) go on the message's last event.
 """
 
 from __future__ import annotations
@@ -85,36 +85,34 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
 
 def _gemini(b: Builder, m: dict[str, Any], ts: float | None, attrs: dict[str, Any]) -> None:
     model = m.get("model") if isinstance(m.get("model"), str) else None
-    first: int | None = None
+    last: int | None = None  # tokens go on the message's last event (its action)
     for th in m.get("thoughts") or ():
         if isinstance(th, dict):
             i = b.add(
                 "orchestrator_decision", AGENT, ts_of(th.get("timestamp")) or ts, model=model,
                 content=th.get("summary") or th.get("description"), attrs={**attrs, "kind": "thought", "subject": th.get("subject")},
             )  # fmt: skip
-            first = i if first is None else first
+            last = i
     if isinstance(m.get("content"), str) and m["content"].strip():
-        i = b.add(
+        last = b.add(
             "message", AGENT, ts, to=USER, model=model, content=m["content"], attrs={**attrs, "kind": "text"}
         )
-        first = i if first is None else first
     for k, call in enumerate(m.get("toolCalls") or ()):
         if not isinstance(call, dict):
             continue
         cid = str(call.get("id") or f"{m.get('id')}:{k}")
         name = str(call.get("name") or "tool")
         t_call = ts_of(call.get("timestamp")) or ts
-        i = b.tool_call(AGENT, t_call, name, cid, model=model, content=call.get("args"), attrs=dict(attrs))
-        first = i if first is None else first
+        last = b.tool_call(AGENT, t_call, name, cid, model=model, content=call.get("args"), attrs=dict(attrs))
         status = "ok" if call.get("status") in (None, "completed", "success") else "error"
         b.tool_result(
             AGENT, t_call, name, cid, status=status, content=call.get("result") or call.get("resultDisplay")
         )
     tok = m.get("tokens")
     if isinstance(tok, dict):
-        if first is None:
-            first = b.add("message", AGENT, ts, to=USER, model=model, attrs={**attrs, "kind": "empty"})
-        ev = b.events[first]
+        if last is None:
+            last = b.add("message", AGENT, ts, to=USER, model=model, attrs={**attrs, "kind": "empty"})
+        ev = b.events[last]
         ev.tokens_in = int(tok.get("input") or 0)
         ev.tokens_out = int(tok.get("output") or 0) + int(tok.get("thoughts") or 0)
         ev.attrs = {**(ev.attrs or {}), "cached_tokens": int(tok.get("cached") or 0)}

@@ -169,6 +169,12 @@ def _normalize(s: dict[str, Any]) -> None:
                 a.setdefault(dst, a[src])
 
 
+def _usage(a: dict[str, Any]) -> tuple[int | None, int | None]:
+    tin = a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))
+    tout = a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
+    return (int(tin) if tin is not None else None, int(tout) if tout is not None else None)
+
+
 def _genai(tid: str, spans: list[dict[str, Any]], b: Builder) -> None:
     for s in spans:
         _normalize(s)
@@ -196,26 +202,29 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: Builder) -> None:
             who = agent or "agent"
             tool = str(a.get("gen_ai.tool.name") or s["name"].split(" ", 1)[-1])
             cid = str(a.get("gen_ai.tool.call.id") or s["id"])
+            tin, tout = _usage(a)
             b.tool_call(
                 who,
                 s["start"],
                 tool,
                 cid,
+                model=a.get("gen_ai.response.model") or a.get("gen_ai.request.model"),
+                tokens_in=tin,
+                tokens_out=tout,
                 attrs={"span_id": s["id"]},
                 content=a.get("gen_ai.tool.call.arguments"),
             )
             after = (who, tool, cid)
         elif op in _LLM_OPS or any(k.startswith("gen_ai.usage.") for k in a):
-            tin = a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))
-            tout = a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
+            tin, tout = _usage(a)
             b.add(
                 "orchestrator_decision",
                 agent or str(a.get("gen_ai.system") or a.get("gen_ai.provider.name") or "llm"),
                 s["start"],
                 t_end=s["end"],
                 model=a.get("gen_ai.response.model") or a.get("gen_ai.request.model"),
-                tokens_in=int(tin) if tin is not None else None,
-                tokens_out=int(tout) if tout is not None else None,
+                tokens_in=tin,
+                tokens_out=tout,
                 status="error" if error else None,
                 attrs={"kind": "llm_call", "span_id": s["id"], "operation": op},
             )
