@@ -102,6 +102,7 @@ class Batch:
     act: np.ndarray  # [T]
     ret: np.ndarray  # [T] episode reward of the decision's episode
     ep_reward: np.ndarray  # [N]
+    decisions: np.ndarray  # [N] decisions per episode
     infos: list[dict]  # terminal info of each episode
 
 
@@ -125,18 +126,19 @@ def run_episode(
 def collect(
     env: gym.Env, policy: NumpyPolicy, options: Sequence[dict[str, Any]], rng: np.random.Generator
 ) -> Batch:
-    obs, act, ret, rews, infos = [], [], [], [], []
+    obs, act, ret, rews, infos, dec = [], [], [], [], [], []
     for opt in options:
         o, a, r, info = run_episode(env, lambda x: policy.act(x, rng), opt)
         obs += o
         act += a
         ret += [r] * len(a)
         rews.append(r)
+        dec.append(len(a))
         infos.append(info)
     f = policy.meta.obs_dim
     return Batch(
         np.asarray(obs, np.float32).reshape(-1, f), np.asarray(act, np.int64), np.asarray(ret, np.float32),
-        np.asarray(rews), infos,
+        np.asarray(rews), np.asarray(dec, np.int64), infos,
     )  # fmt: skip
 
 
@@ -178,12 +180,19 @@ def train_reinforce(
     ent_coef: float = 0.01,
     vf_coef: float = 0.5,
     seed: int = 0,
+    group: int = 1,
+    init_bias: Sequence[float] | None = None,
     on_iter: Callable[[int], None] | None = None,
     progress: bool = False,
     extra: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train a softmax policy on episodes drawn (with replacement) from ``train_options``.
 
+    ``group > 1`` plays every drawn item ``group`` times and uses the group's mean reward as the
+    baseline (GRPO-style; removes the between-item variance, e.g. easy vs hard tasks); the value
+    net then only serves as a second baseline inside the group (``A = R - mean_group(R)``).
+    ``init_bias`` sets the initial action logits (e.g. "retry" likelier than "give up", so early
+    episodes reach the later attempts at all).
     ``on_iter(i)`` runs before iteration i collects (used to anneal reward weights)."""
     import torch
 
@@ -197,6 +206,8 @@ def train_reinforce(
     critic = _mlp([obs_dim, *hidden, 1])
     with torch.no_grad():
         actor[-1].weight.mul_(0.01)  # near-uniform start
+        if init_bias is not None:
+            actor[-1].bias.copy_(torch.tensor(list(init_bias), dtype=torch.float32))
     opt = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=lr)
     curve: list[dict[str, float]] = []
     bar = None
@@ -208,7 +219,7 @@ def train_reinforce(
     for it in range(iters):
         if on_iter is not None:
             on_iter(it)
-        pick = rng.integers(len(train_options), size=batch)
+        pick = np.repeat(rng.integers(len(train_options), size=max(1, batch // group)), group)
         b = collect(env, _to_numpy(actor, meta), [train_options[i] for i in pick], rng)
         if len(b.act):
             x = torch.from_numpy(b.obs)
@@ -216,7 +227,12 @@ def train_reinforce(
             logp_all = torch.log_softmax(actor(x), dim=-1)
             logp = logp_all.gather(1, torch.from_numpy(b.act)[:, None])[:, 0]
             v = critic(x)[:, 0]
-            adv = (r - v).detach()
+            if group > 1:
+                base = b.ep_reward.reshape(-1, group).mean(axis=1).repeat(group)  # per episode
+                per_dec = np.repeat(base, b.decisions)
+                adv = r - torch.from_numpy(per_dec.astype(np.float32))
+            else:
+                adv = (r - v).detach()
             adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
             ent = -(logp_all.exp() * logp_all).sum(-1).mean()
             loss = -(adv * logp).mean() + vf_coef * ((r - v) ** 2).mean() - ent_coef * ent

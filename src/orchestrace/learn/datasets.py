@@ -12,7 +12,8 @@ RetryStop families (one :class:`RetryTask` per task, attempts in the order they 
   and the last one passed the hidden tests iff ``is_solved`` (the loop ends when the model's own
   tests pass or after 10 attempts, so an unsolved task can end early).
 - ``game24``: GPT-4 chain-of-thought on Game of 24 (puzzles 900-999), 100 samples each with the
-  verifier's 0/1 flag; per-sample USD = the puzzle's logged cost split by sample length.
+  verifier's 0/1 flag; per-sample USD = the puzzle's logged cost (the increase of the running
+  ``usage_so_far``, whose counter restarts once in the log) split by sample length.
 
 Delegate data (:class:`RouteData`): a quality matrix [queries x models] and a USD cost matrix from
 the FrugalGPT price table (``config/serviceinfo.json``) applied to token counts estimated as
@@ -141,7 +142,7 @@ def load_game24(root: str | Path | None = None, kind: str = "cot") -> list[Retry
         ys = [str(y) for y in x["ys"]]
         flags = [bool(i["r"]) for i in x["infos"]] if "infos" in x else [bool(a) for a in x["accs"]]
         total = float(x["usage_so_far"]["cost"])
-        spent, prev = max(total - prev, 0.0), total
+        spent, prev = (total - prev if total >= prev else total), total  # the log restarts its counter once
         lens = np.array([max(len(y), 1) for y in ys], dtype=float)
         cost = (spent * lens / lens.sum()).tolist()
         out.append(RetryTask(f"game24-{x['idx']}", "game24", flags, ys, cost))

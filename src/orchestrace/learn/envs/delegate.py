@@ -120,7 +120,7 @@ class DelegateEnv(gym.Env):
         super().reset(seed=seed)
         opt = options or {}
         self._q = int(opt["query"]) if "query" in opt else int(self.np_random.integers(len(self.data.ids)))
-        return self.feats[self._q], {"query": self.data.ids[self._q]}
+        return self.feats[self._q].copy(), {"query": self.data.ids[self._q]}
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         tr = delegate_trace(self.data, self._q, int(action), self.lam, self.scale)
@@ -130,7 +130,7 @@ class DelegateEnv(gym.Env):
             "cost_usd": float(self.data.cost[self._q, int(action)]),
             "model": int(action),
         }
-        return self.feats[self._q], delegate_reward(tr, self.lam, self.scale), True, False, info
+        return self.feats[self._q].copy(), delegate_reward(tr, self.lam, self.scale), True, False, info
 
 
 # ----------------------------------------------------------------------------- baselines

@@ -225,7 +225,7 @@ class RetryStopEnv(gym.Env):
             t = self._task
             cost = sum(t.cost[: self._n]) / self.unit[t.family]
             self._cache[key] = retry_features(t.content[: self._n], cost, self.budget.get(t.family, 15))
-        return self._cache[key]
+        return self._cache[key].copy()
 
     def _done(self) -> bool:
         return bool(self._task.success[self._n - 1]) or self._n >= self._limit(self._task)

@@ -46,6 +46,7 @@ FEATURE_NAMES = (
     "main_ctx_used",
     "slack",
     "bias",
+    *(f"width_is_{w}" for w in range(1, 9)),  # one-hot width (8 = 8 or more): narrow stages stand apart
 )
 N_FEATURES = len(FEATURE_NAMES)
 
@@ -55,7 +56,7 @@ class SwarmConfig:
     max_agents: int = 8  # K: actions are 0..K
     ctx_sub: int = 16  # steps a sub-agent can hold
     ctx_main: int = 24  # steps of own work the orchestrator can hold over the episode
-    budget_frac: float = 0.7  # Critical Steps budget = budget_frac x the serial schedule's Critical Steps
+    budget_frac: float = 0.6  # Critical Steps budget = budget_frac x the serial schedule's Critical Steps
     parallel_cap: int = 8
     min_stages: int = 2
     max_stages: int = 4
@@ -247,15 +248,15 @@ def parl_terms(trace: Trace, parallel_cap: int = 8) -> tuple[float, float]:
 def swarm_reward(
     trace: Trace, l1: float = 0.0, l2: float = 0.0, parallel_cap: int = 8, measure: bool = False
 ) -> dict[str, float]:
-    """PARL reward of a Swarm trace: ``r_perf`` from the orchestrator's stage aggregates (ok and
-    not late), ``r_parallel`` and ``r_finish`` by :func:`parl_terms`; with ``measure=True`` also the
+    """PARL reward of a Swarm trace: ``r_perf`` = the ``subtasks_ok`` of the orchestrator's stage
+    aggregates that are not late, over all subtasks, ``r_parallel`` and ``r_finish`` by :func:`parl_terms`; with ``measure=True`` also the
     trace's Critical Steps and total steps from ``orchestrace.measure`` (and the R7 terms from
     :func:`~orchestrace.reward.orchestration.r7_orchestration` itself)."""
     total = float((trace.metadata or {}).get("n_subtasks", 0)) or 1.0
     done = sum(
         float((e.attrs or {}).get("subtasks_ok", 0))
         for e in trace.events
-        if e.type == "aggregate" and e.agent == ORCH and e.status == "ok" and not (e.attrs or {}).get("late")
+        if e.type == "aggregate" and e.agent == ORCH and not (e.attrs or {}).get("late")
     )
     out = {"r_perf": done / total}
     if measure:
@@ -325,6 +326,7 @@ def stage_features(task: SwarmTask, s: int, crit: int, ctx_used: int, cfg: Swarm
             ctx_used / cfg.ctx_main,
             left / max(need, 1),
             1.0,
+            *(float(min(len(durs), 8) == w) for w in range(1, 9)),
         ],
         dtype=np.float32,
     )

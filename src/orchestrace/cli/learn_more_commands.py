@@ -1,0 +1,228 @@
+"""``orchestrace train|eval retry|delegate|swarm``: typer command functions (no logic here).
+
+The lead hooks them into the ``train`` and ``eval`` groups, e.g.
+``train_app.command("retry")(train_retry_cmd)``. Every command prints a short table, or the full
+JSON result with ``--format json``; ``-o DIR`` writes the policy and ``*-result.json`` there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .common import console
+
+_FORMAT = typer.Option("table", "--format", help="table or json")
+_SEED = typer.Option(0, "--seed", help="training/bootstrap seed (the data split is fixed)")
+_DATA = typer.Option(None, "--data", help="public data folder (default: $ORCHESTRACE_DATA or shared/data)")
+
+
+def _emit(result: dict[str, Any], fmt: str, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
+    if fmt == "json":
+        console.print_json(json.dumps(result))
+        return
+    from rich.table import Table
+
+    t = Table(*header)
+    for r in rows:
+        t.add_row(*r)
+    console.print(t)
+
+
+def _check_format(fmt: str) -> None:
+    from ..core.errors import OrchestraceError
+
+    if fmt not in ("table", "json"):
+        raise OrchestraceError("OT665", f"unknown format {fmt!r} (table, json)")
+
+
+def _retry_rows(fam: str, r: dict[str, Any]) -> list[tuple[str, ...]]:
+    caps = r["fixed_caps"]
+    ct, cb = str(r["cap_chosen_on_train"]), str(r["cap_best_in_hindsight"])
+    lo, hi = r["learned"]["reward"]["ci95"]
+    d = r["learned_minus_train_cap"]
+    return [
+        (fam, "learned", f"{r['learned']['reward']['mean']:.4f} [{lo:.4f}, {hi:.4f}]",
+         f"{r['learned']['success']:.3f}", f"{r['learned']['mean_attempts']:.2f}",
+         f"{d['mean']:+.4f} [{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}]"),
+        (fam, f"cap {ct} (train)", f"{caps[ct]['reward']:.4f}", f"{caps[ct]['success']:.3f}",
+         f"{caps[ct]['mean_attempts']:.2f}", ""),
+        (fam, f"cap {cb} (hindsight)", f"{caps[cb]['reward']:.4f}", f"{caps[cb]['success']:.3f}",
+         f"{caps[cb]['mean_attempts']:.2f}", ""),
+    ]  # fmt: skip
+
+
+_RETRY_HEADER = ("family", "method", "reward [95% CI]", "success", "attempts", "learned - train cap")
+
+
+def train_retry_cmd(
+    family: list[str] = typer.Option(
+        ["alfworld", "humaneval", "game24"],
+        "--family",
+        "-f",
+        help="alfworld, humaneval, game24, game24-standard",
+    ),
+    cost: float = typer.Option(None, "--cost", help="price of one attempt in successes (default per family)"),
+    iters: int = typer.Option(300, "--iters"),
+    out: Path = typer.Option(Path("runs/retry"), "-o", "--out", help="directory for policies and results"),
+    seed: int = _SEED,
+    data: Path = _DATA,
+    fmt: str = _FORMAT,
+) -> None:
+    """Train RetryStop give-up policies on real Reflexion / Game-of-24 outcomes.
+
+    Examples:
+      orchestrace train retry
+      orchestrace train retry -f game24 --cost 0.005 -o runs/g24 --format json
+    """
+    from ..learn.tasks_more import train_retry
+
+    _check_format(fmt)
+    r = train_retry(family, cost, seed=seed, iters=iters, out=out, data=data, progress=fmt != "json")
+    rows = [row for fam, v in r["families"].items() for row in _retry_rows(fam, v)]
+    _emit(r, fmt, rows, _RETRY_HEADER)
+
+
+def eval_retry_cmd(
+    policy: Path = typer.Option(..., "--policy", "-p", help="a retry-<family>.safetensors from train retry"),
+    family: str = typer.Option("alfworld", "--family", "-f"),
+    cost: float = typer.Option(None, "--cost", help="default: the cost the policy was trained with"),
+    seed: int = _SEED,
+    data: Path = _DATA,
+    fmt: str = _FORMAT,
+) -> None:
+    """Evaluate a RetryStop policy on a family's held-out tasks (any family: transfer).
+
+    Example:
+      orchestrace eval retry -p runs/retry/retry-alfworld.safetensors -f humaneval
+    """
+    from ..learn.tasks_more import eval_retry
+
+    _check_format(fmt)
+    r = eval_retry(policy, family, cost, seed=seed, data=data)
+    _emit(r, fmt, _retry_rows(family, r), _RETRY_HEADER)
+
+
+def _delegate_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
+    rows = []
+    for k, v in r["methods"].items():
+        lo, hi = v["reward"]["ci95"]
+        qpd = v["quality_per_dollar"]
+        rows.append((k, f"{v['reward']['mean']:.4f} [{lo:.4f}, {hi:.4f}]", f"{v['quality']:.4f}",
+                     f"{v['usd_per_1k_queries']:.4f}", "" if qpd is None else f"{qpd:.1f}"))  # fmt: skip
+    return rows
+
+
+_DELEGATE_HEADER = ("method", "reward [95% CI]", "quality", "USD / 1k queries", "quality per USD")
+
+
+def train_delegate_cmd(
+    source: str = typer.Option(
+        "mmlu", "--source", "-s", help="gsm8k, mmlu (RouteLLM) or alpaca (AlpacaEval)"
+    ),
+    lam: float = typer.Option(
+        0.1, "--lambda", help="cost weight: 1 = one average call of the priciest model"
+    ),
+    iters: int = typer.Option(200, "--iters"),
+    out: Path = typer.Option(Path("runs/delegate"), "-o", "--out"),
+    seed: int = _SEED,
+    data: Path = _DATA,
+    fmt: str = _FORMAT,
+) -> None:
+    """Train a Delegate router (quality - lambda x cost) on real model outcomes and prices.
+
+    Examples:
+      orchestrace train delegate -s mmlu --lambda 0.1
+      orchestrace train delegate -s alpaca --lambda 0.05 --format json
+    """
+    from ..learn.tasks_more import train_delegate
+
+    _check_format(fmt)
+    r = train_delegate(source, lam, seed=seed, iters=iters, out=out, data=data, progress=fmt != "json")
+    _emit(r, fmt, _delegate_rows(r), _DELEGATE_HEADER)
+
+
+def eval_delegate_cmd(
+    source: str = typer.Option("mmlu", "--source", "-s"),
+    policy: Path = typer.Option(
+        None, "--policy", "-p", help="a delegate-<source>.safetensors (default: baselines)"
+    ),
+    lam: float = typer.Option(None, "--lambda", help="default: the policy's lambda, else 0.1"),
+    seed: int = _SEED,
+    data: Path = _DATA,
+    fmt: str = _FORMAT,
+) -> None:
+    """Held-out routing comparison: learned router, single models, threshold router, oracle.
+
+    Example:
+      orchestrace eval delegate -s mmlu -p runs/delegate/delegate-mmlu.safetensors
+    """
+    from ..learn.tasks_more import eval_delegate
+
+    _check_format(fmt)
+    r = eval_delegate(source, policy, lam, seed=seed, data=data)
+    _emit(r, fmt, _delegate_rows(r), _DELEGATE_HEADER)
+
+
+def _swarm_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
+    rows = []
+    for k, v in r["methods"].items():
+        lo, hi = v["r_perf"]["ci95"]
+        rows.append((k, f"{v['r_perf']['mean']:.4f} [{lo:.4f}, {hi:.4f}]", f"{v['finish_rate']:.3f}",
+                     f"{v['critical_over_serial']['mean']:.3f}", f"{v['on_budget']:.3f}",
+                     f"{v['spawned_per_stage']:.2f}"))  # fmt: skip
+    return rows
+
+
+_SWARM_HEADER = (
+    "method",
+    "r_perf [95% CI]",
+    "finish rate",
+    "critical / serial",
+    "on budget",
+    "spawned/stage",
+)
+
+
+def train_swarm_cmd(
+    iters: int = typer.Option(300, "--iters"),
+    l1: float = typer.Option(0.2, "--l1", help="initial r_parallel weight (annealed to 0)"),
+    l2: float = typer.Option(1.0, "--l2", help="initial r_finish weight (annealed to 0)"),
+    eval_tasks: int = typer.Option(200, "--eval-tasks"),
+    out: Path = typer.Option(Path("runs/swarm"), "-o", "--out"),
+    seed: int = _SEED,
+    fmt: str = _FORMAT,
+) -> None:
+    """Train the Swarm spawn policy with the PARL reward under a Critical Steps budget.
+
+    Example:
+      orchestrace train swarm --iters 300 -o runs/swarm
+    """
+    from ..learn.tasks_more import train_swarm
+
+    _check_format(fmt)
+    r = train_swarm(
+        seed=seed, iters=iters, l1=l1, l2=l2, eval_tasks=eval_tasks, out=out, progress=fmt != "json"
+    )
+    _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)
+
+
+def eval_swarm_cmd(
+    policy: Path = typer.Option(None, "--policy", "-p", help="a swarm.safetensors (default: baselines only)"),
+    eval_tasks: int = typer.Option(200, "--eval-tasks"),
+    seed: int = _SEED,
+    fmt: str = _FORMAT,
+) -> None:
+    """Held-out DAGs: Critical Steps vs serial, finish rate, r_perf for the policy and baselines.
+
+    Example:
+      orchestrace eval swarm -p runs/swarm/swarm.safetensors
+    """
+    from ..learn.tasks_more import eval_swarm
+
+    _check_format(fmt)
+    r = eval_swarm(policy, eval_tasks=eval_tasks, seed=seed)
+    _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)

@@ -1,0 +1,88 @@
+"""Delegate: reward from the trace by hand, the threshold router, and a router that must learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from orchestrace.core.validate import validate_trace
+from orchestrace.learn.algos_simple import NumpyPolicy, run_episode, train_reinforce
+from orchestrace.learn.datasets import RouteData, load_routellm
+from orchestrace.learn.envs.delegate import (
+    DelegateEnv,
+    cost_scale,
+    delegate_reward,
+    delegate_trace,
+    route_rewards,
+    threshold_router,
+)
+
+
+def toy(n: int = 200) -> RouteData:
+    """Two groups: 'easy' queries the cheap model answers, 'hard' ones only the expensive one."""
+    texts, groups, qual = [], [], []
+    for i in range(n):
+        hard = i % 2 == 1
+        texts.append(("prove the theorem about primes " if hard else "what colour is the sky ") + str(i))
+        groups.append("hard" if hard else "easy")
+        qual.append([0.0, 1.0] if hard else [1.0, 1.0])
+    cost = np.tile([0.001, 0.01], (n, 1))
+    return RouteData(
+        "toy", [f"q{i}" for i in range(n)], texts, groups, ["cheap", "strong"], np.array(qual), cost
+    )
+
+
+def test_reward_by_hand() -> None:
+    d = toy()
+    assert cost_scale(d) == pytest.approx(0.01)
+    tr = delegate_trace(d, 1, 0, lam=0.5, scale=0.01)  # hard query to the cheap model
+    assert validate_trace(tr) == []
+    assert delegate_reward(tr, 0.5, 0.01) == pytest.approx(0.0 - 0.5 * 0.001 / 0.01)
+    tr = delegate_trace(d, 1, 1, lam=0.5, scale=0.01)
+    assert delegate_reward(tr, 0.5, 0.01) == pytest.approx(1.0 - 0.5)
+
+
+def test_threshold_router_uses_group_tables() -> None:
+    d = toy()
+    route = threshold_router(d, tau=0.9)
+    assert route("easy") == 0 and route("hard") == 1 and route("unseen") == 1  # overall: cheap 0.5 < 0.9
+    assert threshold_router(d, tau=0.4)("unseen") == 0
+
+
+def test_learned_router_reaches_the_oracle_on_the_toy() -> None:
+    d = toy()
+    env = DelegateEnv(d, lam=0.5)
+    res = train_reinforce(env, [{"query": i} for i in range(len(d.ids))], env_name="Delegate", iters=60, batch=64,
+                          hidden=(16,), lr=1e-2, seed=0)  # fmt: skip
+    choice = res.policy.probs(env.feats).argmax(axis=1)
+    r = route_rewards(d, choice, 0.5, env.scale)[0].mean()
+    oracle = np.mean([0.95, 0.5])  # easy: 1 - 0.05, hard: 1 - 0.5
+    assert r == pytest.approx(oracle, abs=0.01)
+    assert res.curve[-1]["reward"] > res.curve[0]["reward"]
+
+
+def test_policy_roundtrip(tmp_path) -> None:
+    d = toy(20)
+    env = DelegateEnv(d, lam=0.5)
+    res = train_reinforce(
+        env, [{"query": i} for i in range(20)], env_name="Delegate", iters=2, batch=8, seed=3
+    )
+    path = res.policy.save(tmp_path / "p")
+    back = NumpyPolicy.load(path, env="Delegate")
+    assert np.allclose(back.probs(env.feats), res.policy.probs(env.feats))
+    from orchestrace.core.errors import OrchestraceError
+
+    with pytest.raises(OrchestraceError):
+        NumpyPolicy.load(path, env="Swarm")
+
+
+def test_real_queries_emit_valid_traces() -> None:
+    d = load_routellm("gsm8k")
+    env = DelegateEnv(d, lam=0.1)
+    check_env(env, skip_render_check=True)
+    for q in range(0, len(d.ids), 200):
+        for m in (0, 1):
+            _, _, r, info = run_episode(env, lambda _o, m=m: m, {"query": q})
+            assert validate_trace(info["trace"]) == []
+            assert r == pytest.approx(d.quality[q, m] - 0.1 * d.cost[q, m] / env.scale)

@@ -1,0 +1,102 @@
+"""Swarm: hand-computed Critical Steps, measured == analytic, PARL terms == R7, the baselines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from orchestrace.core.validate import validate_trace
+from orchestrace.learn.algos_simple import run_episode
+from orchestrace.learn.envs.swarm import (
+    BASELINES,
+    SwarmConfig,
+    SwarmEnv,
+    SwarmTask,
+    assign,
+    baseline_ks,
+    heuristic_k,
+    make_task,
+    stage_critical,
+    swarm_reward,
+    swarm_trace,
+)
+from orchestrace.reward.orchestration import r7_orchestration
+
+
+def test_assignment_and_stage_critical_by_hand() -> None:
+    assert assign([5, 3, 2], 2) == [[0], [1, 2]]  # loads 5 and 5; heaviest first, ties by index
+    # decision + messages 1..i + work + return, max over agents, + aggregate
+    assert stage_critical([5, 3, 2], 2) == 2 + max(0 + 1 + 5 + 1, 1 + 1 + 5 + 1)
+    assert stage_critical([5, 3, 2], 0) == 2 + 10
+    assert stage_critical([5, 3, 2], 3) == 2 + max(1 + 5 + 1, 2 + 3 + 1, 3 + 2 + 1)
+    assert stage_critical([4], 3) == 2 + max(
+        1 + 4 + 1, 2 + 0 + 1, 3 + 0 + 1
+    )  # idle agents still cost messages
+
+
+def test_measured_critical_steps_equal_the_schedule() -> None:
+    cfg = SwarmConfig()
+    rng = np.random.default_rng(0)
+    for i in range(12):
+        task = make_task(7, i, cfg)
+        ks = [int(k) for k in rng.integers(0, cfg.max_agents + 1, size=len(task.stages))]
+        tr, run = swarm_trace(task, ks, cfg)
+        assert [f for f in validate_trace(tr) if f.severity == "error"] == []
+        m = swarm_reward(tr, measure=True)
+        assert m["critical_steps"] == run["critical"]
+        # the light PARL terms equal R7's own (Kimi forms, useful = >= 2 steps)
+        r7 = r7_orchestration(tr, parallel_cap=cfg.parallel_cap, min_steps=2).channels
+        light = swarm_reward(tr)
+        assert light["r_parallel"] == pytest.approx(r7["r_parallel"])
+        assert light["r_finish"] == pytest.approx(r7["r_finish"])
+
+
+def test_spurious_parallelism_and_context_overflow() -> None:
+    cfg = SwarmConfig(budget_frac=10.0)
+    one = SwarmTask("t", [[4]])
+    tr, _ = swarm_trace(one, [3], cfg)
+    r = swarm_reward(tr)
+    assert r["r_finish"] == pytest.approx(1 / 3)  # two sub-agents got no subtask
+    assert r["r_perf"] == 1.0 and r["r_parallel"] == pytest.approx(1 / 8)
+    big = SwarmTask("t", [[9, 9]])
+    tr, _ = swarm_trace(big, [1], cfg)  # 18 steps in one sub-agent (context 16): the second fails
+    assert swarm_reward(tr)["r_perf"] == pytest.approx(0.5) and swarm_reward(tr)["r_finish"] == 0.0
+    tr, _ = swarm_trace(big, [2], cfg)
+    assert swarm_reward(tr)["r_perf"] == 1.0 and swarm_reward(tr)["r_finish"] == 1.0
+
+
+def test_budget_cuts_the_episode() -> None:
+    cfg = SwarmConfig(budget_frac=0.6)
+    task = SwarmTask("t", [[5, 5, 5, 5], [5, 5, 5, 5]])
+    # serial Critical Steps 2 x 22 = 44, budget ceil(26.4) = 27; serial stage 1 already takes 22,
+    # stage 2 would end at 44 > 27: late, not counted
+    tr, run = swarm_trace(task, [0, 0], cfg)
+    assert run["late"] and run["stages_run"] == 2
+    r = swarm_reward(tr, l1=0.5, l2=0.5)
+    assert r["r_perf"] == pytest.approx(4 / 8)  # stage 1 ok (20 own steps <= 24), stage 2 late
+    tr, run = swarm_trace(task, [4, 4], cfg)  # 2 x (2 + 4 + 1 + 5 + 1) = 26 <= 27
+    assert not run["late"] and swarm_reward(tr)["r_perf"] == 1.0
+
+
+def test_heuristic_never_spawns_idle_agents() -> None:
+    cfg = SwarmConfig()
+    for i in range(30):
+        for s in make_task(3, i, cfg).stages:
+            assert 1 <= heuristic_k(s, cfg) <= len(s)
+
+
+def test_env_and_baselines() -> None:
+    env = SwarmEnv(task_seed=1)
+    check_env(env, skip_render_check=True)
+    cfg = env.cfg
+    means = {}
+    for b in BASELINES:
+        rs = []
+        for i in range(40):
+            _, _, r, info = run_episode(
+                env, lambda _o, b=b: baseline_ks(b, env._task, cfg)[len(env._ks)], {"task": i}
+            )
+            rs.append(info["r_perf"])
+        means[b] = np.mean(rs)
+    assert means["serial"] < 0.3 < means["makespan_heuristic"]  # serial collapse fails

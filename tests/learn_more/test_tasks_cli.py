@@ -1,0 +1,64 @@
+"""End to end: tiny training runs give JSON-able held-out results; the CLI functions run them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from orchestrace.cli import learn_more_commands as cmd
+from orchestrace.learn.tasks_more import split, train_delegate, train_retry, train_swarm
+
+
+def test_split_is_fixed_and_disjoint() -> None:
+    a, b = split(100)
+    assert len(a) == 60 and len(b) == 40 and not set(a) & set(b)
+    assert np.array_equal(split(100)[0], a)
+
+
+@pytest.mark.slow
+def test_tiny_runs_are_json_and_complete(tmp_path) -> None:
+    r = train_retry(["humaneval"], 0.1, iters=2, batch=16, out=tmp_path)
+    json.dumps(r)
+    h = r["families"]["humaneval"]
+    assert (
+        h["tasks_heldout"] == 66
+        and "1" in h["fixed_caps"]
+        and (tmp_path / "retry-humaneval.safetensors").exists()
+    )
+    # the fixed cap 1 gives up after the first attempt: success = first-try solves only
+    assert h["fixed_caps"]["1"]["mean_attempts"] == 1.0
+    d = train_delegate("gsm8k", 0.1, iters=2, batch=32, out=tmp_path)
+    json.dumps(d)
+    assert d["queries_heldout"] == 523 and {"learned", "threshold_router", "oracle"} <= set(d["methods"])
+    assert (
+        d["methods"]["oracle"]["reward"]["mean"]
+        >= max(v["reward"]["mean"] for v in d["methods"].values()) - 1e-12
+    )
+    s = train_swarm(iters=2, batch=16, group=4, eval_tasks=6, out=tmp_path)
+    json.dumps(s)
+    assert s["methods"]["serial"]["spawned_per_stage"] == 0.0
+
+
+@pytest.mark.slow
+def test_cli_functions(tmp_path) -> None:
+    app = typer.Typer()
+    app.command("train-retry")(cmd.train_retry_cmd)
+    app.command("eval-retry")(cmd.eval_retry_cmd)
+    app.command("eval-swarm")(cmd.eval_swarm_cmd)
+    run = CliRunner()
+    res = run.invoke(
+        app, ["train-retry", "-f", "humaneval", "--iters", "2", "-o", str(tmp_path), "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["families"]["humaneval"]["cost"] == 0.1
+    pol = tmp_path / "retry-humaneval.safetensors"
+    res = run.invoke(app, ["eval-retry", "-p", str(pol), "-f", "alfworld", "--format", "json"])
+    assert res.exit_code == 0 and json.loads(res.output)["trained_on"] == "humaneval"
+    res = run.invoke(app, ["eval-swarm", "--eval-tasks", "4", "--format", "json"])
+    assert res.exit_code == 0 and "makespan_heuristic" in json.loads(res.output)["methods"]
+    res = run.invoke(app, ["eval-swarm", "--format", "yaml"])
+    assert res.exit_code != 0
