@@ -267,3 +267,27 @@ def test_safety_intervention_and_trust_are_recorded(tmp_path):
     assert [e.type for e in tr.events[3:6]] == ["despawn", "safety_event", "human_intervention"]
     assert flow == [("e3", "e4", "safety_flow"), ("e4", "e5", "safety_flow")]
     assert tr.events[-1].type == "human_intervention" and tr.rewards == {"team": 1.0}
+
+
+@pytest.mark.parametrize("ext", ["gz", "zst"])
+def test_compressed_log_of_a_killed_run_is_repaired(tmp_path, ext):
+    import shutil
+
+    path = tmp_path / f"z.events.jsonl.{ext}"
+    rec = Recorder(str(path), clock="logical").open()
+    for i in range(50):
+        rec.message(f"m{i}", to="orchestrator")
+    # the stream was never finished (no end marker), as after SIGKILL; copy it as it is on disk
+    left = tmp_path / f"left.events.jsonl.{ext}"
+    shutil.copy(path, left)
+    out, report = repair(str(left))
+    tr = load_one(out)
+    assert [e.content for e in tr.events] == [f"m{i}" for i in range(50)]
+    assert _errors(tr) == [] and report.bad_lines == 0
+    # cut inside the compressed data: a prefix survives, still a valid trace
+    data = left.read_bytes()
+    left.write_bytes(data[: len(data) * 2 // 3])
+    out, _ = repair(str(left), str(tmp_path / "cut.events.jsonl"))
+    tr = load_one(out)
+    assert 0 < len(tr.events) < 50 and _errors(tr) == []
+    assert [e.content for e in tr.events] == [f"m{i}" for i in range(len(tr.events))]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+import zlib
 from typing import Any
 
 import msgspec
 import orjson
 
 from ..core.errors import OrchestraceError
-from ..core.io import LOG_TOP_LEVEL, REC, iter_lines, save
+from ..core.io import LOG_TOP_LEVEL, REC, save, split_format
 from ..core.model import SCHEMA_VERSION, Trace, derived_costs, trace_from_dict
 from ..core.validate import validate_trace
 
@@ -44,13 +45,39 @@ def repaired_path(path: str) -> str:
     return path + ".repaired.events.jsonl"
 
 
+def salvage_lines(path: str) -> list[bytes]:
+    """Every line of a possibly truncated, possibly compressed file. A killed writer leaves a
+    compressed stream without its end marker; decompressing incrementally keeps all data that was
+    flushed before the kill (the stream readers would raise and lose the last buffer)."""
+    _, comp = split_format(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise OrchestraceError("OT001", f"cannot read: {e.strerror}", path=path) from None
+    if comp == "gz":
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            raw = d.decompress(raw)
+        except zlib.error:
+            raw = b""
+    elif comp == "zst":
+        import zstandard
+
+        try:
+            raw = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+        except zstandard.ZstdError:
+            raw = b""
+    return raw.split(b"\n")
+
+
 def read_salvage(path: str, report: RepairReport) -> dict[str, Any]:
     """Every record that still parses, assembled into a trace object (not yet valid)."""
     top: dict[str, Any] = {}
     events: list[Any] = []
     edges: list[Any] = []
     header = False
-    for _, line in iter_lines(path, tolerant=True):
+    for line in salvage_lines(path):
         if not line.strip():
             continue
         report.lines += 1
