@@ -187,3 +187,18 @@ def test_drop_a_delegation_message_and_swap_policy(debate):
     _ok(swapped.trace)
     assert swapped.trace.events[0].type == "human_intervention"
     assert swapped.trace.events[0].attrs["intervention"] == "policy:no-early-stop"
+
+
+def test_fork_continues_live_against_the_server_only_where_needed(tmp_path, server):
+    path = str(tmp_path / "c.events.jsonl")
+    run("centralized", path, backend=backend_spec(base_url=server.url, model="m"), seed=1)
+    assert len(server.requests) == 4
+    original = load_one(path)
+    ret = next(e for e in original.events if e.type == "return" and e.agent == "worker_1")
+    res = fork(path, ret.id, "resample:9")
+    _ok(res.trace)
+    # the prefix and the other workers come from the cache; only the resampled call is live
+    assert len(server.requests) == 5 and server.requests[-1]["seed"] == 9
+    assert res.live_calls == 1 and res.cache_hits == 3
+    k = original.events.index(ret)
+    assert res.trace.events[:k] == original.events[:k]
