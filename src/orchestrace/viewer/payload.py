@@ -1,0 +1,194 @@
+"""The data the viewer page reads: one trace as compact columns, plus critical path and taint.
+
+The page never parses a trace itself; it gets arrays (one entry per event, in trace order) so a
+100,000-event trace is a few megabytes of JSON that ``JSON.parse`` reads in tens of milliseconds.
+Repeated strings (agents, roles, tools, models, refs) go through one string table ``S``; per-event
+columns hold indices into it (-1 = absent). Rare fields (``content``, ``attrs``, unknown fields)
+are sparse maps ``{event index: value}``.
+
+Critical path and taint come from ``orchestrace.measure`` (the same definitions as the metrics);
+if that package is missing, a fallback on ``core.graph.TraceGraph`` is used (explicit edges only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.graph import TraceGraph
+from ..core.model import EDGE_TYPES, EVENT_TYPES, Trace
+
+TAINT_EDGE_TYPES = ("causal", "message", "tool_dependency", "return", "aggregate", "safety_flow")
+#: Event string fields shipped through the string table, in payload order.
+STRING_FIELDS = ("role", "from_", "to", "tool", "model", "content_ref", "call_id", "parent")
+
+
+class _Strings:
+    """Interning table: each distinct string once, columns refer to it by index."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.table: list[str] = []
+
+    def code(self, s: str | None) -> int:
+        if s is None:
+            return -1
+        c = self.index.get(s)
+        if c is None:
+            c = self.index[s] = len(self.table)
+            self.table.append(s)
+        return c
+
+
+def lane_order(trace: Trace) -> tuple[list[str], list[int]]:
+    """Agents in spawn-tree order (each spawned agent right below its parent, roots by first
+    appearance, so a delegation reads top-down) and each lane's parent lane (-1 for roots)."""
+    agents = trace.agents()
+    acting = set(agents)
+    children: dict[str, list[str]] = {}
+    parent: dict[str, str] = {}
+    for e in trace.events:
+        if e.type == "spawn" and e.to in acting and e.to != e.agent and e.to not in parent:
+            parent[e.to] = e.agent
+            children.setdefault(e.agent, []).append(e.to)
+    out: list[str] = []
+    seen: set[str] = set()
+    for root in agents:
+        stack = [] if root in parent else [root]
+        while stack:
+            a = stack.pop()
+            if a not in seen:
+                seen.add(a)
+                out.append(a)
+                stack.extend(reversed(children.get(a, [])))
+    out.extend(a for a in agents if a not in seen)  # agents only reachable through a spawn cycle
+    pos = {a: i for i, a in enumerate(out)}
+    return out, [pos[parent[a]] if a in parent else -1 for a in out]
+
+
+def critical_path(trace: Trace, g: TraceGraph) -> tuple[float, list[int], str]:
+    """(length, event indices, method) of the wall-clock critical path."""
+    try:
+        from ..measure import critical_path as measure_cp
+    except ImportError:  # measure not installed
+        return (*critical_path_fallback(g), "core.graph.longest_path")
+    cp = measure_cp(trace)
+    return float(cp["length_s"]), [int(i) for i in cp["path"]], "orchestrace.measure.critical_path"
+
+
+def critical_path_fallback(g: TraceGraph) -> tuple[float, list[int]]:
+    """Heaviest explicit-edge path weighted by duration (1 per event when no event has one)."""
+    w = np.maximum(g.t_end - g.t, 0.0)
+    if not w.any():
+        w = np.ones(g.n)
+    return g.longest_path(w)
+
+
+def taint(trace: Trace, g: TraceGraph) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(sources, tainted events, flow edge sources, flow edge destinations), event indices."""
+    try:
+        from ..measure import taint as measure_taint
+        from ..measure.safety import instrumented
+    except ImportError:
+        return taint_fallback(g)
+    if not instrumented(trace):
+        return [], [], [], []
+    t = measure_taint(trace)
+    tainted = t.sources | t.reached
+    sel = tainted[t.edge_src] & t.reached[t.edge_dst]
+    return (
+        np.nonzero(t.sources)[0].tolist(),
+        np.nonzero(t.reached & ~t.sources)[0].tolist(),
+        t.edge_src[sel].tolist(),
+        t.edge_dst[sel].tolist(),
+    )
+
+
+def taint_fallback(g: TraceGraph) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Taint over explicit edges only: ``trusted: false`` events and what they reach."""
+    src = np.nonzero(g.untrusted)[0]
+    reached = g.reachable(src, TAINT_EDGE_TYPES) & ~g.untrusted
+    sel = g.edge_mask(TAINT_EDGE_TYPES) & (g.untrusted | reached)[g.src] & reached[g.dst]
+    return src.tolist(), np.nonzero(reached)[0].tolist(), g.src[sel].tolist(), g.dst[sel].tolist()
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None else float(x)
+
+
+def build_payload(trace: Trace, *, max_content: int = 4000) -> dict[str, Any]:
+    """The viewer's JSON document for one trace (see module docstring for the layout)."""
+    ev = trace.events
+    g = TraceGraph(trace)
+    lanes, lane_parent = lane_order(trace)
+    lane_of = {a: i for i, a in enumerate(lanes)}
+    strings = _Strings()
+    cols: dict[str, list[int]] = {f: [strings.code(getattr(e, f)) for e in ev] for f in STRING_FIELDS}
+    content: dict[str, str] = {}
+    truncated: list[int] = []
+    extra: dict[str, Any] = {}
+    credit_keys: dict[str, list[float | None]] = {}
+    for i, e in enumerate(ev):
+        if e.content is not None:
+            text = e.content
+            if len(text) > max_content:
+                text = text[:max_content]
+                truncated.append(i)
+            content[str(i)] = text
+        more = {**(e.extra or {}), **({"attrs": e.attrs} if e.attrs else {})}
+        if more:
+            extra[str(i)] = more
+        if e.credit:
+            for k, val in e.credit.items():
+                credit_keys.setdefault(k, [None] * len(ev))[i] = float(val)
+    cp_len, cp_path, cp_method = critical_path(trace, g)
+    t_src, t_reach, tf_src, tf_dst = taint(trace, g)
+    type_code = {t: i for i, t in enumerate(EVENT_TYPES)}
+    edge_code = {t: i for i, t in enumerate(EDGE_TYPES)}
+    return {
+        "format": "orchestrace-viewer/1",
+        "trace": {
+            "trace_id": trace.trace_id,
+            "task_id": trace.task_id,
+            "system": trace.system,
+            "topology": trace.topology,
+            "rewards": trace.rewards,
+            "costs": trace.costs,
+            "metrics": trace.metrics,
+        },
+        "n": len(ev),
+        "types": list(EVENT_TYPES),
+        "edge_types": list(EDGE_TYPES),
+        "lanes": lanes,
+        "lane_parent": lane_parent,
+        "S": strings.table,
+        "id": [e.id for e in ev],
+        "t": [float(e.t) for e in ev],
+        "te": [float(e.t if e.t_end is None else e.t_end) for e in ev],
+        "has_end": [0 if e.t_end is None else 1 for e in ev],
+        "type": [type_code[e.type] for e in ev],
+        "lane": [lane_of[e.agent] for e in ev],
+        "tin": [e.tokens_in for e in ev],
+        "tout": [e.tokens_out for e in ev],
+        "cost": [_num(e.cost_usd) for e in ev],
+        "err": [1 if e.status == "error" else 0 for e in ev],
+        "trusted": [None if e.trusted is None else int(e.trusted) for e in ev],
+        "turn": [e.turn for e in ev],
+        **{"s_" + f.rstrip("_"): c for f, c in cols.items()},
+        "content": content,
+        "truncated": truncated,
+        "max_content": max_content,
+        "extra": extra,
+        "credit": credit_keys,
+        "es": g.src.tolist(),
+        "ed": g.dst.tolist(),
+        "et": [edge_code[x.type] for x in trace.edges],
+        "cp": cp_path,
+        "cp_length": cp_len,
+        "cp_method": cp_method,
+        "taint_src": t_src,
+        "tainted": t_reach,
+        "taint_es": tf_src,
+        "taint_ed": tf_dst,
+    }

@@ -1,0 +1,469 @@
+"""``orchestrace report RUN_DIR``: PNG plots and one HTML page for an analysis or training run.
+
+Inputs (all optional, at least one; searched anywhere under RUN_DIR; docs/viewer.md has examples):
+
+- ``pareto*.json``: accuracy against cost. Either a list of rows, exactly what
+  ``orchestrace eval ... --format json`` prints, ``{"method", "accuracy", "mean_samples",
+  "questions", "accuracy_ci95"?, "mean_samples_ci95"?, "family"?}``, or an object
+  ``{"points": [rows], "x"?: cost key, "y"?: "accuracy", "title"?}``. The cost key is ``x`` if
+  given, else the first of ``cost``, ``mean_samples``, ``usd``, ``tokens`` present. Rows are
+  grouped into curves by ``family``, else by the method name up to its first ``(``, ``@``,
+  ``[``, ``=``, ``:`` or space (``ac-beta(0.95)`` and ``ac-beta(0.99)`` form one curve).
+- ``learning_curve*.json``: a list of records ``{"step", <metric>: number, ..., "run"?,
+  "seed"?}`` or ``{"records": [...], "x"?: "step", "title"?}``. One panel per metric, one line
+  per ``run`` (or ``method``/``label``); several seeds of a run are drawn as their mean with a
+  min-max band.
+- ``analysis*.json``: ``{"by_agent": {agent: {"tokens_in", "tokens_out", "usd", "busy_s", ...}}}``
+  (the output of ``orchestrace.measure.breakdown``), and/or ``{"traces": [rows]}`` / a list of
+  rows from ``orchestrace.measure.analyze`` (shown as a table).
+- trace files (``*.jsonl``, ``*.events.jsonl``, ``*.json`` under ``traces/``; optionally
+  ``.gz``/``.zst``): per-agent costs are computed from them with ``orchestrace.measure.breakdown``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..core.errors import OrchestraceError
+
+COST_KEYS = ("cost", "mean_samples", "usd", "tokens")
+GROUP_KEYS = ("run", "method", "label")
+_GROUP_SPLIT = re.compile(r"[(@\[=: ]")
+_TRACE_SUFFIXES = (".jsonl", ".events.jsonl")
+_COMPRESSED = ("", ".gz", ".zst")
+
+
+@dataclass
+class RunReport:
+    html: Path
+    pngs: list[Path] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- input reading
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise OrchestraceError("OT001", f"not valid JSON: {e}", path=str(path)) from None
+
+
+def _need(cond: bool, path: Path, pointer: str, message: str) -> None:
+    if not cond:
+        raise OrchestraceError("OT010", message, path=str(path), pointer=pointer)
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def read_pareto(path: Path) -> dict[str, Any]:
+    """Normalised Pareto input: ``{"x", "y", "title", "rows"}`` (see module docstring)."""
+    doc = _read_json(path)
+    meta: dict[str, Any] = {}
+    if isinstance(doc, dict):
+        _need(isinstance(doc.get("points"), list), path, "/points", "expected a list under 'points'")
+        meta, rows = doc, doc["points"]
+    else:
+        _need(isinstance(doc, list), path, "", "expected a list of rows or an object with 'points'")
+        rows = doc
+    y = meta.get("y", "accuracy")
+    x = meta.get("x")
+    if x is None:
+        x = next((k for k in COST_KEYS if rows and all(k in r for r in rows if isinstance(r, dict))), None)
+    _need(x is not None, path, "", f"rows need a cost key: one of {', '.join(COST_KEYS)} (or set 'x')")
+    for i, r in enumerate(rows):
+        _need(isinstance(r, dict), path, f"/{i}", "each row must be an object")
+        _need(_number(r.get(x)) and _number(r.get(y)), path, f"/{i}", f"row needs numbers {x!r} and {y!r}")
+    return {"x": x, "y": y, "title": meta.get("title"), "rows": rows}
+
+
+def read_learning_curve(path: Path) -> dict[str, Any]:
+    """Normalised learning-curve input: ``{"x", "title", "records"}``."""
+    doc = _read_json(path)
+    meta: dict[str, Any] = {}
+    if isinstance(doc, dict):
+        _need(isinstance(doc.get("records"), list), path, "/records", "expected a list under 'records'")
+        meta, recs = doc, doc["records"]
+    else:
+        _need(isinstance(doc, list), path, "", "expected a list of records or an object with 'records'")
+        recs = doc
+    x = meta.get("x", "step")
+    for i, r in enumerate(recs):
+        _need(isinstance(r, dict) and _number(r.get(x)), path, f"/{i}", f"each record needs a number {x!r}")
+    return {"x": x, "title": meta.get("title"), "records": recs}
+
+
+def read_analysis(path: Path) -> dict[str, Any]:
+    """``{"by_agent": {...}, "traces": [...]}`` from an analysis file (either part may be empty)."""
+    doc = _read_json(path)
+    if isinstance(doc, list):
+        doc = {"traces": doc}
+    _need(
+        isinstance(doc, dict),
+        path,
+        "",
+        "expected an object with 'by_agent' and/or 'traces', or a list of rows",
+    )
+    by_agent = doc.get("by_agent") or {}
+    traces = doc.get("traces") or []
+    _need(isinstance(by_agent, dict), path, "/by_agent", "'by_agent' must map agent names to objects")
+    _need(isinstance(traces, list), path, "/traces", "'traces' must be a list of rows")
+    for name, row in by_agent.items():
+        _need(isinstance(row, dict), path, f"/by_agent/{name}", "each agent maps to an object of numbers")
+    return {"by_agent": by_agent, "traces": traces}
+
+
+def _is_trace_file(p: Path, run_dir: Path) -> bool:
+    name = p.name.lower()
+    if any(name.endswith(s + c) for s in _TRACE_SUFFIXES for c in _COMPRESSED):
+        return True
+    return "traces" in p.relative_to(run_dir).parts[:-1] and any(
+        name.endswith(".json" + c) for c in _COMPRESSED
+    )
+
+
+def agent_breakdown_from_traces(paths: list[Path]) -> dict[str, dict[str, float]]:
+    """Per-agent totals over every trace of the files (``measure.breakdown`` summed by agent)."""
+    from ..core.io import iter_traces
+    from ..measure import breakdown
+
+    total: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for p in paths:
+        for tr in iter_traces(p):
+            for agent, row in breakdown(tr, "agent").items():
+                for k, v in row.items():
+                    total[agent][k] += v
+    return {a: dict(r) for a, r in total.items()}
+
+
+# ---------------------------------------------------------------- plots
+
+
+def _pyplot():  # type: ignore[no-untyped-def]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def curve_name(row: dict[str, Any]) -> str:
+    if row.get("family"):
+        return str(row["family"])
+    name = str(row.get("method", "?"))
+    return _GROUP_SPLIT.split(name, 1)[0] or name
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Non-dominated points (lower cost, higher accuracy), by increasing cost."""
+    front: list[tuple[float, float]] = []
+    for x, y in sorted(points, key=lambda p: (p[0], -p[1])):
+        if not front or y > front[-1][1]:
+            front.append((x, y))
+    return front
+
+
+def plot_pareto(data: dict[str, Any], out: Path) -> Path:
+    plt = _pyplot()
+    x, y = data["x"], data["y"]
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in data["rows"]:
+        groups[curve_name(r)].append(r)
+    fig, ax = plt.subplots(figsize=(8, 5.2), dpi=110)
+    cmap = plt.get_cmap("tab10")
+    for k, (name, rows) in enumerate(sorted(groups.items())):
+        rows = sorted(rows, key=lambda r: r[x])
+        xs, ys = [r[x] for r in rows], [r[y] for r in rows]
+        colour = cmap(k % 10)
+        xerr = _err(rows, f"{x}_ci95", xs)
+        yerr = _err(rows, f"{y}_ci95", ys)
+        ax.errorbar(
+            xs,
+            ys,
+            xerr=xerr,
+            yerr=yerr,
+            fmt="-o" if len(rows) > 1 else "o",
+            ms=4,
+            lw=1.4,
+            color=colour,
+            ecolor=colour,
+            elinewidth=0.7,
+            capsize=2,
+            alpha=0.9,
+            label=name,
+        )
+    front = pareto_front([(r[x], r[y]) for r in data["rows"]])
+    ax.step(
+        [p[0] for p in front],
+        [p[1] for p in front],
+        where="post",
+        color="black",
+        lw=1.0,
+        ls="--",
+        label="Pareto front",
+    )
+    ax.set_xlabel(x.replace("_", " "))
+    ax.set_ylabel(y.replace("_", " "))
+    if data["x"] in ("tokens", "usd", "cost") and min(r[x] for r in data["rows"]) > 0:
+        ax.set_xscale("log")
+    ax.set_title(data.get("title") or f"{y} against {x}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right", ncol=2 if len(groups) > 8 else 1)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def _err(rows: list[dict[str, Any]], key: str, centre: list[float]) -> list[list[float]] | None:
+    if not all(isinstance(r.get(key), list) and len(r[key]) == 2 for r in rows):
+        return None
+    lo = [max(0.0, c - r[key][0]) for r, c in zip(rows, centre, strict=True)]
+    hi = [max(0.0, r[key][1] - c) for r, c in zip(rows, centre, strict=True)]
+    return [lo, hi]
+
+
+def _metrics(records: list[dict[str, Any]], x: str) -> list[str]:
+    skip = {x, "seed", *GROUP_KEYS}
+    keys: dict[str, None] = {}
+    for r in records:
+        for k, v in r.items():
+            if k not in skip and _number(v):
+                keys[k] = None
+    return list(keys)
+
+
+def _group(r: dict[str, Any]) -> str:
+    return next((str(r[k]) for k in GROUP_KEYS if k in r), "run")
+
+
+def plot_learning_curve(data: dict[str, Any], out: Path) -> Path:
+    plt = _pyplot()
+    x, recs = data["x"], data["records"]
+    metrics = _metrics(recs, x)
+    if not metrics:
+        raise OrchestraceError("OT010", "learning-curve records carry no numeric metric besides the x key")
+    cols = min(3, len(metrics))
+    rows = math.ceil(len(metrics) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), dpi=110, squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    groups = sorted({_group(r) for r in recs})
+    for m, ax in zip(metrics, axes.flat, strict=False):
+        for k, g in enumerate(groups):
+            by_x: dict[float, list[float]] = defaultdict(list)
+            for r in recs:
+                if _group(r) == g and _number(r.get(m)):
+                    by_x[r[x]].append(float(r[m]))
+            if not by_x:
+                continue
+            xs = sorted(by_x)
+            mean = [sum(by_x[v]) / len(by_x[v]) for v in xs]
+            colour = cmap(k % 10)
+            ax.plot(xs, mean, color=colour, lw=1.5, label=g)
+            if any(len(by_x[v]) > 1 for v in xs):
+                ax.fill_between(
+                    xs, [min(by_x[v]) for v in xs], [max(by_x[v]) for v in xs], color=colour, alpha=0.18
+                )
+        ax.set_title(m.replace("_", " "), fontsize=10)
+        ax.set_xlabel(x)
+        ax.grid(alpha=0.3)
+        if len(groups) > 1:
+            ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(metrics) :]:
+        ax.axis("off")
+    if data.get("title"):
+        fig.suptitle(data["title"])
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def plot_agent_costs(by_agent: dict[str, dict[str, Any]], out: Path, top: int = 25) -> Path:
+    """Horizontal bars per agent: tokens (in/out stacked), USD and busy seconds, top agents by tokens."""
+    plt = _pyplot()
+
+    def val(row: dict[str, Any], k: str) -> float:
+        v = row.get(k)
+        return float(v) if _number(v) else 0.0
+
+    agents = sorted(
+        by_agent,
+        key=lambda a: (
+            -(val(by_agent[a], "tokens_in") + val(by_agent[a], "tokens_out") or val(by_agent[a], "tokens"))
+        ),
+    )[:top]
+    agents.reverse()
+    panels = [("tokens", ("tokens_in", "tokens_out")), ("USD", ("usd",)), ("busy seconds", ("busy_s",))]
+    panels = [(t, ks) for t, ks in panels if any(val(by_agent[a], k) for a in agents for k in ks)]
+    if not panels:
+        panels = [("tokens", ("tokens",))]
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(4.2 * len(panels) + 1.5, 0.32 * len(agents) + 1.6),
+        dpi=110,
+        squeeze=False,
+        sharey=True,
+    )
+    names = [a if len(a) <= 28 else a[:27] + "…" for a in agents]
+    for ax, (title, keys) in zip(axes[0], panels, strict=True):
+        left = [0.0] * len(agents)
+        for k, key in enumerate(keys):
+            vals = [val(by_agent[a], key) for a in agents]
+            ax.barh(names, vals, left=left, color=("#364fc7", "#74c0fc", "#2b8a3e")[k % 3], label=key)
+            left = [a + b for a, b in zip(left, vals, strict=True)]
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+        if len(keys) > 1:
+            ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"cost by agent (top {len(agents)} of {len(by_agent)} by tokens)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+# ---------------------------------------------------------------- the report
+
+
+def _table(rows: list[dict[str, Any]], keys: list[str]) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        if isinstance(v, list | dict):
+            return html.escape(orjson.dumps(v).decode())
+        return html.escape("" if v is None else str(v))
+
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in keys)
+    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(k))}</td>" for k in keys) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _keys(rows: list[dict[str, Any]], limit: int = 14) -> list[str]:
+    out: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            out[k] = None
+    return list(out)[:limit]
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(path.name)}</figcaption></figure>'
+
+
+_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#1d2330;padding:0 16px}
+h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:12.5px;margin:8px 0}td,th{border:1px solid #e1e3e8;padding:3px 7px;text-align:left}
+th{background:#f4f5f7}figure{margin:10px 0}img{max-width:100%;border:1px solid #eee}figcaption,.src{color:#6b7385;font-size:12px}"""
+
+
+def build_report(run_dir: str | Path, out: str | Path | None = None) -> RunReport:
+    """Read the run's JSON (and traces), write PNGs and ``report.html`` into ``out``."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise OrchestraceError("OT001", "run directory not found", path=str(run))
+    dest = Path(out) if out is not None else run / "report"
+    dest.mkdir(parents=True, exist_ok=True)
+    files = sorted(p for p in run.rglob("*") if p.is_file() and dest not in p.parents)
+    pareto = [p for p in files if p.name.startswith("pareto") and p.suffix == ".json"]
+    curves = [p for p in files if p.name.startswith("learning_curve") and p.suffix == ".json"]
+    analyses = [p for p in files if p.name.startswith("analysis") and p.suffix == ".json"]
+    traces = [p for p in files if _is_trace_file(p, run)]
+    if not (pareto or curves or analyses or traces):
+        raise OrchestraceError(
+            "OT001",
+            "no report inputs: expected pareto*.json, learning_curve*.json, analysis*.json or trace files "
+            "(*.jsonl, traces/*.json); see docs/viewer.md",
+            path=str(run),
+        )
+    res = RunReport(html=dest / "report.html")
+    sections: list[str] = []
+
+    def png(src: Path, kind: str) -> Path:
+        stem = src.relative_to(run).with_suffix("").as_posix().replace("/", "__")
+        return dest / f"{kind}__{stem}.png" if stem != kind else dest / f"{kind}.png"
+
+    for p in pareto:
+        data = read_pareto(p)
+        img = plot_pareto(data, png(p, "pareto"))
+        res.pngs.append(img)
+        front = pareto_front([(r[data["x"]], r[data["y"]]) for r in data["rows"]])
+        rows = sorted(data["rows"], key=lambda r: (curve_name(r), r[data["x"]]))
+        sections.append(
+            f"<h2>Accuracy against cost</h2><p class=src>{html.escape(str(p.relative_to(run)))} · "
+            f"{len(rows)} points · Pareto front: {len(front)} points</p>{_img(img, 'Pareto curves')}"
+            + _table(rows, _keys(rows))
+        )
+    for p in curves:
+        data = read_learning_curve(p)
+        img = plot_learning_curve(data, png(p, "learning_curve"))
+        res.pngs.append(img)
+        last = _last_per_group(data)
+        sections.append(
+            f"<h2>Learning curves</h2><p class=src>{html.escape(str(p.relative_to(run)))} · "
+            f"{len(data['records'])} records</p>{_img(img, 'learning curves')}"
+            + "<p>Last record of each run:</p>"
+            + _table(last, _keys(last))
+        )
+    by_agent: dict[str, dict[str, Any]] = {}
+    trace_rows: list[dict[str, Any]] = []
+    for p in analyses:
+        a = read_analysis(p)
+        for agent, row in a["by_agent"].items():
+            acc = by_agent.setdefault(agent, {})
+            for k, v in row.items():
+                if _number(v):
+                    acc[k] = acc.get(k, 0.0) + v
+        trace_rows.extend(r for r in a["traces"] if isinstance(r, dict))
+    if traces:
+        for agent, row in agent_breakdown_from_traces(traces).items():
+            acc = by_agent.setdefault(agent, {})
+            for k, v in row.items():
+                acc[k] = acc.get(k, 0.0) + v
+    if by_agent:
+        img = plot_agent_costs(by_agent, dest / "agent_costs.png")
+        res.pngs.append(img)
+        rows = [
+            {"agent": a, **r}
+            for a, r in sorted(by_agent.items(), key=lambda kv: -float(kv[1].get("tokens", 0)))
+        ]
+        src = ", ".join(str(p.relative_to(run)) for p in [*analyses, *traces][:6])
+        sections.append(
+            f"<h2>Cost by agent</h2><p class=src>{html.escape(src)}</p>{_img(img, 'cost by agent')}"
+            + _table(rows[:200], _keys(rows))
+        )
+    if trace_rows:
+        sections.append("<h2>Per-trace metrics</h2>" + _table(trace_rows[:500], _keys(trace_rows, 16)))
+    title = f"orchestrace report · {run.name}"
+    page = (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\">"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1><p class=src>{html.escape(str(run))}</p>{''.join(sections)}</body></html>"
+    )
+    res.html.write_text(page, encoding="utf-8")
+    return res
+
+
+def _last_per_group(data: dict[str, Any]) -> list[dict[str, Any]]:
+    x = data["x"]
+    last: dict[tuple[str, Any], dict[str, Any]] = {}
+    for r in data["records"]:
+        key = (_group(r), r.get("seed"))
+        if key not in last or r[x] >= last[key][x]:
+            last[key] = r
+    return [last[k] for k in sorted(last, key=lambda k: (k[0], str(k[1])))]
