@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import duckdb
@@ -88,3 +89,21 @@ def dump_tables(store: Path) -> dict[str, list[tuple]]:
         return {name: sorted(con.execute(f"SELECT * FROM {name}").fetchall(), key=repr) for name in TABLES}
     finally:
         con.close()
+
+
+class CliResult(subprocess.CompletedProcess):
+    """What ``orchestrace ARGS`` printed and returned, run in this process."""
+
+
+def run_cli(capsys, *args: str) -> CliResult:
+    """``orchestrace.cli.main`` in-process (the same error handling as the real entry point)."""
+    from orchestrace.cli import main
+
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out = capsys.readouterr()
+    return CliResult(list(args), code, out.out, out.err)

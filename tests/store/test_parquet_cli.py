@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -12,6 +11,7 @@ import polars as pl
 import pyarrow.dataset as pads
 import pytest
 import typer
+from store_kit import run_cli
 from typer.testing import CliRunner
 
 from orchestrace.cli import app
@@ -126,14 +126,14 @@ def test_cli_ingest_query_parquet(tmp_path: Path, corpus) -> None:
     assert r.exit_code == 0 and (tmp_path / "lake" / "agents" / "system=handmade").is_dir()
 
 
-def test_cli_errors_are_one_line(tmp_path: Path, corpus) -> None:
+def test_cli_errors_are_one_line(tmp_path: Path, corpus, capsys) -> None:
     files, _ = corpus
     s = str(tmp_path / "c.duckdb")
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(files[3].read_bytes().replace(b"\n", b"") + b"\n" + b'{"trace_id": "x"}\n')
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "orchestrace", *args], capture_output=True, text=True)
+        return run_cli(capsys, *args)
 
     r = run("ingest", str(bad), "-s", s)
     assert r.returncode == 1 and "bad.jsonl:2 trace x" in r.stderr and "OT101" in r.stderr

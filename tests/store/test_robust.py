@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from store_kit import dump_tables, hand_trace
+from store_kit import dump_tables, hand_trace, run_cli
 
 from orchestrace.core.io import save
 from orchestrace.gen import generate_corpus
@@ -35,7 +35,7 @@ def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     f = tmp_path_factory.mktemp("big") / "big.jsonl"
-    save(generate_corpus(40, seed=11, size=150), f)
+    save(generate_corpus(24, seed=11, size=150), f)
     return f
 
 
@@ -57,7 +57,7 @@ def test_sigkill_mid_ingest_leaves_store_as_it_was(tmp_path: Path, big_file: Pat
     assert p.returncode == -signal.SIGKILL
     assert dump_tables(store) == before  # opens cleanly, and nothing of the killed ingest is there
     rep = ingest(str(store), [str(big_file)], measure=False)  # the same ingest, run to the end
-    assert rep.inserted == 40 and stats(str(store))["traces"] == 41
+    assert rep.inserted == 24 and stats(str(store))["traces"] == 25
 
 
 def test_sigkill_after_commit_leaves_store_fully_updated(tmp_path: Path, big_file: Path) -> None:
@@ -73,14 +73,14 @@ def test_sigkill_after_commit_leaves_store_fully_updated(tmp_path: Path, big_fil
             break
     p.wait(timeout=60)
     assert lines[-1].startswith("done")
-    assert stats(str(store))["traces"] == 40 and stats(str(store))["agents"] > 0
+    assert stats(str(store))["traces"] == 24 and stats(str(store))["agents"] > 0
 
 
-def test_corrupt_store(tmp_path: Path, corpus) -> None:
+def test_corrupt_store(tmp_path: Path, corpus, capsys) -> None:
     files, _ = corpus
     store = tmp_path / "bad.duckdb"
     store.write_bytes(b"this is not a database\n" * 500)
-    r = _cli("ingest", str(files[3]), "--store", str(store))
+    r = run_cli(capsys, "ingest", str(files[3]), "--store", str(store))
     assert r.returncode == 2
     assert "OT301" in r.stderr and "corrupt" in r.stderr and "Traceback" not in r.stderr
     assert store.read_bytes() == b"this is not a database\n" * 500  # untouched
@@ -99,7 +99,7 @@ def test_duckdb_file_that_is_not_a_store(tmp_path: Path, corpus) -> None:
     assert e.value.code == "OT304"
 
 
-def test_locked_store(tmp_path: Path, corpus) -> None:
+def test_locked_store(tmp_path: Path, corpus, capsys) -> None:
     files, _ = corpus
     store = tmp_path / "s.duckdb"
     ingest(str(store), [str(files[3])])
@@ -114,10 +114,10 @@ def test_locked_store(tmp_path: Path, corpus) -> None:
     )
     try:
         assert holder.stdout.readline().strip() == "ok"
-        r = _cli("ingest", str(files[0]), "--store", str(store))
+        r = run_cli(capsys, "ingest", str(files[0]), "--store", str(store))
         assert r.returncode == 2 and "OT302" in r.stderr and f"process {holder.pid}" in r.stderr
         assert "Traceback" not in r.stderr
-        r = _cli("query", "SELECT count(*) FROM traces", "--store", str(store))
+        r = run_cli(capsys, "query", "SELECT count(*) FROM traces", "--store", str(store))
         assert r.returncode == 2 and "OT302" in r.stderr
     finally:
         holder.kill()
@@ -161,4 +161,4 @@ def test_disk_full_after_commit(tmp_path: Path, big_file: Path) -> None:
     r = _cli("ingest", str(big_file), "--store", str(store), "--no-measure", preexec_fn=_capped(limit))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "OT305" in r.stderr and "committed" in r.stderr
-    assert stats(str(store))["traces"] == 41  # the log is replayed on open
+    assert stats(str(store))["traces"] == 25  # the log is replayed on open

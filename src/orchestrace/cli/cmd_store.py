@@ -51,9 +51,7 @@ def ingest_cmd(
 ) -> None:
     """Load traces into a DuckDB store, in one transaction, idempotent by trace id.
 
-    A trace already stored with the same content is left alone; a changed one replaces it. A
-    process killed mid-ingest leaves the store as it was. Tables: traces, events, edges,
-    agents, rewards, credits, metrics (docs/store.md).
+    A trace already stored with the same content is left alone; a changed one replaces it. A process killed mid-ingest leaves the store as it was. Tables: traces, events, edges, agents, rewards, credits, metrics (docs/store.md).
 
     Examples:\n
       orchestrace ingest runs/ --store traces.duckdb\n
@@ -150,8 +148,7 @@ def parquet_cmd(
 ) -> None:
     """Export the store as Parquet, hive-partitioned by system and date.
 
-    Layout: OUT/<table>/system=<system>/date=<YYYY-MM-DD>/data_0.parquet. Readable by DuckDB,
-    Polars, pyarrow, Spark and Ray Data without orchestrace.
+    Layout: OUT/<table>/system=<system>/date=<YYYY-MM-DD>/data_0.parquet. Readable by DuckDB, Polars, pyarrow, Spark and Ray Data without orchestrace.
 
     Examples:\n
       orchestrace parquet -s traces.duckdb -o lake/\n
