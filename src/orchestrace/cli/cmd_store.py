@@ -12,8 +12,7 @@ import typer
 from rich.table import Table
 
 from ..core.errors import OrchestraceError
-from ..store import ON_ERROR, RayCommand, RayOption, export_parquet, ingest, query
-from ..store.rows import Failure
+from ..store.ray_exec import RayCommand, RayOption
 from ..store.schema import TABLES
 from .common import console, console_err, expand_paths
 
@@ -21,7 +20,10 @@ StoreOption = Annotated[str, typer.Option("--store", "-s", help="The DuckDB stor
 _FORMATS = ("table", "json", "csv")
 
 
-def _failure_line(f: Failure) -> str:
+_ON_ERROR = ("report", "skip", "abort")
+
+
+def _failure_line(f: Any) -> str:
     first = f.first()
     where = f.path + (f":{f.line or first.line}" if (f.line or first.line) else "")
     who = f" trace {f.trace_id}" if f.trace_id else ""
@@ -59,8 +61,10 @@ def ingest_cmd(
       orchestrace ingest corpus/ -s traces.duckdb --ray            # prepare files as Ray tasks\n
       orchestrace ingest corpus/ -s traces.duckdb --ray auto       # on a running Ray cluster
     """
-    if on_error not in ON_ERROR:
-        raise OrchestraceError("OT010", f"--on-error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+    from ..store.db import ingest
+
+    if on_error not in _ON_ERROR:
+        raise OrchestraceError("OT010", f"--on-error must be one of {', '.join(_ON_ERROR)}, got {on_error!r}")
     files = list(expand_paths(paths))
     report = ingest(store, files, on_error=on_error, measure=measure, ray=ray)  # type: ignore[arg-type]
     if on_error == "report":
@@ -110,6 +114,8 @@ def query_cmd(
       orchestrace query "SELECT t.topology, avg(value) FROM metrics JOIN traces t USING (trace_id) WHERE name = 'critical_path_s' GROUP BY 1"\n
       orchestrace query "SELECT * FROM traces" --format json > traces.json
     """
+    from ..store.db import query
+
     if format not in _FORMATS:
         raise OrchestraceError("OT010", f"--format must be one of {', '.join(_FORMATS)}, got {format!r}")
     result = query(store, sql)
@@ -155,6 +161,8 @@ def parquet_cmd(
       orchestrace parquet -s traces.duckdb -o lake/ -t events -t metrics --overwrite\n
       python -c "import polars as pl; print(pl.scan_parquet('lake/events/**/*.parquet', hive_partitioning=True).collect())"
     """
+    from ..store.parquet import export_parquet
+
     counts = export_parquet(
         store, out, tables=table or list(TABLES), overwrite=overwrite, compression=compression
     )

@@ -4,58 +4,55 @@
 ``iter_store_traces`` reads traces back unchanged; ``export_parquet`` writes hive-partitioned
 Parquet; ``ray_exec`` runs bulk work as Ray tasks with the same results as local mode.
 Tables are documented in docs/store.md and ``schema.TABLES``.
+
+DuckDB and pyarrow (the ``store`` extra) are imported on first use of what needs them, so the
+CLI and the ``--ray`` option work without them installed.
 """
 
-from .db import (
-    ON_ERROR,
-    IngestAborted,
-    IngestReport,
-    StoreError,
-    connect,
-    ingest,
-    is_store_path,
-    iter_store_traces,
-    query,
-    stats,
-    trace_ids,
-    traces_of,
-)
-from .parquet import export_parquet
-from .ray_exec import (
-    RayCommand,
-    RayOption,
-    agent_cost_ray,
-    map_traces,
-    parallel_imap,
-    parallel_map,
-    read_parquet,
-)
-from .rows import Failure
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .ray_exec import RayCommand, RayOption, item_seeds, map_traces, parallel_imap, parallel_map
 from .schema import METRIC_SOURCES, STORE_VERSION, TABLES
+
+_LAZY = {
+    "ON_ERROR": "db",
+    "IngestAborted": "db",
+    "IngestReport": "db",
+    "StoreError": "db",
+    "connect": "db",
+    "ingest": "db",
+    "is_store_path": "db",
+    "iter_store_traces": "db",
+    "query": "db",
+    "stats": "db",
+    "trace_ids": "db",
+    "traces_of": "db",
+    "export_parquet": "parquet",
+    "Failure": "rows",
+    "agent_cost_ray": "ray_exec",
+    "read_parquet": "ray_exec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{mod}", __name__), name)
+
 
 __all__ = [
     "METRIC_SOURCES",
-    "ON_ERROR",
     "STORE_VERSION",
     "TABLES",
-    "Failure",
-    "IngestAborted",
-    "IngestReport",
     "RayCommand",
     "RayOption",
-    "StoreError",
-    "agent_cost_ray",
-    "connect",
-    "export_parquet",
-    "ingest",
-    "is_store_path",
-    "iter_store_traces",
+    "item_seeds",
     "map_traces",
     "parallel_imap",
     "parallel_map",
-    "query",
-    "read_parquet",
-    "stats",
-    "trace_ids",
-    "traces_of",
+    *_LAZY,
 ]
