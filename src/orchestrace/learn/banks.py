@@ -333,3 +333,34 @@ def build_bank(
         "samples": samples,
     }
     return Bank(family_name, out, meta)
+
+
+class RemoteSampler:
+    """n samples of one prompt from an OpenAI-compatible server (one request per sample, seeded)."""
+
+    def __init__(self, base_url: str, model: str = "default") -> None:
+        from ..runtime.backends.openai_compat import OpenAICompatBackend
+
+        self.backend = OpenAICompatBackend(base_url, model=model)
+        self.name = model
+
+    def sample(
+        self, messages: list[dict[str, str]], n: int, *, max_new_tokens: int, temperature: float, seed: int
+    ) -> list[str]:
+        import asyncio
+
+        from ..runtime.backends.base import BackendError, ChatRequest
+
+        async def one(i: int) -> str:
+            req = ChatRequest(
+                messages=messages, temperature=temperature, max_tokens=max_new_tokens, seed=seed + i
+            )
+            try:
+                return (await self.backend.chat(req)).text
+            except BackendError:
+                return ""
+
+        async def all_() -> list[str]:
+            return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+        return asyncio.run(all_())

@@ -1,0 +1,236 @@
+"""``orchestrace train|eval stop`` and ``orchestrace bank build|synth|info``: learned stopping (O5).
+
+The command groups ``train`` and ``eval`` also carry the other orchestration decisions
+(retry, delegate, swarm) when their module is present.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ..core.errors import OrchestraceError
+from .common import console, console_err
+
+train_app = typer.Typer(help="Train orchestration policies from traces.", no_args_is_help=True)
+eval_app = typer.Typer(
+    help="Evaluate orchestration policies against published baselines.", no_args_is_help=True
+)
+bank_app = typer.Typer(help="Sample banks: what StopVote replays.", no_args_is_help=True)
+
+
+@contextmanager
+def _bars() -> Any:
+    """Rich progress bars; yields a factory ``(label, total) -> advance(n)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console_err,
+    ) as prog:
+
+        def make(label: str, total: int) -> Any:
+            task = prog.add_task(label, total=total or None)
+            return lambda n=1: prog.advance(task, n)
+
+        yield make
+
+
+@train_app.command("stop")
+def train_stop_cmd(
+    bank: list[str] = typer.Option(
+        None, "--bank", "-b", help="training bank(s) (.jsonl[.gz]); default: embedded antonyms"
+    ),
+    eval_bank: str = typer.Option(
+        None, "--eval-bank", help="held-out bank (default: embedded countries, or 30% of --bank)"
+    ),
+    cost: float = typer.Option(
+        0.01, "--cost", "-c", help="price of one sample in units of one correct answer"
+    ),
+    out: str = typer.Option(
+        "runs/stop/policy", "-o", "--out", help="policy path (writes .safetensors and .json)"
+    ),
+    report: str = typer.Option(None, "--report", help="report directory (default: <dir of -o>/report)"),
+    algo: str = typer.Option("exact", "--algo", help="exact, reinforce, ppo or grpo"),
+    budget: int = typer.Option(40, "--budget"),
+    seed: int = typer.Option(0, "--seed"),
+    iterations: int = typer.Option(None, "--iterations", help="training iterations (default per algorithm)"),
+    sweep: str = typer.Option(
+        "0.002,0.004,0.007,0.015,0.03", "--sweep", help="extra costs for the Pareto curve ('' for none)"
+    ),
+) -> None:
+    """Train a stopping policy and write a report (Pareto + learning curves, PNG and JSON).
+
+    Examples:
+      orchestrace train stop                       # embedded banks: train antonyms, test countries
+      orchestrace train stop --bank my.jsonl --cost 0.005 -o runs/p
+      orchestrace train stop --algo ppo --sweep ''
+    """
+    from ..learn.stop import train_stop
+
+    costs = [float(x) for x in sweep.split(",") if x.strip()] if sweep else []
+    with _bars() as bars:
+        its = iterations
+
+        def progress(label: str, _a: int, _b: int) -> Any:
+            return bars(label, its or 0)
+
+        rep = train_stop(
+            bank or None,
+            eval_bank,
+            out=out,
+            report_dir=report,
+            cost=cost,
+            sweep_costs=costs,
+            algo=algo,
+            budget=budget,
+            seed=seed,
+            iterations=iterations,
+            progress=progress,
+        )
+    g = rep["goal"]
+    console.print(
+        f"held-out [bold]{rep['eval_bank']}[/bold] ({rep['eval_questions']} questions): learned accuracy "
+        f"{g['learned_accuracy']:.3f} with {g['learned_mean_samples']:.2f} samples "
+        f"({g['sample_reduction_x']:.1f}x fewer) vs fixed-{budget} {g['fixed_full_accuracy']:.3f}; "
+        f"oracle {g['oracle_mean_samples']:.2f} samples"
+    )
+    console.print(f"policy {rep['policy']}  report {rep['report_dir']}  ({rep['seconds']} s)")
+
+
+def _print_results(rows: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    t = Table("method", "accuracy", "mean samples", "questions")
+    for r in rows:
+        t.add_row(r["method"], f"{r['accuracy']:.4f}", f"{r['mean_samples']:.2f}", str(r["questions"]))
+    console.print(t)
+
+
+@eval_app.command("stop")
+def eval_stop_cmd(
+    bank: str = typer.Option(..., "--bank", "-b", help="bank file (.jsonl[.gz]) or an embedded name"),
+    policy: str = typer.Option(None, "--policy", "-p", help="a policy written by train stop"),
+    budget: int = typer.Option(40, "--budget"),
+    fmt: str = typer.Option("table", "--format", help="table or json"),
+    ci: bool = typer.Option(False, "--ci", help="add bootstrap 95% CIs (1000 resamples over questions)"),
+    bayes: bool = typer.Option(
+        False, "--bayes", help="add the Bayes-optimal rule of a model calibrated to the bank"
+    ),
+) -> None:
+    """Every stopping baseline (and a learned policy) on one bank.
+
+    Examples:
+      orchestrace eval stop --bank countries --policy runs/stop/policy --format json
+      orchestrace eval stop --bank my.jsonl --budget 20
+    """
+    from ..learn.evaluate import results_json
+    from ..learn.stop import eval_stop
+
+    if fmt not in ("table", "json"):
+        raise OrchestraceError("OT665", f"unknown format {fmt!r} (table, json)")
+    res = eval_stop(bank, policy, budget, bayes=bayes)
+    rows = results_json(res) if ci else [r.row() for r in res]
+    if fmt == "json":
+        print(json.dumps(rows, indent=1))
+    else:
+        _print_results(rows)
+
+
+@bank_app.command("build")
+def bank_build_cmd(
+    family: str = typer.Option(..., "--family", "-f", help="antonyms or countries"),
+    out: Path = typer.Option(..., "-o", "--out", help="bank file (.jsonl or .jsonl.gz)"),
+    samples: int = typer.Option(40, "--samples", "-n"),
+    limit: int = typer.Option(None, "--limit", help="first N questions only"),
+    temperature: float = typer.Option(0.7, "--temperature"),
+    seed: int = typer.Option(0, "--seed"),
+    base_url: str = typer.Option(
+        None, "--base-url", help="OpenAI-compatible server (default: offline SmolLM2-135M)"
+    ),
+    model: str = typer.Option("default", "--model", help="model name on the server"),
+) -> None:
+    """Sample every question of a task family from a real model into a bank.
+
+    Examples:
+      orchestrace bank build -f antonyms -o antonyms.jsonl.gz --limit 50
+      orchestrace bank build -f countries -o c.jsonl --base-url http://127.0.0.1:8000/v1 --model qwen
+    """
+    from ..learn.banks import RemoteSampler, build_bank, save_bank
+    from ..learn.tasks import family as get_family
+
+    n = len(get_family(family).questions)
+    sampler = RemoteSampler(base_url, model) if base_url else None
+    with _bars() as bars:
+        tick = bars(f"{family} x{samples}", min(n, limit or n))
+        b = build_bank(
+            family,
+            samples=samples,
+            limit=limit,
+            temperature=temperature,
+            seed=seed,
+            model=sampler,
+            progress=tick,
+        )
+    save_bank(b, str(out))
+    console.print(f"wrote {len(b)} questions x {samples} samples to {out}")
+
+
+@bank_app.command("synth")
+def bank_synth_cmd(
+    out: Path = typer.Option(..., "-o", "--out"),
+    questions: int = typer.Option(500, "--questions", "-n"),
+    seed: int = typer.Option(0, "--seed"),
+    like: str = typer.Option(None, "--like", help="calibrate the generator to this bank"),
+) -> None:
+    """Write a synthetic bank (parameters documented in ``SynthParams``)."""
+    from ..learn.banks import SynthParams, calibrate, load_bank, save_bank, synthetic_bank
+
+    params = calibrate(load_bank(like)) if like else SynthParams()
+    save_bank(synthetic_bank(questions, params, seed), str(out))
+    console.print(f"wrote {questions} synthetic questions to {out}: {params}")
+
+
+@bank_app.command("info")
+def bank_info_cmd(bank: str = typer.Argument(..., help="bank file or embedded name")) -> None:
+    """Size, single-sample and majority accuracy of a bank."""
+    from ..learn.banks import calibrate, load_bank
+    from ..learn.baselines import Method, fixed_k
+    from ..learn.evaluate import run_rule, tables
+
+    b = load_bank(bank)
+    k = b.min_samples
+    pts = tables(b, k)
+    one = run_rule(b, pts, Method("fixed-1", "fixed-k", 1, fixed_k(1)), k)
+    full = run_rule(b, pts, Method(f"fixed-{k}", "fixed-k", k, fixed_k(k)), k)
+    console.print(
+        f"{b.name}: {len(b)} questions, {k} samples each; one sample {one.accuracy:.3f}, "
+        f"majority of {k} {full.accuracy:.3f}; calibrated {calibrate(b)}"
+    )
+
+
+def _hook_other_decisions() -> None:
+    """Retry / delegate / swarm commands live in their own module when it is installed."""
+    try:
+        from . import learn_more_commands as more
+    except ImportError:
+        return
+    for app, verb in ((train_app, "train"), (eval_app, "eval")):
+        for what in ("retry", "delegate", "swarm"):
+            fn = getattr(more, f"{verb}_{what}_cmd", None)
+            if fn is not None:
+                app.command(what)(fn)
+
+
+def register(app: typer.Typer) -> None:
+    _hook_other_decisions()
+    app.add_typer(train_app, name="train")
+    app.add_typer(eval_app, name="eval")
+    app.add_typer(bank_app, name="bank")

@@ -1,0 +1,133 @@
+"""PPO (clipped surrogate, GAE, separate critic) for the StopVote stop decision.
+
+Per-decision rewards come from the episode's trace reward R: continuing from decision t to t+1
+earns -c x (cost of the samples drawn in between), stopping earns the rest of R (the team
+reward). gamma = 1; GAE(lambda) over the value critic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..envs.stopvote import EpisodePool, rollout
+from ..policy import PolicyConfig, StopPolicy
+from .common import (
+    Adam,
+    TrainResult,
+    clip_grad,
+    greedy_eval,
+    log_probs,
+    make_actor,
+    make_critic,
+    prob_fn,
+    record,
+)
+
+
+@dataclass
+class Args:
+    iterations: int = 60
+    batch: int = 256  # episodes per iteration
+    epochs: int = 4
+    minibatches: int = 4
+    lr: float = 3e-3
+    critic_lr: float = 1e-2
+    clip: float = 0.2
+    gae_lambda: float = 0.95
+    entropy: float = 0.003
+    max_grad_norm: float = 0.5
+    eval_every: int = 5
+    trace_frac: float = 0.25
+    threads: int = 1
+    seed: int = 0
+
+
+def step_rewards(rtg: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Per-decision rewards whose sum from t on equals the reward-to-go at t."""
+    nxt = np.concatenate([rtg[:, 1:], np.zeros((len(rtg), 1))], axis=1)
+    last = mask & ~np.concatenate([mask[:, 1:], np.zeros((len(mask), 1), bool)], axis=1)
+    return np.where(last, rtg, rtg - nxt) * mask
+
+
+def gae(rewards: np.ndarray, values: np.ndarray, mask: np.ndarray, lam: float) -> np.ndarray:
+    """Generalised advantage estimation with gamma = 1 over masked decision sequences."""
+    n, d = rewards.shape
+    adv = np.zeros((n, d))
+    run = np.zeros(n)
+    for t in range(d - 1, -1, -1):
+        nxt_v = values[:, t + 1] * mask[:, t + 1] if t + 1 < d else np.zeros(n)
+        delta = rewards[:, t] + nxt_v - values[:, t]
+        nxt_adv = run * (mask[:, t + 1] if t + 1 < d else 0)
+        run = np.where(mask[:, t], delta + lam * nxt_adv, 0.0)
+        adv[:, t] = run
+    return adv
+
+
+def train(
+    pool: EpisodePool,
+    cost: float,
+    args: Args = Args(),
+    config: PolicyConfig | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> TrainResult:
+    config = config or PolicyConfig(budget=pool.budget, cost=cost)
+    config.algorithm, config.seed, config.cost = "ppo", args.seed, cost
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(args.seed)
+    actor = make_actor(config, args.seed)
+    critic = make_critic(pool.feats.shape[-1], config.hidden, args.seed)
+    opt = Adam(actor.parameters(), lr=args.lr)
+    opt_v = Adam(critic.parameters(), lr=args.critic_lr)
+    history: list[dict[str, float]] = []
+    for it in range(args.iterations):
+        eps = rng.integers(pool.episodes, size=args.batch)
+        ro = rollout(pool, prob_fn(actor), eps, rng, cost, trace_frac=args.trace_frac)
+        feats = pool.feats[eps]
+        with torch.no_grad():
+            values = critic(torch.from_numpy(feats)).squeeze(-1).numpy()
+            old_logp, _ = log_probs(
+                actor, torch.from_numpy(feats), torch.from_numpy(ro.actions.astype(np.float32))
+            )
+        rew = step_rewards(ro.reward_to_go, ro.mask)
+        adv = gae(rew, values, ro.mask, args.gae_lambda)
+        ret = adv + values
+        m = ro.mask
+        obs = torch.from_numpy(feats[m])
+        act = torch.from_numpy(ro.actions[m].astype(np.float32))
+        b_old = old_logp[torch.from_numpy(m)]
+        b_adv = torch.from_numpy(adv[m].astype(np.float32))
+        b_ret = torch.from_numpy(ret[m].astype(np.float32))
+        n = len(obs)
+        for _ in range(args.epochs):
+            perm = torch.from_numpy(rng.permutation(n))
+            for idx in perm.chunk(args.minibatches):
+                if len(idx) < 2:
+                    continue
+                a = b_adv[idx]
+                a = (a - a.mean()) / (a.std() + 1e-8)
+                logp, ent = log_probs(actor, obs[idx], act[idx])
+                ratio = torch.exp(logp - b_old[idx])
+                surr = torch.min(ratio * a, torch.clamp(ratio, 1 - args.clip, 1 + args.clip) * a)
+                loss = -surr.mean() - args.entropy * ent.mean()
+                opt.zero_grad()
+                loss.backward()
+                clip_grad(opt.params, args.max_grad_norm)
+                opt.step()
+                v_loss = ((critic(obs[idx]).squeeze(-1) - b_ret[idx]) ** 2).mean()
+                opt_v.zero_grad()
+                v_loss.backward()
+                clip_grad(opt_v.params, args.max_grad_norm)
+                opt_v.step()
+        extra = (
+            greedy_eval(pool, actor, cost)
+            if (it + 1) % args.eval_every == 0 or it in (0, args.iterations - 1)
+            else {}
+        )
+        record(history, it + 1, float(ro.reward.mean()), extra)
+        if progress:
+            progress(1)
+    return TrainResult(StopPolicy.from_torch(config, actor), history)

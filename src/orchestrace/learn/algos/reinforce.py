@@ -1,0 +1,89 @@
+"""REINFORCE with a learned state-value baseline, for the StopVote stop decision.
+
+Each iteration runs a batch of episodes, reads every episode's reward from its trace and
+pushes up log pi(a_t|s_t) * (G_t - b_t), where G_t is the reward from decision t on (the
+cost already paid is excluded: it does not depend on the action).
+
+Baselines: ``learned`` (default as published): b_t = V(s_t), a critic fit by regression.
+``stop-now``: b_t = the reward of stopping at t in this very episode (its majority's
+correctness minus cost), read from the replayed samples. The samples are exogenous (drawn
+independently of the policy's action at t), so this baseline keeps the gradient unbiased while
+removing question difficulty from the advantage: stopping gets advantage 0, continuing gets
+exactly what the extra samples bought in this episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..envs.stopvote import EpisodePool, rollout
+from ..policy import PolicyConfig, StopPolicy
+from .common import Adam, TrainResult, greedy_eval, log_probs, make_actor, make_critic, prob_fn, record
+
+
+@dataclass
+class Args:
+    iterations: int = 150
+    batch: int = 256  # episodes per iteration
+    lr: float = 3e-3
+    critic_lr: float = 1e-2
+    entropy: float = 0.003
+    baseline: str = "learned"  # or "stop-now"
+    eval_every: int = 10
+    trace_frac: float = 0.25  # share of episodes rewarded from a freshly built trace
+    threads: int = 1
+    seed: int = 0
+
+
+def train(
+    pool: EpisodePool,
+    cost: float,
+    args: Args = Args(),
+    config: PolicyConfig | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> TrainResult:
+    config = config or PolicyConfig(budget=pool.budget, cost=cost)
+    config.algorithm, config.seed, config.cost = "reinforce", args.seed, cost
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(args.seed)
+    actor = make_actor(config, args.seed)
+    critic = make_critic(pool.feats.shape[-1], config.hidden, args.seed)
+    opt = Adam(actor.parameters(), lr=args.lr)
+    opt_v = Adam(critic.parameters(), lr=args.critic_lr)
+    history: list[dict[str, float]] = []
+    for it in range(args.iterations):
+        eps = rng.integers(pool.episodes, size=args.batch)
+        ro = rollout(pool, prob_fn(actor), eps, rng, cost, trace_frac=args.trace_frac)
+        obs = torch.from_numpy(pool.feats[eps][ro.mask])
+        act = torch.from_numpy(ro.actions[ro.mask].astype(np.float32))
+        ret = torch.from_numpy(ro.reward_to_go[ro.mask].astype(np.float32))
+        if len(obs):
+            v = critic(obs).squeeze(-1)
+            if args.baseline == "stop-now":
+                # in reward-to-go units the sunk cost cancels: stopping now is worth correct_t
+                adv = ret - torch.from_numpy(pool.correct[eps][ro.mask].astype(np.float32))
+            else:
+                adv = ret - v.detach()
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
+            logp, ent = log_probs(actor, obs, act)
+            loss = -(logp * adv).mean() - args.entropy * ent.mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            v_loss = ((v - ret) ** 2).mean()
+            opt_v.zero_grad()
+            v_loss.backward()
+            opt_v.step()
+        extra = (
+            greedy_eval(pool, actor, cost)
+            if (it + 1) % args.eval_every == 0 or it in (0, args.iterations - 1)
+            else {}
+        )
+        record(history, it + 1, float(ro.reward.mean()), extra)
+        if progress:
+            progress(1)
+    return TrainResult(StopPolicy.from_torch(config, actor), history)

@@ -1,0 +1,143 @@
+"""Small MLP stopping policy over prefix features; numpy inference, safetensors + JSON on disk.
+
+Training builds the torch twin (``torch_actor``) and copies weights back; running a saved policy
+needs numpy and safetensors only. ``X.safetensors`` holds the weights (the config is also in its
+metadata); ``X.json`` holds the config for humans and other tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import OrchestraceError
+from .features import FEATURE_NAMES
+
+
+@dataclass
+class PolicyConfig:
+    features: list[str] = field(default_factory=lambda: list(FEATURE_NAMES))
+    hidden: list[int] = field(default_factory=lambda: [64, 64])
+    activation: str = "tanh"
+    budget: int = 40
+    cost: float = 0.01
+    threshold: float = 0.5  # stop when P(stop) >= threshold (greedy evaluation)
+    algorithm: str = ""
+    trained_on: list[str] = field(default_factory=list)
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class StopPolicy:
+    """Maps features [N, F] to P(stop) [N]."""
+
+    def __init__(self, config: PolicyConfig, weights: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        self.config = config
+        self.weights = [(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights]
+
+    @classmethod
+    def init(cls, config: PolicyConfig, seed: int = 0) -> StopPolicy:
+        rng = np.random.default_rng(seed)
+        sizes = [len(config.features), *config.hidden, 1]
+        ws = []
+        for i, o in zip(sizes[:-1], sizes[1:], strict=True):
+            ws.append((rng.normal(0, 1 / np.sqrt(i), (o, i)).astype(np.float32), np.zeros(o, np.float32)))
+        return cls(config, ws)
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        h = np.asarray(x, np.float32)
+        for i, (w, b) in enumerate(self.weights):
+            h = h @ w.T + b
+            if i < len(self.weights) - 1:
+                h = np.tanh(h) if self.config.activation == "tanh" else np.maximum(h, 0)
+        return h[..., 0]
+
+    def stop_prob(self, x: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-self.logits(x)))
+
+    def stops(self, x: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        thr = self.config.threshold if threshold is None else threshold
+        return self.stop_prob(x) >= thr
+
+    # ------------------------------------------------------------ torch twin
+    def torch_actor(self) -> Any:
+        import torch
+        from torch import nn
+
+        layers: list[nn.Module] = []
+        for i, (w, b) in enumerate(self.weights):
+            lin = nn.Linear(w.shape[1], w.shape[0])
+            with torch.no_grad():
+                lin.weight.copy_(torch.from_numpy(w))
+                lin.bias.copy_(torch.from_numpy(b))
+            layers.append(lin)
+            if i < len(self.weights) - 1:
+                layers.append(nn.Tanh() if self.config.activation == "tanh" else nn.ReLU())
+        return nn.Sequential(*layers)
+
+    @classmethod
+    def from_torch(cls, config: PolicyConfig, actor: Any) -> StopPolicy:
+        from torch import nn
+
+        lins = [m for m in actor if isinstance(m, nn.Linear)]
+        return cls(config, [(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy()) for m in lins])
+
+    # ------------------------------------------------------------ files
+    def save(self, path: str) -> tuple[str, str]:
+        from safetensors.numpy import save_file
+
+        base = path.removesuffix(".safetensors").removesuffix(".json")
+        cfg = json.dumps(asdict(self.config), indent=2, sort_keys=True)
+        tensors = {}
+        for i, (w, b) in enumerate(self.weights):
+            tensors[f"layers.{i}.weight"] = w
+            tensors[f"layers.{i}.bias"] = b
+        d = os.path.dirname(base)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        save_file(tensors, base + ".safetensors", metadata={"orchestrace.policy": cfg})
+        with open(base + ".json", "w") as f:
+            f.write(cfg + "\n")
+        return base + ".safetensors", base + ".json"
+
+    @classmethod
+    def load(cls, path: str) -> StopPolicy:
+        from safetensors import safe_open
+
+        base = path.removesuffix(".safetensors").removesuffix(".json")
+        st = base + ".safetensors"
+        if not os.path.isfile(st):
+            raise OrchestraceError(
+                "OT620", "policy weights not found (expected a .safetensors file)", path=st
+            )
+        try:
+            with safe_open(st, framework="numpy") as f:
+                meta = f.metadata() or {}
+                tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+        except Exception as e:  # safetensors raises its own error types for corrupt headers
+            raise OrchestraceError("OT621", f"not a safetensors file: {e}", path=st) from None
+        cfg_text = None
+        if os.path.isfile(base + ".json"):
+            with open(base + ".json") as f:
+                cfg_text = f.read()
+        cfg_text = cfg_text or meta.get("orchestrace.policy")
+        if not cfg_text:
+            raise OrchestraceError("OT622", "policy config missing (no .json and no metadata)", path=st)
+        try:
+            config = PolicyConfig(**json.loads(cfg_text))
+        except (TypeError, json.JSONDecodeError) as e:
+            raise OrchestraceError("OT622", f"bad policy config: {e}", path=base + ".json") from None
+        n = len(config.hidden) + 1
+        try:
+            weights = [(tensors[f"layers.{i}.weight"], tensors[f"layers.{i}.bias"]) for i in range(n)]
+        except KeyError as e:
+            raise OrchestraceError("OT621", f"policy weights lack tensor {e}", path=st) from None
+        if list(config.features) != list(FEATURE_NAMES):
+            raise OrchestraceError(
+                "OT622", "policy was trained on a different feature set", path=base + ".json"
+            )
+        return cls(config, weights)

@@ -1,0 +1,92 @@
+"""Report figures: accuracy-vs-mean-samples Pareto curves and learning curves (PNG + JSON)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+STYLE = {
+    "fixed-k": ("#888888", "o", "fixed-k majority"),
+    "ac-beta": ("#1f77b4", "s", "Adaptive-Consistency (Beta)"),
+    "ac-dirichlet": ("#17becf", "D", "Adaptive-Consistency (Dirichlet)"),
+    "esc": ("#2ca02c", "^", "ESC"),
+    "consol-sprt": ("#9467bd", "v", "ConSol SPRT"),
+    "majority-share": ("#8c564b", "x", "confidence threshold"),
+    "entropy": ("#e377c2", "+", "entropy (AC code)"),
+    "oracle": ("#000000", "*", "hindsight oracle"),
+    "learned": ("#d62728", "o", "learned (ours)"),
+    "bayes": ("#ff7f0e", "P", "Bayes-optimal"),
+}
+
+
+def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
+    """Write pareto.png, learning_curves.png and their JSON next to them; return the paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fam_of = {}
+    for r in report["results"]:
+        m = r["method"]
+        fam = "fixed-k" if m.startswith("fixed-") else m.split("(")[0]
+        fam = {"hindsight-oracle": "oracle", "bayes-optimal": "bayes"}.get(fam, fam)
+        fam_of.setdefault(fam, []).append((r["mean_samples"], r["accuracy"]))
+    fronts = report.get("pareto", {})
+    for fam, pts in fam_of.items():
+        color, marker, label = STYLE.get(fam, ("#333333", ".", fam))
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=color, marker=marker, s=14, alpha=0.35)
+        front = fronts.get(fam) or sorted(pts)
+        ax.plot(
+            [p[0] for p in front],
+            [p[1] for p in front],
+            "-",
+            marker=marker,
+            color=color,
+            label=label,
+            ms=5,
+            lw=1.2,
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("mean samples per question (log)")
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"held-out {report.get('eval_bank', '')}: accuracy vs samples")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    p = os.path.join(out_dir, "pareto.png")
+    fig.savefig(p, dpi=120)
+    plt.close(fig)
+    paths.append(p)
+    with open(os.path.join(out_dir, "pareto.json"), "w") as f:
+        json.dump({"points": report["results"], "fronts": report.get("pareto", {})}, f, indent=1)
+
+    curves = report.get("learning_curves", {})
+    if curves:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        for name, hist in curves.items():
+            its = [h["iteration"] for h in hist]
+            axes[0].plot(its, [h["batch_reward"] for h in hist], lw=1, label=name)
+            ev = [h for h in hist if "eval_reward" in h]
+            axes[1].plot(
+                [h["iteration"] for h in ev], [h["eval_samples"] for h in ev], marker=".", lw=1, label=name
+            )
+        axes[0].set_xlabel("iteration")
+        axes[0].set_ylabel("training objective (reward - c x samples)")
+        axes[1].set_xlabel("iteration")
+        axes[1].set_ylabel("greedy mean samples (train bank)")
+        for a in axes:
+            a.grid(alpha=0.3)
+            a.legend(fontsize=7)
+        fig.tight_layout()
+        p = os.path.join(out_dir, "learning_curves.png")
+        fig.savefig(p, dpi=120)
+        plt.close(fig)
+        paths.append(p)
+        with open(os.path.join(out_dir, "learning_curves.json"), "w") as f:
+            json.dump(curves, f)
+    return paths

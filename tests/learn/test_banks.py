@@ -1,0 +1,78 @@
+"""Bank files: format, loader errors, embedded banks, answer canonicalisation."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from orchestrace.core.errors import OrchestraceError
+from orchestrace.learn.banks import Bank, BankQuestion, default_bank, load_bank, save_bank
+from orchestrace.learn.tasks import FAMILIES
+
+
+def test_round_trip(tmp_path) -> None:
+    b = Bank(
+        "x", [BankQuestion("a", "q?", None, ["1", None, "2"], correct=[True, False, False], cost=[1, 2, 0.5])]
+    )
+    for name in ("b.jsonl", "b.jsonl.gz"):
+        save_bank(b, str(tmp_path / name))
+        back = load_bank(str(tmp_path / name))
+        assert back.questions[0].to_json() == b.questions[0].to_json()
+    q = back.questions[0]
+    assert q.is_correct(0) and not q.is_correct(1) and not q.is_correct(-1)
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ('{"id": "a", "question": "q"}', "missing field 'samples'"),
+        ('{"id": "a", "question": "q", "samples": [1]}', "/samples/0"),
+        ('{"id": "a", "question": "q", "samples": []}', "empty"),
+        ('{"id": "a", "question": "q", "samples": ["x"], "correct": [1]}', "booleans"),
+        ('{"id": "a", "question": "q", "samples": ["x"], "cost": [-1]}', "/cost/0"),
+        ('{"id": "a", "question": "q", "samples": ["x"], "extra": 1}', "unknown field"),
+        ("[1, 2]", "JSON object"),
+        ("{oops", "not JSON"),
+    ],
+)
+def test_loader_errors_name_file_line_and_field(tmp_path, line: str, needle: str) -> None:
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"id": "ok", "question": "q", "samples": ["x"]}\n' + line + "\n")
+    with pytest.raises(OrchestraceError) as e:
+        load_bank(str(p))
+    assert needle in str(e.value) and "line 2" in str(e.value) and "bad.jsonl" in str(e.value)
+
+
+def test_duplicate_ids_and_bad_gzip(tmp_path) -> None:
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"id": "a", "question": "q", "samples": ["x"]}\n' * 2)
+    with pytest.raises(OrchestraceError, match="duplicate id"):
+        load_bank(str(p))
+    g = tmp_path / "g.jsonl.gz"
+    g.write_bytes(gzip.compress(b"{}")[:-6])
+    with pytest.raises(OrchestraceError):
+        load_bank(str(g))
+    with pytest.raises(OrchestraceError):
+        load_bank(str(tmp_path / "nope.jsonl"))
+
+
+def test_embedded_banks_are_real_samples() -> None:
+    for name in ("antonyms", "countries"):
+        b = default_bank(name)
+        assert len(b) >= 20 and b.min_samples >= 40
+        assert all(q.gold for q in b.questions)
+        assert load_bank(name).questions[0].id == b.questions[0].id
+
+
+def test_canonicalisation_maps_aliases() -> None:
+    ant = FAMILIES["antonyms"]
+    q = next(q for q in ant.questions if q.id == "ant-big")
+    assert ant.canonical(" Small.\nmore", q) == "small"
+    assert ant.canonical("Tiny", q) == "small"  # accepted synonym counts as gold
+    assert ant.canonical("  ", q) is None
+    cty = FAMILIES["countries"]
+    q = next(q for q in cty.questions if q.id == "city-new-york")
+    assert cty.canonical("The United States of America.", q) == "united states"
+    assert cty.canonical("USA", q) == "united states"
+    assert cty.canonical("Canada", q) == "canada"

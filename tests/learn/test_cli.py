@@ -1,0 +1,79 @@
+"""The train/eval/bank commands on real files (CLI holds no logic; errors are one line)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from orchestrace.cli import app
+from orchestrace.learn.banks import SynthParams, save_bank, synthetic_bank
+
+runner = CliRunner()
+
+
+def test_eval_stop_json_covers_every_baseline() -> None:
+    r = runner.invoke(app, ["eval", "stop", "--bank", "countries", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)
+    names = {row["method"] for row in rows}
+    assert {f"fixed-{k}" for k in range(1, 41)} <= names
+    assert {"ac-beta(0.95)", "ac-dirichlet(0.95)", "esc(w=5)", "consol-sprt", "hindsight-oracle"} <= names
+    assert all(set(row) == {"method", "accuracy", "mean_samples", "questions"} for row in rows)
+
+
+def test_train_then_eval_with_policy(tmp_path) -> None:
+    bank = tmp_path / "syn.jsonl"
+    save_bank(synthetic_bank(60, SynthParams(samples=20), seed=2), str(bank))
+    pol = tmp_path / "p"
+    r = runner.invoke(
+        app,
+        [
+            "train",
+            "stop",
+            "--bank",
+            str(bank),
+            "--iterations",
+            "3",
+            "--sweep",
+            "",
+            "-o",
+            str(pol),
+            "--seed",
+            "1",
+            "--budget",
+            "20",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert rep["eval_questions"] == 18 and rep["train_questions"] == 42  # 70/30 held-out split
+    assert (tmp_path / "report" / "pareto.png").stat().st_size > 1000
+    assert (tmp_path / "report" / "learning_curves.png").is_file()
+    r = runner.invoke(
+        app, ["eval", "stop", "--bank", str(bank), "--policy", str(pol), "--budget", "20", "--format", "json"]
+    )
+    assert r.exit_code == 0, r.output
+    assert "learned" in {row["method"] for row in json.loads(r.output)}
+
+
+def test_user_errors_are_one_line(tmp_path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "question": "q", "samples": "x"}\n')
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from orchestrace.cli import main; main()",
+            "eval",
+            "stop",
+            "--bank",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr and "bad.jsonl" in p.stderr and "line 1" in p.stderr
