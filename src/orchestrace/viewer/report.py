@@ -6,13 +6,17 @@ Inputs (all optional, at least one; searched anywhere under RUN_DIR; docs/viewer
   ``orchestrace eval ... --format json`` prints, ``{"method", "accuracy", "mean_samples",
   "questions", "accuracy_ci95"?, "mean_samples_ci95"?, "family"?}``, or an object
   ``{"points": [rows], "x"?: cost key, "y"?: "accuracy", "title"?}``. The cost key is ``x`` if
-  given, else the first of ``cost``, ``mean_samples``, ``usd``, ``tokens`` present. Rows are
-  grouped into curves by ``family``, else by the method name up to its first ``(``, ``@``,
-  ``[``, ``=``, ``:`` or space (``ac-beta(0.95)`` and ``ac-beta(0.99)`` form one curve).
-- ``learning_curve*.json``: a list of records ``{"step", <metric>: number, ..., "run"?,
-  "seed"?}`` or ``{"records": [...], "x"?: "step", "title"?}``. One panel per metric, one line
-  per ``run`` (or ``method``/``label``); several seeds of a run are drawn as their mean with a
-  min-max band.
+  given, else the first of ``cost``, ``mean_samples``, ``usd``, ``tokens`` present (other keys,
+  e.g. the ``fronts`` of ``orchestrace.learn.report``, are ignored: the front is recomputed).
+  Rows are grouped into curves by ``family``, else by the method name up to its first ``(``,
+  ``@``, ``[``, ``=``, ``:`` or space, with a trailing ``-<number>`` read as ``-k``
+  (``ac-beta(0.95)`` and ``ac-beta(0.99)`` form one curve, ``fixed-5`` and ``fixed-9`` another).
+- ``learning_curve*.json`` (``learning_curves.json`` too): a list of records ``{"step",
+  <metric>: number, ..., "run"?, "seed"?}``, or ``{"records": [...], "x"?: "step", "title"?}``,
+  or ``{run name: [records]}`` (what ``orchestrace.learn.report`` writes). The x key is ``x`` if
+  given, else the first of ``step``, ``iteration``, ``epoch``, ``episode`` that every record has.
+  One panel per metric, one line per ``run`` (or ``method``/``label``); several seeds of a run
+  are drawn as their mean with a min-max band.
 - ``analysis*.json``: ``{"by_agent": {agent: {"tokens_in", "tokens_out", "usd", "busy_s", ...}}}``
   (the output of ``orchestrace.measure.breakdown``), and/or ``{"traces": [rows]}`` / a list of
   rows from ``orchestrace.measure.analyze`` (shown as a table).
@@ -36,8 +40,10 @@ import orjson
 from ..core.errors import OrchestraceError
 
 COST_KEYS = ("cost", "mean_samples", "usd", "tokens")
+STEP_KEYS = ("step", "iteration", "epoch", "episode")
 GROUP_KEYS = ("run", "method", "label")
 _GROUP_SPLIT = re.compile(r"[(@\[=: ]")
+_TRAILING_NUMBER = re.compile(r"-\d+(\.\d+)?$")
 _TRACE_SUFFIXES = (".jsonl", ".events.jsonl")
 _COMPRESSED = ("", ".gz", ".zst")
 
@@ -92,13 +98,20 @@ def read_learning_curve(path: Path) -> dict[str, Any]:
     """Normalised learning-curve input: ``{"x", "title", "records"}``."""
     doc = _read_json(path)
     meta: dict[str, Any] = {}
-    if isinstance(doc, dict):
-        _need(isinstance(doc.get("records"), list), path, "/records", "expected a list under 'records'")
+    if isinstance(doc, dict) and "records" in doc:
+        _need(isinstance(doc["records"], list), path, "/records", "expected a list under 'records'")
         meta, recs = doc, doc["records"]
+    elif isinstance(doc, dict):  # {run name: [records]}
+        recs = []
+        for name, rows in doc.items():
+            _need(isinstance(rows, list), path, f"/{name}", "expected a list of records per run")
+            recs.extend({**r, "run": name} if isinstance(r, dict) else r for r in rows)
     else:
         _need(isinstance(doc, list), path, "", "expected a list of records or an object with 'records'")
         recs = doc
-    x = meta.get("x", "step")
+    x = meta.get("x") or next(
+        (k for k in STEP_KEYS if recs and all(isinstance(r, dict) and k in r for r in recs)), "step"
+    )
     for i, r in enumerate(recs):
         _need(isinstance(r, dict) and _number(r.get(x)), path, f"/{i}", f"each record needs a number {x!r}")
     return {"x": x, "title": meta.get("title"), "records": recs}
@@ -163,7 +176,8 @@ def curve_name(row: dict[str, Any]) -> str:
     if row.get("family"):
         return str(row["family"])
     name = str(row.get("method", "?"))
-    return _GROUP_SPLIT.split(name, 1)[0] or name
+    base = _GROUP_SPLIT.split(name, 1)[0] or name
+    return _TRAILING_NUMBER.sub("-k", base)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -405,8 +419,8 @@ def build_report(run_dir: str | Path, out: str | Path | None = None) -> RunRepor
         rows = sorted(data["rows"], key=lambda r: (curve_name(r), r[data["x"]]))
         sections.append(
             f"<h2>Accuracy against cost</h2><p class=src>{html.escape(str(p.relative_to(run)))} · "
-            f"{len(rows)} points · Pareto front: {len(front)} points</p>{_img(img, 'Pareto curves')}"
-            + _table(rows, _keys(rows))
+            f"{len(rows)} points · curves: {html.escape(', '.join(sorted({curve_name(r) for r in rows})))} · "
+            f"Pareto front: {len(front)} points</p>{_img(img, 'Pareto curves')}" + _table(rows, _keys(rows))
         )
     for p in curves:
         data = read_learning_curve(p)

@@ -1,0 +1,164 @@
+"""orchestrace report: input formats, Pareto fronts, per-agent costs, PNGs and the HTML page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from orchestrace.core.errors import OrchestraceError
+from orchestrace.core.io import save
+from orchestrace.gen import generate
+from orchestrace.measure import breakdown
+from orchestrace.viewer.report import build_report, curve_name, pareto_front, read_learning_curve
+
+
+def png_ok(path: Path) -> bool:
+    img = np.asarray(Image.open(path).convert("L"), dtype=float)
+    return path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and img.std() > 5 and min(img.shape) > 200
+
+
+def test_pareto_front_by_hand():
+    pts = [(2, 0.6), (1, 0.5), (2, 0.7), (3, 0.65), (4, 0.9), (5, 0.9)]
+    # (2, 0.6) loses to (2, 0.7); (3, 0.65) to (2, 0.7); (5, 0.9) to (4, 0.9)
+    assert pareto_front(pts) == [(1, 0.5), (2, 0.7), (4, 0.9)]
+
+
+def test_curve_names():
+    assert curve_name({"method": "ac-beta(0.95)"}) == "ac-beta"
+    assert curve_name({"method": "fixed-5"}) == curve_name({"method": "fixed-40"}) == "fixed-k"
+    assert curve_name({"method": "esc@w5"}) == "esc"
+    assert curve_name({"method": "learned", "family": "ours"}) == "ours"
+
+
+def eval_rows() -> list[dict]:
+    rows = [
+        {"method": f"fixed-{k}", "accuracy": 0.5 + 0.01 * k, "mean_samples": float(k), "questions": 100}
+        for k in (1, 5, 10, 20, 40)
+    ]
+    rows += [
+        {
+            "method": "ac-beta(0.95)",
+            "accuracy": 0.88,
+            "mean_samples": 8.0,
+            "questions": 100,
+            "accuracy_ci95": [0.82, 0.93],
+            "mean_samples_ci95": [7.1, 9.0],
+        },
+        {
+            "method": "ac-beta(0.99)",
+            "accuracy": 0.9,
+            "mean_samples": 12.0,
+            "questions": 100,
+            "accuracy_ci95": [0.84, 0.95],
+            "mean_samples_ci95": [11.0, 13.0],
+        },
+        {"method": "<script>alert(1)</script>", "accuracy": 0.7, "mean_samples": 3.0, "questions": 100},
+    ]
+    return rows
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    (run / "traces").mkdir(parents=True)
+    (run / "pareto.json").write_text(json.dumps(eval_rows()))
+    curves = {  # the layout orchestrace.learn.report writes
+        "reinforce": [{"iteration": i, "batch_reward": 0.1 * i, "eval_samples": 40 - i} for i in range(20)],
+        "grpo": [{"iteration": i, "batch_reward": 0.12 * i} for i in range(20)],
+    }
+    (run / "learning_curves.json").write_text(json.dumps(curves))
+    analysis = {
+        "by_agent": {"planner": {"tokens_in": 900, "tokens_out": 100, "usd": 0.01, "busy_s": 3.0}},
+        "traces": [{"trace_id": "t1", "critical_steps": 4, "tokens": 1000}],
+    }
+    (run / "analysis.json").write_text(json.dumps(analysis))
+    save([generate(seed=s, size=60, topology="centralized") for s in range(3)], run / "traces" / "runs.jsonl")
+    return run
+
+
+def test_report_writes_pngs_and_html(run_dir: Path):
+    res = build_report(run_dir)
+    names = sorted(p.name for p in res.pngs)
+    assert names == ["agent_costs.png", "learning_curve__learning_curves.png", "pareto.png"]
+    assert all(png_ok(p) for p in res.pngs)
+    page = res.html.read_text()
+    assert res.html == run_dir / "report" / "report.html"
+    assert page.count("data:image/png;base64,") == 3  # self-contained
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
+    assert "Pareto front: 4 points" in page  # fixed-1 (0.51@1), <script> (0.7@3), ac-beta 0.88@8, 0.9@12
+    assert "t1" in page and "planner" in page and "orchestrator" in page
+    # a second run does not read its own output
+    assert sorted(p.name for p in build_report(run_dir).pngs) == names
+
+
+def test_agent_costs_add_up_the_traces(run_dir: Path, tmp_path: Path):
+    (run_dir / "analysis.json").unlink()
+    (run_dir / "pareto.json").unlink()
+    (run_dir / "learning_curves.json").unlink()
+    res = build_report(run_dir, tmp_path / "out")
+    assert [p.name for p in res.pngs] == ["agent_costs.png"]
+    traces = [generate(seed=s, size=60, topology="centralized") for s in range(3)]
+    want = sum(breakdown(t)["orchestrator"]["tokens"] for t in traces)
+    by_hand = sum(e.tokens for t in traces for e in t.events if e.agent == "orchestrator")
+    assert want == by_hand
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert (
+        f"<td>orchestrator</td><td>{sum(breakdown(t)['orchestrator']['events'] for t in traces)}</td>" in page
+    )
+    assert f"{float(by_hand):.4g}" in page
+
+
+def test_learning_curve_formats(tmp_path: Path):
+    p = tmp_path / "learning_curve.json"
+    p.write_text(json.dumps([{"step": 1, "reward": 0.1, "seed": 0}, {"step": 1, "reward": 0.3, "seed": 1}]))
+    d = read_learning_curve(p)
+    assert d["x"] == "step" and len(d["records"]) == 2
+    p.write_text(json.dumps({"records": [{"epoch": 0, "loss": 1.0}], "x": "epoch", "title": "t"}))
+    assert read_learning_curve(p)["x"] == "epoch"
+    p.write_text(json.dumps({"a": [{"iteration": 0, "r": 1.0}], "b": [{"iteration": 1, "r": 2.0}]}))
+    d = read_learning_curve(p)
+    assert d["x"] == "iteration" and [r["run"] for r in d["records"]] == ["a", "b"]
+
+
+def test_learn_package_output_reads(tmp_path: Path):
+    learn = pytest.importorskip("orchestrace.learn.report")
+    report = {
+        "results": eval_rows()[:-1],
+        "pareto": {},
+        "learning_curves": {
+            "ppo": [
+                {"iteration": i, "batch_reward": i / 10, "eval_reward": 0.5, "eval_samples": 10 - i / 5}
+                for i in range(10)
+            ]
+        },
+    }
+    learn.write_report(report, str(tmp_path / "learnrun"))
+    res = build_report(tmp_path / "learnrun")
+    assert {p.name for p in res.pngs} == {"pareto.png", "learning_curve__learning_curves.png"}
+    assert "curves: ac-beta, fixed-k ·" in res.html.read_text()
+
+
+def test_report_errors(tmp_path: Path):
+    with pytest.raises(OrchestraceError) as e:
+        build_report(tmp_path / "missing")
+    assert e.value.code == "OT001"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(OrchestraceError, match="pareto"):
+        build_report(tmp_path / "empty")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "pareto.json").write_text(
+        json.dumps(
+            [{"method": "a", "accuracy": 0.5, "cost": 1}, {"method": "b", "accuracy": "high", "cost": 2}]
+        )
+    )
+    with pytest.raises(OrchestraceError) as e:
+        build_report(bad)
+    assert e.value.pointer == "/1" and "pareto.json" in str(e.value)
+    (bad / "pareto.json").write_text("{not json")
+    with pytest.raises(OrchestraceError, match="not valid JSON"):
+        build_report(bad)
