@@ -23,6 +23,7 @@ import orjson
 from orchestrace.core.io import save
 from orchestrace.core.paths import data_dir
 from orchestrace.core.validate import validate_path
+from orchestrace.export.survey import to_survey
 from orchestrace.gen import generate_corpus, generate
 
 CACHE = Path(__file__).parent / ".cache"
@@ -52,10 +53,11 @@ def main() -> None:
     CACHE.mkdir(exist_ok=True)
     corpus = CACHE / f"corpus_{n_traces}x1000.jsonl"
     bigp = CACHE / f"big_{big}.json"
+    # traces in the published schema's shape (no schema_version), so every validator accepts them
     if not corpus.exists():
-        save(generate_corpus(n_traces, size=1000), corpus)
+        save([to_survey(t) for t in generate_corpus(n_traces, size=1000)], corpus)
     if not bigp.exists():
-        save(generate(seed=0, size=big, topology="centralized"), bigp)
+        save(to_survey(generate(seed=0, size=big, topology="centralized")), bigp)
     ref = json.loads((data_dir().parent / "reference" / "trace_schema.json").read_text())  # type: ignore[union-attr]
     import fastjsonschema
     import jsonschema

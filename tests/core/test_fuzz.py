@@ -88,3 +88,37 @@ def test_generated_traces_validate_and_round_trip_byte_stable(seed, size, top, w
     b = dumps(tr)
     assert dumps(loads(b)) == b
     assert dumps(generate(seed=seed, size=size, topology=top, width=width)) == b
+
+
+def _dict_path_codes(doc) -> list[tuple[str, str | None]]:
+    from orchestrace.core.io import RawTrace
+    from orchestrace.core.validate import check_raw
+
+    items, _ = check_raw(RawTrace(doc, "x"))
+    return sorted((f.code, f.pointer) for f in items)
+
+
+@SETTINGS
+@given(
+    ev=st.integers(min_value=0, max_value=len(EXAMPLE["events"]) - 1),
+    key=st.sampled_from(["id", "t", "type", "agent", "to", "from", "t_end", "status", "tokens_in", "credit", "call_id", "trusted"]),
+    value=json_values,
+)
+def test_struct_fast_path_agrees_with_dict_path(tmp_path_factory, ev, key, value):
+    """validate_path takes the msgspec struct path when it can; it must find exactly what the
+    dict path finds, on clean and on broken traces alike."""
+    d = json.loads(json.dumps(EXAMPLE))
+    d["events"][ev][key] = value
+    p = _write(tmp_path_factory.mktemp("f"), "x.json", orjson.dumps(d))
+    got = sorted((f.code, f.pointer) for f in validate_path(p).findings)
+    assert got == _dict_path_codes(d)
+
+
+def test_struct_fast_path_is_taken_for_clean_traces():
+    from orchestrace.core.fastcheck import columns, decode_clean
+
+    for top in GEN_TOPOLOGIES:
+        b = dumps(generate(seed=2, size=200, topology=top))
+        tr = decode_clean(b)
+        assert tr is not None and columns(tr) is not None, top
+    assert decode_clean(b.replace(b'"trace_id":', b'"trace_id":"dup","trace_id":', 1)) is None

@@ -14,7 +14,6 @@ import gzip
 import io
 import json
 import os
-import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -30,7 +29,6 @@ Format = Literal["json", "jsonl", "events"]
 Compression = Literal["gz", "zst", None]
 
 REC = "rec"
-_SPACE_COLON = re.compile(rb'"[ \t\r\n]+:')
 LOG_TOP_LEVEL = (
     "schema_version",
     "trace_id",
@@ -191,31 +189,28 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return d
 
 
-def _key_count(text: bytes) -> int | None:
-    """Number of object keys in JSON text, or None when the cheap count cannot be trusted.
+def _same_key_count(text: bytes, parsed: Any) -> bool:
+    """True when the parse kept every key of the text (so no key was duplicated).
 
-    Inside a JSON string every quote is escaped, so an unescaped ``":`` always ends a key; text
-    with ``\\":`` or whitespace before a colon is left to the exact check.
+    orjson's re-serialisation keeps every string's characters and writes one colon per key, so
+    the colon count of the input equals that of the dump exactly when no key was dropped (a
+    dropped key takes at least its own colon with it). An escaped colon (``\\u003a``), which
+    the dump would write literally, sends the input to the exact check.
     """
-    if b'\\":' in text or _SPACE_COLON.search(text):
-        return None
-    return text.count(b'":')
+    if b"\\u003" in text:
+        return False
+    return text.count(b":") == orjson.dumps(parsed).count(b":")
 
 
 def find_duplicate_key(data: bytes, parsed: Any = None) -> tuple[str, str] | None:
     """(JSON pointer of the object, key) of the first duplicated key, or None.
 
     orjson silently keeps the last value of a duplicated key; a silent wrong answer is worse
-    than a slower check. Fast path: the keys in the text and in the re-serialised parse are
-    counted; they differ exactly when a key was dropped. Only then (or when the count cannot be
-    trusted) does the stdlib parser locate the duplicate.
+    than a slower check. Fast path: count the keys (see ``_same_key_count``); only when the
+    counts differ, or cannot be trusted, does the stdlib parser locate the duplicate.
     """
-    if parsed is not None:
-        before = _key_count(data)
-        if before is not None:
-            after = _key_count(orjson.dumps(parsed))
-            if after is not None and before == after:
-                return None
+    if parsed is not None and _same_key_count(data, parsed):
+        return None
     if b'"' not in data:
         return None
     try:
@@ -251,6 +246,7 @@ class RawTrace(msgspec.Struct):
     edge_lines: list[int] | None = None
     log_errors: list[LoadError] = msgspec.field(default_factory=list)
     duplicates: list[tuple[str, str, int | None]] = msgspec.field(default_factory=list)
+    may_have_null: bool = True  # False when the source text holds no ``null`` token
 
 
 def iter_raw(
@@ -276,7 +272,7 @@ def iter_raw(
                 continue
             empty = False
             try:
-                raw = RawTrace(parse_json(line, path=p, line=n), p, line=n)
+                raw = RawTrace(parse_json(line, path=p, line=n), p, line=n, may_have_null=b"null" in line)
             except LoadError as e:
                 if not collect_errors:
                     raise
@@ -291,7 +287,7 @@ def iter_raw(
         data = read_bytes(p)
         if not data.strip():
             raise LoadError("OT006", "empty file: expected a JSON trace object", path=p)
-        raw = RawTrace(parse_json(data, path=p), p)
+        raw = RawTrace(parse_json(data, path=p), p, may_have_null=b"null" in data)
         if check_duplicates and (dup := find_duplicate_key(data, raw.data)):
             raw.duplicates.append((dup[0], dup[1], None))
         yield raw

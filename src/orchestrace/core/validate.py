@@ -50,7 +50,8 @@ import msgspec
 import numpy as np
 
 from .errors import Finding, InvalidTrace, LoadError
-from .io import RawTrace, iter_raw
+from .fastcheck import columns, decode_clean
+from .io import RawTrace, find_duplicate_key, iter_lines, iter_raw, parse_json, read_bytes, split_format
 from .model import EDGE_TYPES, EVENT_TYPES, STATUSES, TOPOLOGIES
 
 _EVENT_TYPES = frozenset(EVENT_TYPES)
@@ -232,8 +233,6 @@ def check_raw(
             line=line,
         )
     if source is not None:
-        from .io import find_duplicate_key
-
         if dup := find_duplicate_key(source, raw.data):
             sink.add(
                 "OT005",
@@ -310,17 +309,31 @@ def _check_num_map(m: Any, name: str, s: _Sink, *, nonneg: bool) -> None:
 
 
 def _check_events_and_edges(events: list[Any], edges: list[Any], s: _Sink) -> None:
-    n = len(events)
-    fast = _scan_events_fast(events)
+    fast = _scan_events_fast(events, s.raw.may_have_null)
     if fast is None:
         index, t_arr, ok_t, types, agents, interesting = _scan_events_slow(events, s)
     else:
         index, t_arr, ok_t, types, agents, interesting = fast
-    add = s.add
-    m = len(edges)
     fast_edges = _scan_edges_fast(edges, index)
     src, dst = fast_edges if fast_edges is not None else _scan_edges_slow(edges, index, s)
+    _check_graph(events, index, t_arr, ok_t, types, agents, interesting, src, dst, s)
 
+
+def _check_graph(
+    events: list[Any],
+    index: dict[str, int],
+    t_arr: np.ndarray,
+    ok_t: np.ndarray,
+    types: list[Any],
+    agents: list[Any],
+    interesting: list[int],
+    src: np.ndarray,
+    dst: np.ndarray,
+    s: _Sink,
+) -> None:
+    """The semantic rules, on columns both the dict path and the struct path produce."""
+    add = s.add
+    n, m = len(events), len(src)
     good = (src >= 0) & (dst >= 0)
     if m:
         gi = np.nonzero(good)[0]
@@ -345,15 +358,20 @@ _NUM_FIELDS = ("t_end", "cost_usd")
 _INT_FIELDS = ("turn", "tokens_in", "tokens_out")
 
 
-def _column(rows: list[dict[str, Any]], key: str) -> tuple[list[Any], bool]:
-    """(values with None where absent, whether some row holds an explicit null), at C speed."""
+def _column(rows: list[dict[str, Any]], key: str, nulls: bool = True) -> tuple[list[Any], bool]:
+    """(values with None where absent, whether some row holds an explicit null), at C speed.
+
+    ``nulls=False`` says the source text has no ``null`` at all, which saves the presence count.
+    """
     n = len(rows)
     vals = list(map(dict.get, rows, repeat(key, n)))
+    if not nulls:
+        return vals, False
     present = sum(map(dict.__contains__, rows, repeat(key, n)))
     return vals, present != n - vals.count(None)
 
 
-def _scan_events_fast(events: list[Any]) -> tuple[Any, ...] | None:
+def _scan_events_fast(events: list[Any], nulls: bool = True) -> tuple[Any, ...] | None:
     """Column-wise structural check for the common, clean case; None means "look closer".
 
     Each field is pulled out as one list and checked with C-level set/map/numpy operations,
@@ -380,17 +398,14 @@ def _scan_events_fast(events: list[Any]) -> tuple[Any, ...] | None:
     agents, _ = _column(events, "agent")
     if set(map(type, agents)) != {str} or not all(agents):
         return None
-    keys: set[str] = set()
-    for ev in events:
-        if len(ev) > 4:
-            keys.update(ev)
+    keys: set[str] = set().union(*events)
     none = type(None)
     for k in keys.intersection(_STR_FIELDS):
-        vals, null = _column(events, k)
+        vals, null = _column(events, k, nulls)
         if null or not set(map(type, vals)) <= {str, none}:
             return None
     for k in keys.intersection(_NUM_FIELDS + _INT_FIELDS):
-        vals, null = _column(events, k)
+        vals, null = _column(events, k, nulls)
         kinds = set(map(type, vals))
         if null or not kinds <= ({int, none} if k in _INT_FIELDS else {int, float, none}):
             return None
@@ -408,7 +423,7 @@ def _scan_events_fast(events: list[Any]) -> tuple[Any, ...] | None:
         ("status", {str, none}),
     ):
         if k in keys:
-            vals, null = _column(events, k)
+            vals, null = _column(events, k, nulls)
             if null or not set(map(type, vals)) <= allowed:
                 return None
             if k == "status" and not set(vals) <= {"ok", "error", None}:
@@ -623,6 +638,36 @@ def find_cycle(src: np.ndarray, dst: np.ndarray, n: int) -> list[int] | None:
     return cyc
 
 
+def _tools_paired_by_id(events: list[Any], types: list[Any], t: np.ndarray, idx: list[int]) -> bool:
+    """Fast path: every tool event has a call_id and every result's call starts no later."""
+    calls = [i for i in idx if types[i] == "tool_call"]
+    results = [i for i in idx if types[i] == "tool_result"]
+    call_ids = [events[i].get("call_id") for i in calls]
+    result_ids = [events[i].get("call_id") for i in results]
+    if not set(map(type, call_ids)) | set(map(type, result_ids)) <= {str}:
+        return False
+    started = dict(zip(call_ids, t[calls].tolist(), strict=True))
+    if len(started) != len(call_ids):
+        return False
+    when = np.fromiter((started.get(c, _INF) for c in result_ids), np.float64, len(result_ids))
+    return bool(np.all(when <= t[results]))
+
+
+def _named_agents(events: list[Any]) -> set[str]:
+    """Every string in a ``from`` or ``to`` field."""
+    if events and type(events[0]) is not dict and set(map(type, events)) == {type(events[0])}:
+        return {v for v in (*(e.from_ for e in events), *(e.to for e in events)) if type(v) is str}
+    rows = [ev for ev in events if type(ev) is dict]
+    named: set[str] = set()
+    for k in ("from", "to"):
+        vals = list(map(dict.get, rows, repeat(k, len(rows))))
+        try:
+            named.update(v for v in set(vals) if type(v) is str)
+        except TypeError:  # an unhashable value (already reported as a type error)
+            named.update(v for v in vals if type(v) is str)
+    return named
+
+
 def _check_semantics(
     events: list[Any],
     types: list[Any],
@@ -644,9 +689,7 @@ def _check_semantics(
                     spawner[child] = agents[i]
     # acting before spawn: only events of spawned agents can violate
     if spawn_t:
-        born = np.fromiter(
-            (spawn_t.get(a, -1.0) if type(a) is str else -1.0 for a in agents), np.float64, len(agents)
-        )
+        born = np.asarray(list(map(spawn_t.get, agents, repeat(-1.0, len(agents)))), dtype=np.float64)
         for i in np.nonzero(ok_t & (t < born))[0].tolist():
             ag, st = agents[i], born[i]
             if types[i] != "spawn":
@@ -656,6 +699,8 @@ def _check_semantics(
                     f"/events/{i}",
                 )
     # returns go back to the spawner; tool results follow calls
+    if _tools_paired_by_id(events, types, t, interesting):
+        interesting = [i for i in interesting if types[i] == "return"]
     order = sorted(interesting, key=lambda i: (t[i], i))
     calls_by_id: dict[str, float] = {}
     open_calls: dict[str, int] = defaultdict(int)
@@ -663,8 +708,10 @@ def _check_semantics(
         ty = types[i]
         ev = events[i]
         if ty == "return":
-            sender = ev.get("from") or agents[i]
-            boss = spawner.get(sender)
+            sender = ev.get("from")
+            if type(sender) is not str or not sender:
+                sender = agents[i]
+            boss = spawner.get(sender) if type(sender) is str else None
             target = ev.get("to")
             if boss is not None and isinstance(target, str) and target != boss:
                 s.add(
@@ -699,11 +746,10 @@ def _check_semantics(
     # from/to name known agents
     known = {a for a in agents if type(a) is str}
     known.update(spawn_t)
-    named = {v for ev in events if type(ev) is dict for k in ("from", "to") if type(v := ev.get(k)) is str}
-    if named <= known:
+    if _named_agents(events) <= known:
         return
     for i, ev in enumerate(events):
-        if type(ev) is not dict or ("from" not in ev and "to" not in ev):
+        if type(ev) is dict and "from" not in ev and "to" not in ev:
             continue
         for k in ("from", "to"):
             v = ev.get(k)
@@ -727,16 +773,65 @@ def validate_path(
     findings: list[Finding] = []
     dropped = 0
     count = 0
+    fmt, _ = split_format(p)
     try:
-        for raw in iter_raw(p, check_duplicates=True, collect_errors=True):
+        if fmt == "events":
+            docs: Iterator[RawTrace | tuple[bytes, int | None]] = iter_raw(
+                p, check_duplicates=True, collect_errors=True
+            )
+        else:
+            docs = _iter_docs(p, fmt)
+        for doc in docs:
             count += 1
-            items, more = check_raw(raw, max_findings=max(0, max_findings - len(findings)))
+            budget = max(0, max_findings - len(findings))
+            items, more = (
+                _check_doc(doc, p, budget) if isinstance(doc, tuple) else check_raw(doc, max_findings=budget)
+            )
             findings.extend(items)
             dropped += more
     except LoadError as e:
         findings.append(e.finding())
     valid = not any(f.severity == "error" for f in findings) and dropped == 0
     return ValidationResult(p, valid, findings, traces=count, truncated=dropped)
+
+
+def _iter_docs(p: str, fmt: str) -> Iterator[tuple[bytes, int | None]]:
+    """The raw text of each trace in a .json or .jsonl file, with its line for JSONL."""
+    if fmt == "jsonl":
+        empty = True
+        for n, line in iter_lines(p):
+            if line.strip():
+                empty = False
+                yield line, n
+        if empty:
+            raise LoadError("OT006", "empty file: expected one trace per line", path=p)
+        return
+    data = read_bytes(p)
+    if not data.strip():
+        raise LoadError("OT006", "empty file: expected a JSON trace object", path=p)
+    yield data, None
+
+
+def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[list[Finding], int]:
+    """Struct fast path for a clean trace; the dict path (every finding, pointers) otherwise."""
+    data, line = doc
+    if data[:3] == b"\xef\xbb\xbf":
+        data = data[3:]
+    tr = decode_clean(data)
+    cols = columns(tr) if tr is not None else None
+    if cols is not None:
+        sink = _Sink(RawTrace(None, path, line=line), budget)
+        index, t_arr, ok_t, types, agents, interesting, src, dst = cols
+        _check_graph(tr.events, index, t_arr, ok_t, types, agents, interesting, src, dst, sink)  # type: ignore[union-attr]
+        return sink.items, sink.dropped
+    try:
+        parsed = parse_json(data, path=path, line=line)
+    except LoadError as e:
+        return [e.finding()], 0
+    raw = RawTrace(parsed, path, line=line, may_have_null=b"null" in data)
+    if dup := find_duplicate_key(data, parsed):
+        raw.duplicates.append((dup[0], dup[1], line))
+    return check_raw(raw, max_findings=budget)
 
 
 def validate_trace(trace: Any) -> list[Finding]:
