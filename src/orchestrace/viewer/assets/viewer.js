@@ -194,7 +194,7 @@
   const GW = 180, AH = 26, LH = 24;
   const TL = { x0: tmin, k: 1, sy: 0 };
   const GR = { ox: 40, oy: 40, s: 1, built: false };
-  const state = { view: "timeline", edges: true, cp: true, taint: true, selected: -1, hover: -1 };
+  const state = { view: "timeline", edges: true, cp: true, taint: true, selected: -1 };
   const frame = { events: 0, edges: 0, cp: 0, taint: 0, lanes: [0, -1], ms: 0, count: 0, lastEvents: 0 };
 
   function resize() {
@@ -290,16 +290,10 @@
     ctx.stroke();
     ctx.save();
     ctx.beginPath(); ctx.rect(GW, AH, W - GW, H - AH); ctx.clip();
-    const tm = [performance.now()];
     if (state.edges) drawTimelineEdges(t0, t1, la, lb);
-    tm.push(performance.now());
-    if (state.taint && TAINT.src.length) drawTimelineFlows(TAINT, t0, t1, la, lb, TAINT_COLOUR, true);
-    tm.push(performance.now());
+    if (state.taint && TAINT.src.length) drawTimelineFlows(TAINT, t0, t1, la, lb, TAINT_COLOUR);
     drawTimelineEvents(t0, t1, la, lb);
-    tm.push(performance.now());
     if (state.cp && cp.length) drawTimelineCp(t0, t1, la, lb);
-    tm.push(performance.now());
-    frame.sections = tm.slice(1).map((x, k) => Math.round(x - tm[k]));
     drawSelection();
     ctx.restore();
     // gutter with lane names (indented by spawn depth)
@@ -599,7 +593,7 @@
     for (let c = 0; c < nLayers; c++) maxSlot = Math.max(maxSlot, layerStart[c + 1] - layerStart[c]);
     // whole graph when it fits at a readable scale; otherwise its first columns, readable
     const s = Math.min((W - 60) / (nLayers * COL_W), (H - 60) / (maxSlot * ROW_H), 1.2);
-    GR.s = Math.max(s, 0.45); GR.ox = 30; GR.oy = 30;
+    GR.s = Math.max(s, 0.75); GR.ox = 30; GR.oy = 30;
   }
   function visibleGraphNodes(visit) {
     const c0 = Math.max(0, Math.floor((-GR.ox / GR.s - NODE_W) / COL_W)), c1 = Math.min(nLayers - 1, Math.floor((W - GR.ox) / GR.s / COL_W));
@@ -684,7 +678,7 @@
     if (state.taint) { ctx.strokeStyle = TAINT_COLOUR; ctx.lineWidth = 2; ctx.stroke(taintBox); }
     if (state.cp) { ctx.strokeStyle = CP_COLOUR; ctx.lineWidth = 2.5; ctx.stroke(cpBox); }
     frame.events = vis.length;
-    if (!dense && GR.s >= 0.55) {
+    if (!dense && GR.s >= 0.6) {
       ctx.font = Math.round(11 * Math.min(GR.s, 1.4)) + "px system-ui, sans-serif";
       ctx.textBaseline = "middle"; ctx.fillStyle = "#fff";
       for (const i of vis) {
