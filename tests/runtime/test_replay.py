@@ -8,7 +8,7 @@ from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.io import load_one
 from orchestrace.core.validate import validate_trace
 from orchestrace.runtime.cache import CallCache, cache_path
-from orchestrace.runtime.runner import backend_spec, fork, replay, run, same_trace
+from orchestrace.runtime.runner import backend_spec, fork, fork_group, replay, run, same_trace
 
 
 def _ok(tr):
@@ -94,6 +94,7 @@ def test_fork_shares_prefix_exactly_and_differs_after(debate):
         "at": first.id,
         "index": k,
         "do": "replace:boiling",
+        "group": f"{original.trace_id}@{first.id}",
     }
     # the replaced answer reached the other debaters in round 2
     heard = [
@@ -108,8 +109,9 @@ def test_sibling_forks_of_one_event_form_a_group_and_replay(debate):
     path, original = debate
     first = next(e for e in original.events if e.type == "return")
     k = original.events.index(first)
-    sibs = [fork(path, first.id, f"resample:{s}") for s in (1, 2, 3)]
+    sibs = fork_group(path, first.id, [f"resample:{s}" for s in (1, 2, 3)])
     assert len({r.trace.trace_id for r in sibs}) == 3
+    assert len({r.trace.metadata["fork"]["group"] for r in sibs}) == 1
     for r in sibs:
         _ok(r.trace)
         assert r.trace.events[:k] == original.events[:k]
@@ -202,3 +204,18 @@ def test_fork_continues_live_against_the_server_only_where_needed(tmp_path, serv
     assert res.live_calls == 1 and res.cache_hits == 3
     k = original.events.index(ret)
     assert res.trace.events[:k] == original.events[:k]
+
+
+def test_replay_of_a_changed_program_fails_fast_instead_of_hanging(debate, tmp_path):
+    import time
+
+    path, original = debate
+    cache = tmp_path / "deb.cache.jsonl"
+    lines = cache.read_bytes().splitlines(keepends=True)
+    cache.write_bytes(b"".join(lines[:1] + lines[2:]))  # as if the program now asked something else
+    t0 = time.perf_counter()
+    with pytest.raises(OrchestraceError, match="OT601|no such call"):
+        replay(path, str(tmp_path / "r.events.jsonl"))
+    assert time.perf_counter() - t0 < 30
+    # even the failed replay left a valid trace behind
+    _ok(load_one(tmp_path / "r.events.jsonl"))

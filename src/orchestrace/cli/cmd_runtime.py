@@ -129,10 +129,11 @@ def fork(
     trace: Annotated[str, typer.Argument(help="A trace recorded by `orchestrace run`.")],
     at: Annotated[str, typer.Option("--at", help="Event id where the counterfactual starts, e.g. e8.")],
     do: Annotated[
-        str,
+        list[str],
         typer.Option(
             "--do",
-            help="drop | replace:TEXT | resample[:SEED] (LLM returns, messages); stop | delegate:A,B | policy:NAME (decisions).",
+            help="drop | replace:TEXT | resample[:SEED] (LLM returns, messages); stop | delegate:A,B | "
+            "policy:NAME (decisions). Repeat for a sibling group.",
         ),
     ],
     out: Annotated[str | None, typer.Option("--out", "-o", help="Where to write the fork.")] = None,
@@ -148,17 +149,21 @@ def fork(
     Examples:\n
       orchestrace fork runs/debate-s1.events.jsonl --at e8 --do "replace:cold"\n
       orchestrace fork runs/debate-s1.events.jsonl --at e8 --do resample:1\n
-      orchestrace fork runs/pec-s0.events.jsonl --at e0 --do stop
+      orchestrace fork runs/pec-s0.events.jsonl --at e0 --do stop\n
+      orchestrace fork runs/debate-s1.events.jsonl --at e8 --do resample:1 --do resample:2 --do resample:3
     """
     from ..runtime.runner import backend_spec
     from ..runtime.runner import fork as do_fork
 
     spec = backend_spec(base_url=base_url, model=model) if base_url else None
-    res = do_fork(trace, at, do, out, backend=spec, offline=offline)
-    console.print(
-        f"[green]forked[/green] {res.path}: shares the first {res.diverged_at} events; {_summary(res)}",
-        highlight=False,
-    )
+    if out is not None and len(do) > 1:
+        raise OrchestraceError("OT010", "--out names one file: leave it out when forking with several --do")
+    for d in do:
+        res = do_fork(trace, at, d, out, backend=spec, offline=offline)
+        console.print(
+            f"[green]forked[/green] {res.path} ({d}): shares the first {res.diverged_at} events; {_summary(res)}",
+            highlight=False,
+        )
 
 
 def repair(

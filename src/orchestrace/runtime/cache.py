@@ -171,12 +171,23 @@ class Calls:
             await self.rec.wait_turn(idx)
         return hit
 
-    async def _miss(self, what: str) -> None:
-        """Replay asked for something the recording never completed (e.g. a cancelled call):
-        wait to be cancelled, as that call was."""
-        if self.mode == "replay":
-            await asyncio.Event().wait()
-            raise OrchestraceError("OT601", f"replay cache miss for {what}")
+    async def _miss(self, what: str, patience: float = 5.0) -> None:
+        """Replay asked for something the recording does not have. A call the recording never
+        completed (it was cancelled) waits here to be cancelled again, which happens while the
+        replay still makes progress; otherwise the program differs from the recorded one."""
+        if self.mode != "replay":
+            return
+        rec = self.rec
+        while rec.diverged_at is None and rec.count < len(rec.reference or ()):
+            n = rec.count
+            await rec.wait_turn(n + 1, timeout=patience)
+            if rec.count == n:
+                break
+        raise OrchestraceError(
+            "OT601",
+            f"replay cache miss for {what}: the recording has no such call "
+            "(did the program, its config or its prompts change since the recording?)",
+        )
 
     def _targets(self, ref: str) -> bool:
         """Whether the pending intervention is aimed at the call ``ref``: its result was the fork

@@ -306,6 +306,9 @@ class Orchestrator:
                 if self.budget.wall_clock_s is not None:
                     wait = max(0.0, self.budget.wall_clock_s - (rec.now() - self._t0))
                 done, pending = await asyncio.wait(pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                failed = [e for j in done if (e := j.exception()) is not None]  # retrieves them all
+                if failed:
+                    raise failed[0]
                 for job in sorted(done, key=lambda j: self._order(j.result().event)):
                     r = job.result()
                     done_results.append(r)

@@ -174,7 +174,12 @@ async def execute(
     if intervention is not None and calls.intervention is not None:
         raise OrchestraceError(
             "OT608",
-            f"the re-run never reached {intervention.event}: the intervention was not applied",
+            f"the re-run never reached {intervention.event}: the intervention was not applied"
+            + (
+                f" (the re-run departed from the recording at event index {rec.diverged_at}: did the program change?)"
+                if rec.diverged_at is not None and rec.diverged_at <= intervention.at
+                else ""
+            ),
             path=out,
         )
     return RunResult(
@@ -272,7 +277,13 @@ def fork(
     tag = content_key("fork", [at, do])[:8]
     out = out or sibling_path(path, f"fork-{at}-{tag}")
     md = {k: v for k, v in (original.metadata or {}).items() if k not in ("outcome", "fork")}
-    md["fork"] = {"parent": original.trace_id, "at": at, "index": i, "do": do}
+    md["fork"] = {
+        "parent": original.trace_id,
+        "at": at,
+        "index": i,
+        "do": do,
+        "group": f"{original.trace_id}@{at}",
+    }
     if backend is not None:
         md["runtime"] = {
             **rt,
@@ -297,6 +308,12 @@ def fork(
             metadata=md,
         )
     )
+
+
+def fork_group(path: str, at: str, dos: list[str], **kw: Any) -> list[RunResult]:
+    """Several forks of one event: a sibling group (same parent and prefix, one intervention
+    each), e.g. ``resample:1..K`` for C3-style counterfactual credit. Grouped by ``metadata.fork.group``."""
+    return [fork(path, at, do, **kw) for do in dos]
 
 
 def _check_fits(tr: Trace, i: int, iv: Intervention, path: str) -> None:
