@@ -219,3 +219,20 @@ def test_replay_of_a_changed_program_fails_fast_instead_of_hanging(debate, tmp_p
     assert time.perf_counter() - t0 < 30
     # even the failed replay left a valid trace behind
     _ok(load_one(tmp_path / "r.events.jsonl"))
+
+
+def test_runs_that_cancelled_agents_replay_identically(tmp_path):
+    from orchestrace.runtime.backends.scripted import ScriptedBackend
+    from orchestrace.runtime.orchestrator import Budget, derive_seed
+
+    slow_seed = derive_seed(5, "debater_2", 0)
+    b = ScriptedBackend(choices=["cold"], delay=lambda req: 30.0 if req.seed == slow_seed else 0.01)
+    p1 = str(tmp_path / "early.events.jsonl")
+    run("debate", p1, config={"rounds": 1}, backend=b, seed=5)
+    p2 = str(tmp_path / "budget.events.jsonl")
+    run("debate", p2, backend=ScriptedBackend(choices=["cold"], delay=5.0), budget=Budget(wall_clock_s=0.3))
+    for p, reason in ((p1, "majority"), (p2, "budget:wall_clock")):
+        res, original = replay(p)
+        assert original.metadata["outcome"]["stop_reason"] == reason
+        assert any(e.type == "despawn" and e.attrs["reason"] == "cancelled" for e in original.events)
+        assert res.live_calls == 0 and same_trace(res.trace, original) is None

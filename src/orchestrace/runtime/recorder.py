@@ -207,14 +207,16 @@ class Recorder:
     # ------------------------------------------------------------------ clock
 
     def now(self) -> float:
-        """Seconds on this run's clock (the reference's clock while a replay still matches it)."""
+        """Seconds on this run's clock. While a replay still matches its reference, the reference's
+        clock: the time its next event happened, so budgets fire where they fired."""
         if self.clock == "logical":
             return float(len(self.events))
         wall = time.perf_counter() - self._t0
         if self.reference is None:
             return round(wall, 6)
-        if self.diverged_at is None:
-            return self._last_t()
+        if self.diverged_at is None:  # the recorded clock: when the recording made its next event
+            i = len(self.events)
+            return self.reference[i].t if i < len(self.reference) else self._last_t()
         return round(self._div_base + (wall - self._div_wall), 6)
 
     def _last_t(self) -> float:
