@@ -273,3 +273,45 @@ def test_100k_events_first_render_under_2s_and_pans(open_page, big_html, tmp_pat
     img = pixels(p.screenshot(path=str(tmp_path / "big-panned.png")))
     assert img.std() > 8 and distinct(img) > 100
     assert o.errors == []
+
+
+def degenerate_traces() -> dict[str, Trace]:
+    one = [Event(id="only", t=0, type="message", agent="solo")]
+    same_t = [Event(id=f"s{k}", t=5.0, type="tool_call", agent=f"a{k % 2}", tool="t") for k in range(6)]
+    ordinal = [
+        Event(id=f"o{k}", t=k, type="message", agent="a" if k % 2 else "b", to="b" if k % 2 else "a")
+        for k in range(5)
+    ]
+    backwards = [
+        Event(id="b0", t=2, t_end=1, type="tool_call", agent="w"),
+        Event(id="b1", t=3, type="return", agent="w"),
+    ]
+    return {
+        name: Trace(
+            trace_id=name,
+            task_id="k",
+            events=ev,
+            costs=derived_costs(ev),
+            edges=[Edge(ev[0].id, ev[-1].id, "causal")] if len(ev) > 1 else [],
+        )
+        for name, ev in {"one": one, "same_t": same_t, "ordinal": ordinal, "backwards": backwards}.items()
+    }
+
+
+def test_degenerate_traces_render(open_page, tmp_path):
+    for name, tr in degenerate_traces().items():
+        check_small_trace(open_page(write_html(tr, tmp_path / f"{name}.html")), tr)
+
+
+def check_small_trace(o, tr: Trace) -> None:
+    p = o.page
+    assert p.evaluate("window.__orchestrace.draw()")["events"] >= 1
+    pos = p.evaluate("(id) => window.__orchestrace.locate(id)", tr.events[-1].id)
+    p.mouse.click(pos["x"], pos["y"])
+    last = tr.events[-1]
+    same_spot = {e.id for e in tr.events if (e.agent, e.t, e.t_end) == (last.agent, last.t, last.t_end)}
+    assert p.evaluate("window.__orchestrace.selected()") in same_spot  # overlapping marks: one of them
+    p.click("#tab-graph")
+    assert p.evaluate("window.__orchestrace.draw()")["events"] == len(tr.events)
+    p.keyboard.press("f")
+    assert o.errors == []
