@@ -291,3 +291,29 @@ def test_compressed_log_of_a_killed_run_is_repaired(tmp_path, ext):
     tr = load_one(out)
     assert 0 < len(tr.events) < 50 and _errors(tr) == []
     assert [e.content for e in tr.events] == [f"m{i}" for i in range(len(tr.events))]
+
+
+def test_async_tool_and_sync_agent_fn_decorators(tmp_path):
+    rec = Recorder(str(tmp_path / "d.events.jsonl"), clock="logical", fsync=2)
+
+    @rec.tool()
+    async def lookup(word):
+        await asyncio.sleep(0)
+        return {"hot": "cold"}[word]
+
+    @rec.agent_fn("solver", role="worker")
+    def solve(word):
+        return asyncio.run(lookup(word))
+
+    with rec:
+        assert solve("hot") == "cold"
+    tr = load_one(tmp_path / "d.events.jsonl")
+    assert _errors(tr) == []
+    assert [(e.type, e.agent, e.tool, e.content) for e in tr.events] == [
+        ("spawn", "orchestrator", None, None),
+        ("tool_call", "solver", "lookup", "hot"),
+        ("tool_result", "solver", "lookup", "cold"),
+        ("return", "solver", None, "cold"),
+        ("despawn", "orchestrator", None, None),
+    ]
+    assert tr.events[0].to == "solver" and tr.events[3].to == "orchestrator"
