@@ -315,3 +315,37 @@ def check_small_trace(o, tr: Trace) -> None:
     assert p.evaluate("window.__orchestrace.draw()")["events"] == len(tr.events)
     p.keyboard.press("f")
     assert o.errors == []
+
+
+def test_real_claude_code_session(open_page, tmp_path):
+    """A real Claude Code session with sub-agents (public test data), content kept."""
+    from orchestrace.core.paths import data_dir
+    from orchestrace.importers import load as import_log
+    from orchestrace.viewer import lane_order
+
+    d = data_dir()
+    session = (
+        None
+        if d is None
+        else (
+            d
+            / "claude-code/test/test_data/real_projects/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"
+        )
+    )
+    if session is None or not session.exists():
+        pytest.skip("shared Claude Code test data not available")
+    tr = next(import_log(session, keep_content=True))
+    assert [f for f in validate_trace(tr) if f.severity == "error"] == []
+    o = open_page(write_html(tr, tmp_path / "cc.html"))
+    p = o.page
+    assert p.evaluate("window.__orchestrace.lanes()") == lane_order(tr)[0]
+    assert len(lane_order(tr)[0]) == len(tr.agents()) >= 5
+    frame = p.evaluate("window.__orchestrace.draw()")
+    assert frame["cp"] > 0 and frame["taint"] > 0  # tool results are untrusted in this log
+    ev = next(e for e in tr.events if e.type == "tool_result" and e.content and len(e.content.strip()) > 40)
+    span = (ev.t_end or ev.t) - ev.t + 2.0  # zoom in until it stands apart from its neighbours
+    pos = p.evaluate("([id, span]) => window.__orchestrace.locate(id, span)", [ev.id, span])
+    p.mouse.click(pos["x"], pos["y"])
+    assert p.evaluate("window.__orchestrace.selected()") == ev.id
+    assert p.locator("#details pre").first.inner_text().strip()[:40] == ev.content.strip()[:40]
+    assert o.errors == []

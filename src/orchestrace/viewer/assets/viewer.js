@@ -968,9 +968,10 @@
     view: (v) => { if (v) setView(v); return state.view; },
     colour: (m) => { colourSel.value = m; colourSel.dispatchEvent(new Event("change")); },
     select: (id) => select(findId(id), true),
-    locate: (id) => { // client coordinates of an event, scrolled into view first
-      const i = findId(id);
+    locate: (id, span) => { // client coordinates of an event, scrolled into view first;
+      const i = findId(id); // with span (seconds), the timeline is zoomed to show that much around it
       if (i < 0) return null;
+      if (span && state.view === "timeline") { TL.k = (W - GW) / span; TL.x0 = (t[i] + te[i]) / 2 - span / 2; clampTimeline(); }
       centreOn(i); draw();
       const b = eventBox(i), r = canvas.getBoundingClientRect();
       return { x: r.left + b.cx, y: r.top + b.cy };
