@@ -122,9 +122,16 @@ def build(config: dict[str, Any]) -> Setup:
         task=q,
         topology="planner_executor_critic",
         tools={"calculator": calculator},
-        scripted=lambda seed: ScriptedBackend(
-            rules={"Plan how": "Compute the product, then add.", "Is it right?": "NO, check again."},
-            choices=["The answer is 395.", "The answer is 394."],
-            seed=seed,
-        ),
+        scripted=lambda seed: ScriptedBackend(fn=_scripted_reply, seed=seed),
     )
+
+
+def _scripted_reply(req: Any) -> str:
+    """Offline stand-in: a plan, an executor right or wrong by the call's seed, a critic that
+    checks the executor's number against the calculator."""
+    last = req.messages[-1]["content"]
+    if last.startswith("Plan how"):
+        return "Compute the product, then add."
+    if "Is it right?" in last:
+        return "OK" if "395" in last else "No: recompute the product first."
+    return "The answer is 395." if req.seed % 2 else "The answer is 394."
