@@ -86,3 +86,25 @@ def test_real_queries_emit_valid_traces() -> None:
             _, _, r, info = run_episode(env, lambda _o, m=m: m, {"query": q})
             assert validate_trace(info["trace"]) == []
             assert r == pytest.approx(d.quality[q, m] - 0.1 * d.cost[q, m] / env.scale)
+
+
+def test_cascade_paths_and_reward_by_hand() -> None:
+    from orchestrace.learn.envs.delegate import CascadeEnv, response_features, rule_cascade
+
+    d = load_routellm("gsm8k")
+    env = CascadeEnv(d, lam=0.2)
+    q = 5
+    cheap, strong = env.ladder
+    cases = {(0, 0): [cheap], (0, 1): [cheap, strong], (1,): [strong]}
+    for acts, called in cases.items():
+        it = iter(acts)
+        _, got, r, info = run_episode(env, lambda _o, it=it: next(it), {"query": q})
+        assert list(got) == list(acts)
+        assert validate_trace(info["trace"]) == []
+        want = d.quality[q, called[-1]] - 0.2 * sum(d.cost[q, j] for j in called) / env.scale
+        assert r == pytest.approx(want) and info["calls"] == len(called)
+    f = response_features("Janet has 9 eggs.\n#### 18")
+    assert f[1] == 1.0 and f[4] == 0.0
+    assert response_features("She makes about 2.5 dollars, approximately")[3] == 1.0
+    obs = np.concatenate([np.zeros(env.feats.shape[1]), response_features("no marker here"), [1.0]])
+    assert rule_cascade(obs) == 1

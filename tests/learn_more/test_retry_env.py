@@ -100,3 +100,11 @@ def test_trace_of_give_up_is_a_chain() -> None:
         "orchestrator_decision",
     ]  # fmt: skip
     assert tr.events[-1].attrs["decision"] == "give_up" and tr.rewards["team"] == 0.0
+
+
+def test_stop_now_baseline_is_the_give_up_reward() -> None:
+    env = RetryStopEnv(TOY, cost=0.1)
+    _, _, _, info = run_episode(env, lambda _o: 0, {"task": 2})
+    # decisions after 1, 2 and 3 failed attempts: giving up there pays 1, 2, 3 attempts
+    assert info["stop_now"] == pytest.approx([-0.1, -0.2, -0.3])
+    assert retry_reward(retry_trace(TOY[2], 2, True, 0.1, 1.0), 0.1) == pytest.approx(info["stop_now"][1])

@@ -103,42 +103,52 @@ class Batch:
     ret: np.ndarray  # [T] episode reward of the decision's episode
     ep_reward: np.ndarray  # [N]
     decisions: np.ndarray  # [N] decisions per episode
+    stop_now: np.ndarray  # [T] reward of ending the episode at each decision (0 if the env lacks it)
     infos: list[dict]  # terminal info of each episode
 
 
 def run_episode(
     env: gym.Env, choose: Callable[[np.ndarray], int], options: dict[str, Any] | None, seed: int | None = None
 ) -> tuple[list[np.ndarray], list[int], float, dict]:
-    """Play one episode; decisions where the env ``needs_decision()`` is False are not recorded."""
+    """Play one episode; decisions where the env ``needs_decision()`` is False are not recorded.
+
+    If the env has ``stop_now_reward()``, ``info["stop_now"]`` lists its value at each recorded
+    decision (the reward of ending the episode there)."""
     obs, _ = env.reset(seed=seed, options=options)
-    observations, actions = [], []
+    observations, actions, stop_now = [], [], []
+    has_stop = hasattr(env, "stop_now_reward")
     while True:
         decide = getattr(env, "needs_decision", lambda: True)()
         a = choose(obs) if decide else 0
         if decide:
             observations.append(obs)
             actions.append(a)
+            if has_stop:
+                stop_now.append(env.stop_now_reward())  # type: ignore[attr-defined]
         obs, r, term, trunc, info = env.step(a)
         if term or trunc:
+            if has_stop:
+                info = {**info, "stop_now": stop_now}
             return observations, actions, float(r), info
 
 
 def collect(
     env: gym.Env, policy: NumpyPolicy, options: Sequence[dict[str, Any]], rng: np.random.Generator
 ) -> Batch:
-    obs, act, ret, rews, infos, dec = [], [], [], [], [], []
+    obs, act, ret, rews, infos, dec, base = [], [], [], [], [], [], []
     for opt in options:
         o, a, r, info = run_episode(env, lambda x: policy.act(x, rng), opt)
         obs += o
         act += a
         ret += [r] * len(a)
+        base += info.get("stop_now", [0.0] * len(a))
         rews.append(r)
         dec.append(len(a))
         infos.append(info)
     f = policy.meta.obs_dim
     return Batch(
         np.asarray(obs, np.float32).reshape(-1, f), np.asarray(act, np.int64), np.asarray(ret, np.float32),
-        np.asarray(rews), np.asarray(dec, np.int64), infos,
+        np.asarray(rews), np.asarray(dec, np.int64), np.asarray(base, np.float32), infos,
     )  # fmt: skip
 
 
@@ -181,6 +191,7 @@ def train_reinforce(
     vf_coef: float = 0.5,
     seed: int = 0,
     group: int = 1,
+    baseline: str = "value",
     init_bias: Sequence[float] | None = None,
     on_iter: Callable[[int], None] | None = None,
     progress: bool = False,
@@ -191,6 +202,11 @@ def train_reinforce(
     ``group > 1`` plays every drawn item ``group`` times and uses the group's mean reward as the
     baseline (GRPO-style; removes the between-item variance, e.g. easy vs hard tasks); the value
     net then only serves as a second baseline inside the group (``A = R - mean_group(R)``).
+    ``baseline="stop-now"`` (stopping envs with ``stop_now_reward()``): the advantage of a
+    decision is R minus the reward of ending the episode right there, as in the StopVote
+    REINFORCE: the future attempts are replayed, exogenous to the action, so the gradient stays
+    unbiased; ending gets advantage 0 and continuing gets exactly what the later attempts bought
+    (sunk costs and task difficulty drop out).
     ``init_bias`` sets the initial action logits (e.g. "retry" likelier than "give up", so early
     episodes reach the later attempts at all).
     ``on_iter(i)`` runs before iteration i collects (used to anneal reward weights)."""
@@ -227,13 +243,16 @@ def train_reinforce(
             logp_all = torch.log_softmax(actor(x), dim=-1)
             logp = logp_all.gather(1, torch.from_numpy(b.act)[:, None])[:, 0]
             v = critic(x)[:, 0]
-            if group > 1:
-                base = b.ep_reward.reshape(-1, group).mean(axis=1).repeat(group)  # per episode
-                per_dec = np.repeat(base, b.decisions)
-                adv = r - torch.from_numpy(per_dec.astype(np.float32))
+            if baseline == "stop-now":
+                adv = r - torch.from_numpy(b.stop_now)
+                adv = adv / (adv.std() + 1e-8) if len(adv) > 1 else adv  # keep advantage 0 at 0
             else:
-                adv = (r - v).detach()
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
+                if group > 1:
+                    base = b.ep_reward.reshape(-1, group).mean(axis=1).repeat(group)  # per episode
+                    adv = r - torch.from_numpy(np.repeat(base, b.decisions).astype(np.float32))
+                else:
+                    adv = (r - v).detach()
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
             ent = -(logp_all.exp() * logp_all).sum(-1).mean()
             loss = -(adv * logp).mean() + vf_coef * ((r - v) ** 2).mean() - ent_coef * ent
             opt.zero_grad()

@@ -251,6 +251,7 @@ class RouteData:
     quality: np.ndarray  # [Q, M]
     cost: np.ndarray  # [Q, M]
     price_source: dict[str, str] = field(default_factory=dict)
+    responses: list[list[str]] | None = None  # [Q][M] the models' logged answers, when published
 
     def subset(self, idx: np.ndarray) -> RouteData:
         idx = np.asarray(idx)
@@ -263,6 +264,7 @@ class RouteData:
             self.quality[idx],
             self.cost[idx],
             self.price_source,
+            None if self.responses is None else [self.responses[i] for i in idx],
         )
 
 
@@ -308,7 +310,7 @@ def load_routellm(bench: str = "gsm8k", root: str | Path | None = None) -> Route
     else:
         raise OrchestraceError("OT662", f"unknown RouteLLM benchmark {bench!r} (gsm8k, mmlu)")
     bad = _contaminated(base / "contaminated_prompts.jsonl")
-    ids, texts, groups, qual, tin, tout = [], [], [], [], [], []
+    ids, texts, groups, qual, tin, tout, resp = [], [], [], [], [], [], []
     for f in files:
         group = f.stem.removeprefix("mmlu_") if bench == "mmlu" else "gsm8k"
         with f.open(encoding="utf-8", newline="") as fh:
@@ -324,10 +326,12 @@ def load_routellm(bench: str = "gsm8k", root: str | Path | None = None) -> Route
                 tout.append(
                     [_tokens(row.get(f"{m}_response") or "x") if bench == "gsm8k" else 1.0 for m in models]
                 )
+                resp.append([row.get(f"{m}_response") or "" for m in models])
     if not ids:
         raise OrchestraceError("OT661", "no usable prompt in the RouteLLM files", path=str(base))
     cost, src = _route_costs(models, np.array(tin), np.array(tout), root)
-    return RouteData(bench, ids, texts, groups, models, np.array(qual), cost, src)
+    responses = resp if bench == "gsm8k" else None
+    return RouteData(bench, ids, texts, groups, models, np.array(qual), cost, src, responses)
 
 
 def load_alpaca(

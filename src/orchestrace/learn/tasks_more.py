@@ -100,15 +100,15 @@ def train_retry(
     perms: int = 8,
     hidden: Sequence[int] = (),
     lr: float = 3e-2,
-    group: int = 8,
-    ent_coef: float = 0.02,
+    group: int = 1,
+    ent_coef: float = 0.01,
     out: str | Path | None = None,
     data: str | Path | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
     """One REINFORCE policy (logistic by default: few tasks, few features) per family, with the
-    group baseline (each drawn task played ``group`` times: its mean reward is the baseline) and
-    an initial P(give up) of 0.12 per decision (a policy that quits at once never sees late successes) on 60% of its tasks; held-out evaluation against every
+    stop-now baseline (see :func:`~orchestrace.learn.algos_simple.train_reinforce`) and an
+    initial P(give up) of 0.12 per decision (a policy that quits at once never sees late successes) on 60% of its tasks; held-out evaluation against every
     fixed retry cap (the cap chosen on the training split, and the best cap in hindsight)."""
     from .datasets import load_retry
     from .envs.retry import RetryStopEnv
@@ -122,7 +122,7 @@ def train_retry(
         train_eps = _retry_episodes(env, tr, perms)
         res = train_reinforce(
             env, train_eps, env_name="RetryStop", iters=iters, batch=batch, seed=seed, progress=progress,
-            hidden=hidden, lr=lr, group=group, ent_coef=ent_coef, init_bias=(0.0, -2.0),
+            hidden=hidden, lr=lr, group=group, ent_coef=ent_coef, init_bias=(0.0, -2.0), baseline="stop-now",
             extra={"family": fam, "cost": c},
         )  # fmt: skip
         if out is not None:
@@ -200,16 +200,12 @@ def _need_choice(name: str, value: str, allowed: Sequence[str]) -> None:
 # ============================================================================ Delegate
 
 
-def _route_methods(
-    train: Any, test: Any, lam: float, scale: float, policy: NumpyPolicy | None, feats: np.ndarray
-):
-    """Per-query choices of every method on ``test``: learned, each single model, the threshold
-    router (tau tuned on train), and the hindsight oracle."""
+def _route_methods(train: Any, test: Any, lam: float, scale: float) -> tuple[dict[str, np.ndarray], float]:
+    """Per-query choices of the one-call baselines on ``test``: each single model, the threshold
+    router (tau tuned on train) and the hindsight oracle."""
     from .envs.delegate import route_rewards, threshold_router
 
     out: dict[str, np.ndarray] = {}
-    if policy is not None:
-        out["learned"] = policy.probs(feats).argmax(axis=1)
     for j, m in enumerate(test.models):
         out[f"single:{m}"] = np.full(len(test.ids), j)
     best_tau, best_r = 0.0, -np.inf
@@ -224,27 +220,42 @@ def _route_methods(
     return out, best_tau
 
 
-def _delegate_report(train: Any, test: Any, lam: float, scale: float, policy: NumpyPolicy | None,
-                     feats: np.ndarray, seed: int) -> dict[str, Any]:  # fmt: skip
-    from .envs.delegate import route_rewards
+def _run_env(env: Any, n: int, choose: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(reward, quality, cost, calls) per query of a policy played through the env's traces."""
+    out = np.zeros((4, n))
+    for i in range(n):
+        _, _, r, info = run_episode(env, choose, {"query": i})
+        out[:, i] = r, info["quality"], info["cost_usd"], info.get("calls", 1)
+    return out[0], out[1], out[2], out[3]
 
-    choices, tau = _route_methods(train, test, lam, scale, policy, feats)
-    per = {k: route_rewards(test, v, lam, scale) for k, v in choices.items()}
-    # the single model with the best training reward is "the best single model"
+
+def _delegate_report(train: Any, test: Any, lam: float, scale: float, policy: NumpyPolicy | None,
+                     test_env: Any, seed: int) -> dict[str, Any]:  # fmt: skip
+    from .envs.delegate import CascadeEnv, route_rewards, rule_cascade
+
+    choices, tau = _route_methods(train, test, lam, scale)
+    per = {k: (*route_rewards(test, v, lam, scale), np.ones(len(v))) for k, v in choices.items()}
+    shares = {k: {m: float(np.mean(v == j)) for j, m in enumerate(test.models)} for k, v in choices.items()}
+    if isinstance(test_env, CascadeEnv):
+        per["rule_cascade"] = _run_env(test_env, len(test.ids), rule_cascade)
+    if policy is not None:
+        per["learned"] = _run_env(test_env, len(test.ids), policy.act)
     train_single = {
         m: route_rewards(train, np.full(len(train.ids), j), lam, scale)[0].mean()
         for j, m in enumerate(train.models)
     }
     best_single = "single:" + max(train_single, key=train_single.get)  # type: ignore[arg-type]
     methods = {}
-    for k, (r, q, c) in per.items():
+    for k, (r, q, c, calls) in per.items():
         methods[k] = {
             "reward": _summary(r, seed),
             "quality": float(q.mean()),
             "usd_per_1k_queries": float(c.mean() * 1000),
             "quality_per_dollar": float(q.mean() / c.mean()) if c.mean() > 0 else None,
-            "share": {m: float(np.mean(choices[k] == j)) for j, m in enumerate(test.models)},
+            "calls_per_query": float(calls.mean()),
         }
+        if k in shares:
+            methods[k]["share"] = shares[k]
     res: dict[str, Any] = {
         "lambda": lam, "cost_scale_usd": scale, "queries_heldout": len(test.ids), "queries_train": len(train.ids),
         "best_single_model": best_single, "threshold_tau": tau, "methods": methods,
@@ -272,36 +283,50 @@ def train_delegate(
     seed: int = 0,
     iters: int = 200,
     batch: int = 256,
+    group: int = 4,
+    ent_coef: float = 0.02,
+    hidden: Sequence[int] = (64,),
+    lr: float = 3e-3,
     models: Sequence[str] | None = None,
+    mode: str = "route",
     out: str | Path | None = None,
     data: str | Path | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """REINFORCE router on 60% of the queries; held-out comparison with every single model, the
-    cost-threshold router and the hindsight oracle."""
+    """``mode="route"``: one model per query; ``mode="cascade"`` (GSM8K: needs logged answers):
+    ask the cheapest model first and decide from its answer whether to escalate.
+
+    REINFORCE router on 60% of the queries (each drawn query routed ``group`` times, the group
+    mean reward as baseline: the advantage compares models on the same query); held-out comparison
+    with every single model, the cost-threshold router and the hindsight oracle."""
     from .datasets import ROUTE_SOURCES, load_route
-    from .envs.delegate import DelegateEnv
+    from .envs.delegate import CascadeEnv, DelegateEnv
 
     _need_choice("source", source, ROUTE_SOURCES)
+    _need_choice("mode", mode, ("route", "cascade"))
     full = load_route(source, data, list(models) if models else None)
+    if mode == "cascade" and full.responses is None:
+        raise OrchestraceError("OT665", f"cascade mode needs logged answers; {source} has none (use gsm8k)")
     tr, te = split(len(full.ids))
     train_d, test_d = full.subset(tr), full.subset(te)
-    env = DelegateEnv(train_d, lam=lam, scale=None)
+    make = CascadeEnv if mode == "cascade" else DelegateEnv
+    env = make(train_d, lam=lam, scale=None)
     scale = env.scale
     res = train_reinforce(
         env, [{"query": i} for i in range(len(train_d.ids))], env_name="Delegate", iters=iters, batch=batch,
-        seed=seed, hidden=(64,), lr=3e-3, progress=progress,
-        extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale},
+        seed=seed, hidden=hidden, lr=lr, group=group, ent_coef=ent_coef, progress=progress,
+        extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale, "mode": mode},
     )  # fmt: skip
+    suffix = "-cascade" if mode == "cascade" else ""
     if out is not None:
-        res.policy.save(Path(out) / f"delegate-{source}")
-    test_env = DelegateEnv(test_d, lam=lam, scale=scale)
-    r = _delegate_report(train_d, test_d, lam, scale, res.policy, test_env.feats, seed)
+        res.policy.save(Path(out) / f"delegate-{source}{suffix}")
+    test_env = make(test_d, lam=lam, scale=scale)
+    r = _delegate_report(train_d, test_d, lam, scale, res.policy, test_env, seed)
     r.update(
-        env="Delegate", source=source, seed=seed, split_seed=SPLIT_SEED, models=full.models,
+        env="Delegate", mode=mode, source=source, seed=seed, split_seed=SPLIT_SEED, models=full.models,
         price_source=full.price_source, train_iters=iters, learning_curve=[c["reward"] for c in res.curve],
     )  # fmt: skip
-    _write(out, f"delegate-{source}-result.json", r)
+    _write(out, f"delegate-{source}{suffix}-result.json", r)
     return r
 
 
@@ -311,7 +336,7 @@ def eval_delegate(
 ) -> dict[str, Any]:  # fmt: skip
     """Held-out comparison; without ``policy`` only the baselines and the oracle are reported."""
     from .datasets import ROUTE_SOURCES, load_route
-    from .envs.delegate import DelegateEnv, cost_scale
+    from .envs.delegate import CascadeEnv, DelegateEnv, cost_scale
 
     _need_choice("source", source, ROUTE_SOURCES)
     pol = NumpyPolicy.load(policy, env="Delegate") if policy is not None else None
@@ -323,9 +348,17 @@ def eval_delegate(
     tr, te = split(len(full.ids))
     train_d, test_d = full.subset(tr), full.subset(te)
     scale = cost_scale(train_d)
-    feats = DelegateEnv(test_d, lam=lam_, scale=scale).feats
-    r = _delegate_report(train_d, test_d, lam_, scale, pol, feats, seed)
-    r.update(env="Delegate", source=source, seed=seed, models=full.models, price_source=full.price_source)
+    mode = pol.meta.extra.get("mode", "route") if pol is not None else "route"
+    test_env = (CascadeEnv if mode == "cascade" else DelegateEnv)(test_d, lam=lam_, scale=scale)
+    r = _delegate_report(train_d, test_d, lam_, scale, pol, test_env, seed)
+    r.update(
+        env="Delegate",
+        mode=mode,
+        source=source,
+        seed=seed,
+        models=full.models,
+        price_source=full.price_source,
+    )
     return r
 
 

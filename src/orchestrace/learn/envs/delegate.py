@@ -11,6 +11,7 @@ much as one full quality point.
 
 from __future__ import annotations
 
+import re
 import zlib
 from typing import Any
 
@@ -88,8 +89,13 @@ def delegate_trace(
 
 
 def delegate_reward(trace: Trace, lam: float, scale: float) -> float:
-    """R = quality of the answer the aggregate passes on - lambda x (USD of all calls) / scale."""
-    quality = sum(float((e.attrs or {}).get("quality", 0.0)) for e in trace.events if e.type == "return")
+    """R = quality of the answer the aggregate passes on (its ``answer_from`` return, else the only
+    return) - lambda x (USD of all calls) / scale."""
+    rets = {e.id: e for e in trace.events if e.type == "return"}
+    agg = next((e for e in trace.events if e.type == "aggregate"), None)
+    src = (agg.attrs or {}).get("answer_from") if agg is not None else None
+    chosen = [rets[src]] if src in rets else list(rets.values())
+    quality = sum(float((e.attrs or {}).get("quality", 0.0)) for e in chosen)
     usd = sum(e.cost_usd or 0.0 for e in trace.events)
     return quality - lam * usd / scale
 
@@ -163,3 +169,147 @@ def route_rewards(
         q[i] = tr.rewards["team"]
         c[i] = tr.costs["usd"]
     return r, q, c
+
+
+# ----------------------------------------------------------------------------- cascade
+
+_FINAL = re.compile(r"####|answer is|Answer:", re.I)
+_HEDGE = re.compile(r"however|but since|approximately|round|assum|cannot|not possible", re.I)
+_CALC = re.compile(r"<<")
+_LAST_NUM = re.compile(r"(-?[\d,]*\.?\d+)\s*$")
+N_RESP = 6
+
+
+def response_features(text: str) -> np.ndarray:
+    """What the orchestrator can read off an answer before trusting it: length, a final-answer
+    marker, calculator annotations, hedging, a non-integer final number (all task-agnostic text cues)."""
+    tail = text.strip().splitlines()[-1] if text.strip() else ""
+    m = _LAST_NUM.search(tail.replace("$", ""))
+    frac = bool(m and "." in m.group(1).strip(".").replace(",", ""))
+    return np.array(
+        [np.log1p(len(text)) / 8.0, float(bool(_FINAL.search(text))), len(_CALC.findall(text)) / 5.0,
+         float(bool(_HEDGE.search(text))), float(frac), 1.0],
+        dtype=np.float32,
+    )  # fmt: skip
+
+
+def cascade_trace(
+    data: RouteData, q: int, called: list[int], lam: float, scale: float, decisions: list[str]
+) -> Trace:
+    """decision -> (spawn, message, return, decision) per model called, cheapest first -> aggregate
+    passing on the last answer."""
+    events: list[Event] = [
+        Event(id="d0", t=0.0, type="orchestrator_decision", agent=ORCH, attrs={"decision": decisions[0]})
+    ]
+    edges: list[Edge] = []
+    prev = "d0"
+    for i, j in enumerate(called):
+        name = data.models[j]
+        agent = f"model:{name}"
+        t = 2.0 * i
+        resp = data.responses[q][j] if data.responses is not None else None
+        events += [
+            Event(id=f"s{i}", t=t, type="spawn", agent=ORCH, to=agent, role="model"),
+            Event(id=f"m{i}", t=t, type="message", agent=ORCH, from_=ORCH, to=agent, content_ref=data.ids[q]),
+            Event(id=f"r{i}", t=t + 0.5, t_end=t + 1.0, type="return", agent=agent, from_=agent, to=ORCH, model=name,
+                  cost_usd=float(data.cost[q, j]), status="ok", content=None if resp is None else resp[:1000],
+                  attrs={"quality": float(data.quality[q, j])}),
+        ]  # fmt: skip
+        edges += [
+            Edge(prev, f"s{i}", "spawn"),
+            Edge(f"s{i}", f"m{i}", "causal"),
+            Edge(f"m{i}", f"r{i}", "message"),
+        ]
+        prev = f"r{i}"
+        if i + 1 < len(decisions):
+            events.append(Event(id=f"d{i + 1}", t=t + 1.0, type="orchestrator_decision", agent=ORCH,
+                                attrs={"decision": decisions[i + 1]}))  # fmt: skip
+            edges.append(Edge(prev, f"d{i + 1}", "causal"))
+            prev = f"d{i + 1}"
+    last = f"r{len(called) - 1}"
+    t_end = 2.0 * len(called)
+    events.append(
+        Event(id="a", t=t_end, type="aggregate", agent=ORCH, attrs={"method": "last", "answer_from": last})
+    )
+    edges.append(Edge(last, "a", "aggregate"))
+    if prev != last:
+        edges.append(Edge(prev, "a", "causal"))
+    usd = float(sum(data.cost[q, j] for j in called))
+    quality = float(data.quality[q, called[-1]])
+    return Trace(
+        trace_id=f"cascade-{data.ids[q]}-{'-'.join(map(str, called))}",
+        task_id=data.ids[q],
+        system="orchestrace.learn.delegate",
+        topology="centralized",
+        events=events,
+        edges=edges,
+        rewards={"team": quality, "orchestration": quality - lam * usd / scale},
+        costs={"tokens": 0.0, "wall_clock_s": t_end, "usd": usd},
+        metrics={"quality": quality, "calls": float(len(called))},
+        metadata={"env": "DelegateCascade", "data": data.name, "lambda": lam, "cost_scale": scale},
+    )
+
+
+class CascadeEnv(gym.Env):
+    """Delegate as a cascade over the models sorted by price (FrugalGPT's setting, learned).
+
+    Step 0 (obs: query features, response part zero): 0 = ask the cheapest model, 1 = go straight
+    to the priciest. After a model answers (obs: query + :func:`response_features` of the answer):
+    0 = accept it, 1 = escalate to the next pricier model. The last model's answer is final."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, data: RouteData, lam: float = 0.2, scale: float | None = None) -> None:
+        if data.responses is None:
+            raise ValueError(f"{data.name} has no logged responses: the cascade needs them")
+        self.data = data
+        self.lam = lam
+        self.scale = cost_scale(data) if scale is None else scale
+        self.ladder = [int(j) for j in np.argsort(data.cost.mean(axis=0))]
+        self.feats = np.stack([query_features(t, g) for t, g in zip(data.texts, data.groups, strict=True)])
+        dim = self.feats.shape[1] + N_RESP + 1
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> np.ndarray:
+        resp = np.zeros(N_RESP, np.float32)
+        if self._called:
+            resp = response_features(self.data.responses[self._q][self._called[-1]])  # type: ignore[index]
+        return np.concatenate([self.feats[self._q], resp, [float(len(self._called))]]).astype(np.float32)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        opt = options or {}
+        self._q = int(opt["query"]) if "query" in opt else int(self.np_random.integers(len(self.data.ids)))
+        self._called: list[int] = []
+        self._decisions: list[str] = []
+        return self._obs(), {"query": self.data.ids[self._q]}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        a = int(action)
+        if not self._called:
+            self._decisions.append("start_strongest" if a == 1 else "start_cheapest")
+            self._called.append(self.ladder[-1] if a == 1 else self.ladder[0])
+        elif a == 1:
+            self._decisions.append("escalate")
+            self._called.append(self.ladder[self.ladder.index(self._called[-1]) + 1])
+        else:
+            self._decisions.append("accept")
+        done = a == 0 and len(self._decisions) > 1 or self._called[-1] == self.ladder[-1]
+        if not done:
+            return self._obs(), 0.0, False, False, {}
+        tr = cascade_trace(self.data, self._q, self._called, self.lam, self.scale, self._decisions)
+        info = {"trace": tr, "quality": tr.rewards["team"], "cost_usd": tr.costs["usd"], "calls": len(self._called),
+                "model": self._called[-1]}  # fmt: skip
+        return self._obs(), delegate_reward(tr, self.lam, self.scale), True, False, info
+
+
+def rule_cascade(obs: np.ndarray) -> int:
+    """Hand-written cascade: start cheap; escalate when the answer lacks a final-answer marker,
+    hedges, or ends in a non-integer (FrugalGPT-style scorer replaced by fixed text cues)."""
+    r = obs[-1 - N_RESP : -1]
+    if obs[-1] == 0:
+        return 0
+    return int(r[1] == 0 or r[3] == 1 or r[4] == 1)

@@ -240,6 +240,11 @@ class RetryStopEnv(gym.Env):
             return self._finish(gave_up=False)
         return self._obs(), 0.0, False, False, {}
 
+    def stop_now_reward(self) -> float:
+        """Reward of giving up now: no success so far, every attempt made is paid."""
+        t = self._task
+        return -self.cost * sum(t.cost[: self._n]) / self.unit[t.family]
+
     def needs_decision(self) -> bool:
         """False when the episode is already decided (first attempt succeeded or nothing left)."""
         return not self._done()
