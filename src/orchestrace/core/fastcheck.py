@@ -97,9 +97,36 @@ def decode_clean(data: bytes) -> VTrace | None:
     return tr
 
 
+class VEdgeRecord(msgspec.Struct, forbid_unknown_fields=True):
+    rec: Literal["edge"]
+    src: NonEmpty
+    dst: NonEmpty
+    type: Literal[EDGE_TYPES]  # type: ignore[valid-type]
+
+
+_EVENT_DECODER = msgspec.json.Decoder(VEvent)
+_EDGE_DECODER = msgspec.json.Decoder(VEdgeRecord)
+
+
+def decode_record(line: bytes, *, edge: bool) -> Any:
+    """One event-log record (``{"rec": "event"|"edge", ...}``) as a struct, or None."""
+    try:
+        obj = (_EDGE_DECODER if edge else _EVENT_DECODER).decode(line)
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    # the event struct skips "rec", so the input has exactly one colon more than the struct
+    extra = 0 if edge else 1
+    if b"\\u003" in line or line.count(b":") != _ENCODER.encode(obj).count(b":") + extra:
+        return None
+    return obj
+
+
 def columns(tr: VTrace) -> tuple[Any, ...] | None:
     """The columns the semantic rules need, or None when ids or edge endpoints need the slow path."""
-    events = tr.events
+    return columns_of(tr.events, tr.edges)
+
+
+def columns_of(events: list[VEvent], edges: list[Any]) -> tuple[Any, ...] | None:
     n = len(events)
     ids = [e.id for e in events]
     index = dict(zip(ids, range(n), strict=True))
@@ -116,8 +143,8 @@ def columns(tr: VTrace) -> tuple[Any, ...] | None:
     types = [e.type for e in events]
     agents = [e.agent for e in events]
     get = index.get
-    src = [get(x.src) for x in tr.edges]
-    dst = [get(x.dst) for x in tr.edges]
+    src = [get(x.src) for x in edges]
+    dst = [get(x.dst) for x in edges]
     if None in src or None in dst:
         return None
     interesting = [i for i, ty in enumerate(types) if ty in _SPECIAL]

@@ -50,7 +50,7 @@ import msgspec
 import numpy as np
 
 from .errors import Finding, InvalidTrace, LoadError
-from .fastcheck import columns, decode_clean
+from .fastcheck import columns, columns_of, decode_clean, decode_record
 from .io import RawTrace, find_duplicate_key, iter_lines, iter_raw, parse_json, read_bytes, split_format
 from .model import EDGE_TYPES, EVENT_TYPES, STATUSES, TOPOLOGIES
 
@@ -246,7 +246,9 @@ def check_raw(
     return sink.items, sink.dropped
 
 
-def _check(d: Any, s: _Sink) -> None:
+def _check(d: Any, s: _Sink, prepared: tuple[Any, ...] | None = None) -> None:
+    """All rules on one trace object. ``prepared`` holds the columns of already-validated
+    struct events (the fast paths), which then skip the per-event structural scan."""
     if not isinstance(d, dict):
         s.add("OT102", f"expected a trace object at the top level, got {_jtype(d)}", "")
         return
@@ -291,7 +293,9 @@ def _check(d: Any, s: _Sink) -> None:
     if "edges" in d and type(edges) is not list:
         s.add("OT102", f"edges must be an array, got {_jtype(edges)}", "/edges")
         edges = None
-    if events:
+    if events and prepared is not None:
+        _check_graph(events, *prepared, s)
+    elif events:
         _check_events_and_edges(events, edges or [], s)
 
 
@@ -793,6 +797,66 @@ def validate_path(
         findings.append(e.finding())
     valid = not any(f.severity == "error" for f in findings) and dropped == 0
     return ValidationResult(p, valid, findings, traces=count, truncated=dropped)
+
+
+def _check_log_fast(p: str, budget: int) -> tuple[list[Finding], int] | None:
+    """An event log streamed line by line into structs (memory ~ structs, not dicts).
+
+    None when any line needs a closer look (a bad record, a truncated tail, an unknown field,
+    a duplicate key): the dict path then reports everything with its line.
+    """
+    top: dict[str, Any] = {}
+    events: list[Any] = []
+    edges: list[Any] = []
+    ev_lines: list[int] = []
+    ed_lines: list[int] = []
+    headers = 0
+    for n, line in iter_lines(p):
+        if line.startswith(b'{"rec":"event"'):
+            e = decode_record(line, edge=False)
+            if e is None:
+                return None
+            events.append(e)
+            ev_lines.append(n)
+        elif line.startswith(b'{"rec":"edge"'):
+            x = decode_record(line, edge=True)
+            if x is None:
+                return None
+            edges.append(x)
+            ed_lines.append(n)
+        elif line.strip():
+            try:
+                rec = parse_json(line, path=p, line=n)
+            except LoadError:
+                return None
+            if (
+                type(rec) is not dict
+                or rec.get("rec") not in ("header", "update")
+                or find_duplicate_key(line, rec)
+            ):
+                return None
+            headers += rec.pop("rec") == "header"
+            for k, v in rec.items():
+                if (
+                    k in ("rewards", "costs", "metrics", "metadata")
+                    and type(v) is dict
+                    and type(top.get(k)) is dict
+                ):
+                    top[k].update(v)
+                else:
+                    top[k] = v
+    if headers != 1 or "events" in top or "edges" in top:
+        return None
+    top["events"], top["edges"] = events, edges
+    top.setdefault("rewards", {})
+    if "costs" not in top:
+        top["_derived_costs"] = True
+    cols = columns_of(events, edges)
+    if cols is None:
+        return None
+    sink = _Sink(RawTrace(None, p, event_lines=ev_lines, edge_lines=ed_lines), budget)
+    _check(top, sink, prepared=cols)
+    return sink.items, sink.dropped
 
 
 def _iter_docs(p: str, fmt: str) -> Iterator[tuple[bytes, int | None]]:
