@@ -62,6 +62,11 @@ def test_screenshot_is_not_blank_and_shows_the_critical_path(open_page, example_
     img = pixels(png)
     assert img.std() > 8 and distinct(img) > 100  # a blank page: std 0, one colour
     assert near(img, CP_RGB) > 500  # the orange path and rings
+    # the path is a line: orange half-way between consecutive events on it (e4 -> e5, e5 -> e6)
+    for a, b in (("e4", "e5"), ("e5", "e6")):
+        pa, pb = (o.page.evaluate(f"window.__orchestrace.locate('{e}')") for e in (a, b))
+        mx, my = round((pa["x"] + pb["x"]) / 2), round((pa["y"] + pb["y"]) / 2)
+        assert near(img[my - 1 : my + 2, mx - 1 : mx + 2], CP_RGB, tol=40) > 0, (a, b)
     o.page.uncheck("#show-cp")
     assert near(pixels(o.page.screenshot()), CP_RGB) < 50  # and it is the critical path that is orange
     assert o.errors == []

@@ -248,6 +248,16 @@
     p.lineTo(x2 - size * Math.cos(a + 0.45), y2 - size * Math.sin(a + 0.45));
     p.lineTo(x2, y2);
   }
+  const lightCache = new Map();
+  function lightFill(colour) { // is a fill light enough for dark text? (relative luminance)
+    if (!lightCache.has(colour)) {
+      let r, g, b;
+      if (colour[0] === "#") [r, g, b] = [1, 3, 5].map((k) => parseInt(colour.slice(k, k + 2), 16));
+      else [r, g, b] = colour.match(/\d+/g).map(Number);
+      lightCache.set(colour, 0.2126 * r + 0.7152 * g + 0.0722 * b > 150);
+    }
+    return lightCache.get(colour);
+  }
   function clipText(s, maxW) {
     if (ctx.measureText(s).width <= maxW) return s;
     let lo = 0, hi = s.length;
@@ -477,7 +487,7 @@
 
   function drawTimelineCp(t0, t1, la, lb) {
     const line = new Path2D(), boxes = new Path2D();
-    let n = 0, lx = NaN, ly = NaN;
+    let n = 0, lx = -1e9, ly = -1e9;
     const lastBox = new Float64Array(L).fill(-Infinity);
     for (let q = 0; q < cp.length; q++) {
       const i = cp[q];
@@ -641,7 +651,7 @@
         n++;
       }
       ctx.save();
-      if (n < 1500) ctx.setLineDash([6, 3]);
+      if (n < 300) ctx.setLineDash([6, 3]); // dashing is slow in software rendering
       ctx.strokeStyle = TAINT_COLOUR; ctx.lineWidth = 2; ctx.stroke(p); ctx.restore();
       frame.taint = n;
     }
@@ -683,8 +693,7 @@
       ctx.textBaseline = "middle"; ctx.fillStyle = "#fff";
       for (const i of vis) {
         const x = GX(i), y = GY(i);
-        const dark = state.colour === "type" ? !["despawn", "tool_result", "aggregate", "human_intervention"].includes(D.types[type[i]]) : false;
-        ctx.fillStyle = dark ? "#fff" : "#1d2330";
+        ctx.fillStyle = lightFill(palette[bucket[i]]) ? "#1d2330" : "#fff";
         ctx.fillText(clipText(D.id[i] + " " + D.lanes[lane[i]], w - 8), x - w / 2 + 4, y);
       }
     }
