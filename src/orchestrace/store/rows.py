@@ -212,7 +212,7 @@ def add_trace(
     me = c["metrics"]
     for src, m in (("recorded", data.get("metrics")), ("costs", data.get("costs")), ("measure", measured)):
         for name, v in (m or {}).items():
-            if isinstance(v, bool | int | float) and v is not None:
+            if isinstance(v, bool | int | float):
                 me["trace_id"].append(tid)
                 me["source"].append(src)
                 me["name"].append(name)
