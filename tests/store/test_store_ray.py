@@ -155,3 +155,16 @@ def test_ray_connects_to_loopback_only(tmp_path: Path) -> None:
     assert addrs, "strace saw no IP connection at all: the check would prove nothing"
     outside = sorted({a for a in addrs if not _loopback(a)})
     assert outside == [], f"Ray connected outside loopback: {outside}"
+
+
+def test_cli_ingest_with_bare_ray_flag(tmp_path: Path, corpus, ray_local: str) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import app
+
+    files, _ = corpus
+    s = str(tmp_path / "c.duckdb")
+    r = CliRunner().invoke(app, ["ingest", *map(str, files), "-s", s, "--no-measure", "--ray"])
+    assert r.exit_code == 0, r.output
+    assert "13 new, 0 replaced, 0 unchanged" in r.output
+    assert query(s, "SELECT count(*) AS n FROM traces")["n"].to_pylist() == [13]
