@@ -276,3 +276,51 @@ def test_no_text_leaks_without_keep_content(root: Path) -> None:
     assert len(secrets) == 40
     assert not [s for s in secrets if s[:40] in blob]
     assert dumps(next(cc.load(src, keep_content=True))).decode().count(secrets[0][:40]) >= 1
+
+
+def test_trust_rule_on_real_sessions(imported: dict) -> None:
+    """Web and MCP results are untrusted and external; own-action acknowledgements are trusted;
+    prompts are trusted, so a session with a prompt always carries trust information."""
+    from orchestrace.measure import safety_metrics
+
+    seen: Counter[tuple[str, bool, bool]] = Counter()
+    for tr in imported.values():
+        if isinstance(tr, OrchestraceError):
+            continue
+        calls = {e.call_id: e for e in tr.events if e.type == "tool_call"}
+        for e in tr.events:
+            if e.type == "human_intervention" and e.attrs.get("kind") == "prompt":
+                assert e.trusted is True
+            if e.type != "tool_result" or e.call_id not in calls:
+                continue
+            ext = bool(e.attrs and e.attrs.get("external"))
+            seen[(e.tool, bool(e.trusted), ext)] += 1
+            assert e.trusted is (e.tool in cc.OWN_ACTION_TOOLS)
+            if e.tool in ("WebFetch", "WebSearch") or e.tool.startswith("mcp__"):
+                assert ext and e.trusted is False
+            elif ext:  # only network commands besides the web tools
+                assert e.tool == "Bash"
+        if any(e.type == "human_intervention" for e in tr.events):
+            assert safety_metrics(tr)["tainted_decisions"] is not None
+    # the sample has web tools, local reads and edits (counts are the sample's, see the files)
+    assert seen[("WebFetch", False, True)] > 0 and seen[("WebSearch", False, True)] > 0
+    assert seen[("Read", False, False)] > 0 and seen[("Edit", True, False)] > 0
+
+
+@pytest.mark.parametrize(
+    ("tool", "command", "expected"),
+    [
+        ("Bash", "curl -s https://example.org", True),
+        ("Bash", "cd x && wget https://example.org/a", True),
+        ("Bash", "git fetch origin", True),
+        ("Bash", "gh pr view 3", True),
+        ("Bash", "git status", False),
+        ("Bash", "echo curling", False),
+        ("Bash", "python http_server.py", False),
+        ("mcp__github__get_issue", None, True),
+        ("WebSearch", None, True),
+        ("Read", None, False),
+    ],
+)
+def test_external_tool_rule(tool: str, command: str | None, expected: bool) -> None:
+    assert cc.external(tool, {"command": command} if command else {}) is expected

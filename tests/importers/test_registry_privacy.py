@@ -101,3 +101,22 @@ def test_truncated_json_run_is_reported_and_the_rest_imported(data: Path, tmp_pa
     assert "1.json: unexpected end of input" in res.output and "looks truncated" in res.output
     assert "notes.cfg: unknown log format" in res.output
     assert len(load(out)) == 1
+
+
+def test_detect_imports_no_heavy_module(data: Path) -> None:
+    """Sniffing every public file must not import the Agents SDK (seconds) nor a module of a format
+    whose file endings do not fit; it runs in a fresh interpreter to see sys.modules as it is."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, collections\n"
+        "from orchestrace import importers\n"
+        f"fs = importers.walk([{str(data)!r}])\n"
+        "c = collections.Counter(importers.detect(f) for f in fs)\n"
+        "assert 'agents' not in sys.modules, 'Agents SDK imported'\n"
+        "print(c['chatdev'], c['codex'], c['who-and-when'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["7", "2", "158"]

@@ -31,6 +31,7 @@ def test_all_who_and_when_runs(data: Path) -> None:
         assert [e.attrs["step"] for e in gold] == [int(src["mistake_step"])]
         assert tr.metadata["labels"]["mistake_agent"] == src["mistake_agent"]
         assert tr.rewards == {"team": 0.0}
+        assert tr.metrics == {"task_success": 0.0}  # every Who&When run is a failure
 
 
 def test_magentic_one_mapping(data: Path) -> None:
@@ -61,6 +62,24 @@ def test_all_chatdev_logs(data: Path) -> None:
         usage = re.findall(r"prompt_tokens: (\d+)\ncompletion_tokens: (\d+)", text)
         assert tr.costs["tokens_in"] == sum(int(a) for a, _ in usage)
         assert tr.costs["tokens_out"] == sum(int(b) for _, b in usage)
+
+
+def test_chatdev_sequential_runs_are_not_parallel(data: Path) -> None:
+    """A ChatDev run is a sequential role-play: each phase's chat starts from the chain's
+    decision and ends in its conclusion (or the next phase), so no time is counted twice."""
+    from orchestrace.measure import analyze
+
+    for f in sorted((data / "chatdev" / "WareHouse").glob("*/*.log")):
+        r = analyze(next(chatdev.load(f)))
+        assert r["serial_work_s"] == r["critical_path_s"] == r["wall_clock_s"], f
+        assert r["parallelism_efficiency"] == 1.0, f
+    # hand-checked: LifeSimulator's log spans 16:42:36 to 16:51:17 (521 s, as [Post Info] says)
+    f = next((data / "chatdev" / "WareHouse").glob("LifeSimulator*/*.log"))
+    tr = next(chatdev.load(f))
+    assert analyze(tr)["critical_path_s"] == 521.0
+    concl = [i for i, e in enumerate(tr.events) if e.type == "aggregate"]
+    into = {int(x.dst[1:]): x for x in tr.edges if x.type == "aggregate"}
+    assert concl and all(tr.events[int(into[i].src[1:])].type == "message" for i in concl)
 
 
 def test_chatdev_post_info_and_phases(data: Path) -> None:

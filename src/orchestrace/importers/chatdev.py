@@ -74,6 +74,8 @@ class _Run:
         self.pending_usage = [0, 0]
         self.usage_blocks = 0
         self.last_msg: int | None = None
+        self.phase_event: int | None = None  # the decision that opened the current phase
+        self.concluded = False  # the current phase's seminar conclusion was logged
         self.meta: dict[str, Any] = {}
         self.post: dict[str, float] = {}
         self.calls = 0
@@ -89,6 +91,8 @@ class _Run:
             self._give_usage(i)
         if self.last_msg is not None and self.b.events[self.last_msg].agent != speaker:
             self.b.edge(self.last_msg, i, "message")
+        elif self.last_msg is None and self.phase_event is not None:
+            self.b.edge(self.phase_event, i, "causal")  # the chain opened this chat
         self.last_msg = i
 
     def _give_usage(self, i: int) -> None:
@@ -131,9 +135,12 @@ class _Run:
             self._phase(t, first.split(".")[-1].strip(), None, None)
             return
         if first.startswith("**[Seminar Conclusion]**"):
-            b.add(
+            i = b.add(
                 "aggregate", CHAIN, t, content=rest, attrs={"kind": "seminar_conclusion", "phase": self.phase}
             )
+            if self.last_msg is not None:  # the chain waited for the chat it concludes
+                b.edge(self.last_msg, i, "aggregate")
+            self.concluded = True
             return
         if first.startswith("**[Post Info]**"):
             self.post = {k: float(v) for k, v in _POST.findall(body)}
@@ -142,7 +149,9 @@ class _Run:
             if first.startswith(f"**{tag}**"):
                 self.calls += 1
                 cid = f"{tool}-{self.calls}"
-                b.tool_call(CHAIN, t, tool, cid, attrs={"phase": self.phase})
+                i = b.tool_call(CHAIN, t, tool, cid, attrs={"phase": self.phase})
+                if self.last_msg is not None and not self.concluded:  # acts on the chat's output
+                    b.edge(self.last_msg, i, "causal")
                 b.tool_result(CHAIN, t, tool, cid, content=rest)
                 return
         m = _TURN.match(first)
@@ -187,8 +196,11 @@ class _Run:
         if user:
             attrs["user_role"] = user
             self.roles["User"] = user
-        self.b.add("orchestrator_decision", CHAIN, t, role="orchestrator", attrs=attrs)
+        self.phase_event = self.b.add("orchestrator_decision", CHAIN, t, role="orchestrator", attrs=attrs)
+        if self.last_msg is not None and not self.concluded:  # the chain moves on when the chat ends
+            self.b.edge(self.last_msg, self.phase_event, "causal")
         self.last_msg = None
+        self.concluded = False
 
 
 def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:

@@ -12,6 +12,12 @@ One session file (plus its sub-agent files) is one trace. Mapping:
 - ``TaskCreate``/``TaskUpdate``/``TodoWrite``/``TeamCreate``/``TeamDelete``/plan-mode tools and
   thinking blocks -> ``orchestrator_decision``.
 - other tool_use/tool_result -> ``tool_call``/``tool_result`` (``is_error`` -> status error).
+- trust (``trusted``, for the safety metrics): a user's prompt is trusted; a tool result is
+  untrusted (content the agent did not write) unless the tool only reports the agent's own action
+  (``Edit``, ``Write``, ``TodoWrite``, ...: see ``OWN_ACTION_TOOLS``). Results that come from
+  outside the machine are also marked ``attrs.external``: ``WebFetch``, ``WebSearch``, every MCP
+  tool (``mcp__*``) and ``Bash`` commands that reach the network (``curl``, ``wget``, ``gh``,
+  ``git clone/pull/fetch``, ``ssh``, ...: see ``external``).
 - assistant text -> ``message`` (to ``user`` for the main agent); user prompts -> ``human_intervention``.
 - ``usage`` -> tokens on the last event of each API message (the action the call produced, so a
   call ending in a Bash tool_use is task work and one ending in a spawn is coordination):
@@ -74,6 +80,15 @@ _ATTR = re.compile(r'(\w+)="([^"]*)"')
 _NOTE_FIELD = re.compile(r"<(task-id|status|summary|result)>(.*?)</\1>", re.S)
 MAIN = "main"
 USER = "user"
+#: tools that bring in content from outside the machine (MCP tools too, by their ``mcp__`` prefix)
+EXTERNAL_TOOLS = frozenset({"WebFetch", "WebSearch"})
+#: tools whose result only reports the agent's own action (written by the harness): trusted
+OWN_ACTION_TOOLS = frozenset(
+    {"Edit", "MultiEdit", "Write", "NotebookEdit", "TodoWrite", "KillShell", "KillBash", "ExitPlanMode"}
+)
+_NET_COMMAND = re.compile(
+    r"(?:^|[\s;&|(`])(?:curl|wget|https?|aria2c|gh|ssh|scp|rsync|nc|git\s+(?:clone|pull|fetch))(?=\s|$)"
+)
 _REJECTED = "doesn't want to proceed with this tool use"
 _USAGE_ATTRS = frozenset({"message_id", "cache_read_tokens", "cache_creation_tokens"})
 
@@ -97,6 +112,14 @@ def sniff(path: str | os.PathLike[str]) -> bool:
         if rec.get("type") in ("user", "assistant") and isinstance(rec.get("message"), dict):
             return True
     return False
+
+
+def external(tool: str, inp: dict[str, Any]) -> bool:
+    """Does this tool call bring in content from outside the machine?"""
+    if tool in EXTERNAL_TOOLS or tool.startswith("mcp__"):
+        return True
+    cmd = inp.get("command")
+    return tool == "Bash" and isinstance(cmd, str) and _NET_COMMAND.search(cmd) is not None
 
 
 def session_of(path: str | os.PathLike[str]) -> Path | None:
@@ -381,7 +404,7 @@ class _Session:
         else:
             attrs["input_keys"] = sorted(inp)
             i = b.tool_call(agent, ts, name, cid, model=model, content=inp, attrs=attrs)
-            self.pending[cid] = {"kind": "tool", "event": i, "tool": name}
+            self.pending[cid] = {"kind": "tool", "event": i, "tool": name, "external": external(name, inp)}
         b.register_call(cid, i)
         return i
 
@@ -466,7 +489,7 @@ class _Session:
             return
         if is_main:
             kind = "command" if text.lstrip().startswith(("<command-", "<local-command")) else "prompt"
-            b.add("human_intervention", USER, ts, to=agent, content=text, attrs={"kind": kind})
+            b.add("human_intervention", USER, ts, to=agent, content=text, trusted=True, attrs={"kind": kind})
         else:
             b.add(
                 "message", self.b.spawner(agent) or USER, ts, to=agent, content=text, attrs={"kind": "input"}
@@ -520,7 +543,11 @@ class _Session:
         if p["kind"] == "call":
             b.finish_call(cid, ts, status=status)
         elif p["kind"] == "tool":
-            b.tool_result(agent, ts, p["tool"], cid, content=content, status=status)
+            attrs = {"external": True} if p["external"] else None
+            trusted = p["tool"] in OWN_ACTION_TOOLS
+            b.tool_result(
+                agent, ts, p["tool"], cid, content=content, status=status, trusted=trusted, attrs=attrs
+            )
         else:
             self._finish_spawn(cid, p, r.get("toolUseResult"), content, status, ts)
         if status == "error" and _REJECTED in as_text(content):  # the human said no

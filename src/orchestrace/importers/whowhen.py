@@ -129,8 +129,10 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     if keep_content:
         meta["question"] = d.get("question")
         meta["ground_truth"] = d.get("ground_truth")
-    correct = d.get("is_correct")
-    rewards = {"team": 1.0 if correct is True else 0.0}
+    # Who&When collects failed runs only (the benchmark is "who failed, and when"): a run is a
+    # success only if the file says ``is_correct: true``, which no published file does
+    success = 1.0 if d.get("is_correct") is True else 0.0
+    rewards = {"team": success}
     task = str(d.get("question_ID") or p.stem)
     yield b.build(
         trace_id=f"who-and-when:{meta['subset']}:{p.stem}",
@@ -138,5 +140,6 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
         system="magentic-one" if hand_crafted else "ag2",
         topology="centralized" if hand_crafted else "mixed",
         rewards=rewards,
+        metrics={"task_success": success},
         metadata=meta,
     )
