@@ -21,8 +21,20 @@ def _ci(d: dict) -> str:
     return f"{d['mean']:+.4f} [{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}]"
 
 
+RETRY_RUNS = (("alfworld", 0.1), ("alfworld", 0.25), ("humaneval", 0.05), ("humaneval", 0.1), ("game24", 0.005),
+              ("game24", 0.01))  # fmt: skip
+
+
 def bench_retry(seed: int, out: Path) -> dict:
-    r = train_retry(seed=seed, iters=300, batch=128, out=out / f"retry-s{seed}")
+    runs = {}
+    for fam, c in RETRY_RUNS:
+        r = train_retry([fam], c, seed=seed, iters=300, batch=128, out=out / f"retry-s{seed}-c{c}")
+        runs[f"{fam}@{c}"] = r
+        _print_retry(r)
+    return runs
+
+
+def _print_retry(r: dict) -> None:
     for fam, v in r["families"].items():
         ct, cb = str(v["cap_chosen_on_train"]), str(v["cap_best_in_hindsight"])
         caps = v["fixed_caps"]
@@ -32,21 +44,22 @@ def bench_retry(seed: int, out: Path) -> dict:
             f"cap {ct} (train) {caps[ct]['reward']:.4f} | cap {cb} (hindsight) {caps[cb]['reward']:.4f} | "
             f"learned - train cap {_ci(v['learned_minus_train_cap'])}"
         )
-    return r
 
 
 def bench_delegate(seed: int, out: Path) -> list[dict]:
     res = []
-    for source, lam in (("gsm8k", 0.1), ("mmlu", 0.1), ("alpaca", 0.05)):
-        r = train_delegate(source, lam, seed=seed, iters=200, out=out / f"delegate-s{seed}")
+    for source, lam, mode in (("mmlu", 0.1, "route"), ("gsm8k", 0.2, "cascade"), ("alpaca", 0.05, "route")):
+        r = train_delegate(source, lam, seed=seed, iters=200, mode=mode, out=out / f"delegate-s{seed}")
         m = r["methods"]
         best = r["best_single_model"]
         print(
-            f"delegate {source:6s} lambda={lam}: learned {m['learned']['reward']['mean']:.4f} "
+            f"delegate {source:6s} {mode:7s} lambda={lam}: learned {m['learned']['reward']['mean']:.4f} "
             f"(q {m['learned']['quality']:.3f}, ${m['learned']['usd_per_1k_queries']:.3f}/1k) | "
             f"best single {best.split(':', 1)[1]} {m[best]['reward']['mean']:.4f} "
             f"(q {m[best]['quality']:.3f}, ${m[best]['usd_per_1k_queries']:.3f}/1k) | "
-            f"threshold {m['threshold_router']['reward']['mean']:.4f} | oracle {m['oracle']['reward']['mean']:.4f} | "
+            f"threshold {m['threshold_router']['reward']['mean']:.4f} | "
+            + (f"rule cascade {m['rule_cascade']['reward']['mean']:.4f} | " if "rule_cascade" in m else "")
+            + f"oracle {m['oracle']['reward']['mean']:.4f} | "
             f"learned - best single {_ci(r['learned_minus_single'])} | learned - threshold "
             f"{_ci(r['learned_minus_threshold_router'])} | quality/$ ratio vs best single "
             f"{r['vs_best_single']['quality_per_dollar_ratio']:.2f}"

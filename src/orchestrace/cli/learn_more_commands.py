@@ -126,6 +126,7 @@ def train_delegate_cmd(
     lam: float = typer.Option(
         0.1, "--lambda", help="cost weight: 1 = one average call of the priciest model"
     ),
+    mode: str = typer.Option("route", "--mode", help="route (one model) or cascade (cheap first; gsm8k)"),
     iters: int = typer.Option(200, "--iters"),
     out: Path = typer.Option(Path("runs/delegate"), "-o", "--out"),
     seed: int = _SEED,
@@ -137,11 +138,14 @@ def train_delegate_cmd(
     Examples:
       orchestrace train delegate -s mmlu --lambda 0.1
       orchestrace train delegate -s alpaca --lambda 0.05 --format json
+      orchestrace train delegate -s gsm8k --lambda 0.2 --mode cascade
     """
     from ..learn.tasks_more import train_delegate
 
     _check_format(fmt)
-    r = train_delegate(source, lam, seed=seed, iters=iters, out=out, data=data, progress=fmt != "json")
+    r = train_delegate(
+        source, lam, seed=seed, iters=iters, mode=mode, out=out, data=data, progress=fmt != "json"
+    )
     _emit(r, fmt, _delegate_rows(r), _DELEGATE_HEADER)
 
 

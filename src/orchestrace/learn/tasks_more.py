@@ -86,8 +86,9 @@ def _by_task(episodes: list[dict[str, int]], x: np.ndarray) -> np.ndarray:
 
 
 #: Default price of one attempt, in successes: an ALFWorld trial or a HumanEval round is a whole
-#: agent episode; a Game-of-24 attempt is one GPT-4 sample.
-RETRY_COST = {"alfworld": 0.1, "humaneval": 0.1, "game24": 0.01, "game24-standard": 0.01}
+#: agent episode; a Game-of-24 attempt is one GPT-4 sample. (Every ALFWorld environment succeeds
+#: by trial 15, so below c ~ 0.15 "never give up" is optimal and there is nothing to learn.)
+RETRY_COST = {"alfworld": 0.25, "humaneval": 0.1, "game24": 0.01, "game24-standard": 0.01}
 
 
 def train_retry(
@@ -284,7 +285,7 @@ def train_delegate(
     iters: int = 200,
     batch: int = 256,
     group: int = 4,
-    ent_coef: float = 0.02,
+    ent_coef: float | None = None,
     hidden: Sequence[int] = (64,),
     lr: float = 3e-3,
     models: Sequence[str] | None = None,
@@ -314,7 +315,9 @@ def train_delegate(
     scale = env.scale
     res = train_reinforce(
         env, [{"query": i} for i in range(len(train_d.ids))], env_name="Delegate", iters=iters, batch=batch,
-        seed=seed, hidden=hidden, lr=lr, group=group, ent_coef=ent_coef, progress=progress,
+        seed=seed, hidden=hidden, lr=lr, group=group, progress=progress,
+        ent_coef=(0.05 if mode == "cascade" else 0.02) if ent_coef is None else ent_coef,
+        init_bias=(1.0, 0.0) if mode == "cascade" else None,  # cascade: start cheap, accept (P = 0.73)
         extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale, "mode": mode},
     )  # fmt: skip
     suffix = "-cascade" if mode == "cascade" else ""
