@@ -302,8 +302,9 @@
     ctx.beginPath(); ctx.rect(GW, AH, W - GW, H - AH); ctx.clip();
     if (state.edges) drawTimelineEdges(t0, t1, la, lb);
     if (state.taint && TAINT.src.length) drawTimelineFlows(TAINT, t0, t1, la, lb, TAINT_COLOUR);
+    const rings = state.cp && cp.length ? drawTimelineCp(t0, t1, la, lb) : null; // path under the events
     drawTimelineEvents(t0, t1, la, lb);
-    if (state.cp && cp.length) drawTimelineCp(t0, t1, la, lb);
+    if (rings) { ctx.strokeStyle = CP_COLOUR; ctx.lineWidth = 2.5; ctx.stroke(rings); } // rings over them
     drawSelection();
     ctx.restore();
     // gutter with lane names (indented by spawn depth)
@@ -486,33 +487,40 @@
   }
 
   function drawTimelineCp(t0, t1, la, lb) {
+    // one polyline through the path: along each event (start to the moment the next one could
+    // use it) and across to the next event; segments outside the view are skipped, the rest
+    // clipped, and points closer than a pixel to the previous one dropped
     const line = new Path2D(), boxes = new Path2D();
-    let n = 0, lx = -1e9, ly = -1e9;
+    let n = 0, px = NaN, py = NaN;
     const lastBox = new Float64Array(L).fill(-Infinity);
+    const seg = (ta, la_, tb, lb_) => {
+      if (Math.max(ta, tb) < t0 || Math.min(ta, tb) > t1 || !laneVisible(la_, lb_, la, lb)) return;
+      const c = clipLine(X(ta), Y(la_), X(tb), Y(lb_));
+      if (!c) return;
+      if (Math.abs(c[0] - px) > 0.5 || Math.abs(c[1] - py) > 0.5) line.moveTo(c[0], c[1]);
+      else if (Math.abs(c[2] - px) < 0.7 && Math.abs(c[3] - py) < 0.7) return;
+      line.lineTo(c[2], c[3]);
+      px = c[2]; py = c[3];
+    };
     for (let q = 0; q < cp.length; q++) {
-      const i = cp[q];
-      const x0 = X(t[i]), x1 = Math.max(X(te[i]), x0), y = Y(lane[i]);
-      const inWin = te[i] >= t0 && t[i] <= t1 && lane[i] >= la - 1 && lane[i] <= lb + 1;
-      if (inWin && x0 > lastBox[lane[i]] + 4) { // one ring per few pixels: rasterising is the cost
-        if (x1 - x0 < 3) { boxes.moveTo(x0 + 8.5, y); boxes.arc(x0, y, 8.5, 0, 6.2832); lastBox[lane[i]] = x0 + 8; }
-        else { boxes.rect(x0 - 2, y - LH / 2 + 2, x1 - x0 + 4, LH - 4); lastBox[lane[i]] = x1; }
+      const i = cp[q], l = lane[i];
+      const x0 = X(t[i]), x1 = Math.max(X(te[i]), x0), y = Y(l);
+      if (te[i] >= t0 && t[i] <= t1 && l >= la - 1 && l <= lb + 1 && x0 > lastBox[l] + 4) {
+        // one ring per few pixels: rasterising them is the cost
+        if (x1 - x0 < 3) { boxes.moveTo(x0 + 8.5, y); boxes.arc(x0, y, 8.5, 0, 6.2832); lastBox[l] = x0 + 8; }
+        else { boxes.rect(x0 - 2, y - LH / 2 + 2, x1 - x0 + 4, LH - 4); lastBox[l] = x1; }
         n++;
       }
-      if (q > 0) {
-        const p = cp[q - 1];
-        const segLo = Math.min(t[p], t[i]), segHi = Math.max(te[p], te[i]);
-        if (segHi >= t0 && segLo <= t1 && laneVisible(lane[p], lane[i], la, lb)) {
-          const sx = X(te[p] <= t[i] ? te[p] : t[p]), sy = Y(lane[p]);
-          const c = Math.abs(x0 - lx) >= 1 || Math.abs(y - ly) >= 1 ? clipLine(sx, sy, x0, y) : null;
-          if (c) { line.moveTo(c[0], c[1]); line.lineTo(c[2], c[3]); lx = x0; ly = y; }
-        }
-      }
+      const next = q + 1 < cp.length ? cp[q + 1] : -1;
+      const out = next >= 0 && te[i] > t[next] ? t[i] : te[i]; // still running: the next one used its start
+      seg(t[i], l, out, l);
+      if (next >= 0) seg(out, l, t[next], lane[next]);
     }
     ctx.lineJoin = "round"; ctx.lineCap = "round";
     ctx.strokeStyle = "rgba(255,255,255,0.85)"; ctx.lineWidth = 6; ctx.stroke(line);
-    ctx.strokeStyle = CP_COLOUR; ctx.lineWidth = 3; ctx.stroke(line);
-    ctx.lineWidth = 2.5; ctx.stroke(boxes);
+    ctx.strokeStyle = CP_COLOUR; ctx.lineWidth = 3.5; ctx.stroke(line);
     frame.cp = n;
+    return boxes;
   }
 
   function eventBox(i) { // screen box of an event in the current view
