@@ -88,12 +88,16 @@ def ray_home() -> str:
 
 
 def start_local(num_cpus: int | None = None, home: str | None = None) -> None:
-    """Start a private Ray instance on this machine, bound to 127.0.0.1 only."""
-    os.environ.update(LOOPBACK_ENV)  # before Ray is imported: it reads them at import time
-    if "ray" in sys.modules:  # imported earlier: correct the constant it read then
+    """Start a private Ray instance on this machine, bound to 127.0.0.1 only (no-op if Ray runs)."""
+    if "ray" in sys.modules:
+        import ray
+
+        if ray.is_initialized():  # one Ray per process; a second start would fail
+            return
         from ray._private import ray_constants
 
-        ray_constants.ENABLE_RAY_CLUSTER = False
+        ray_constants.ENABLE_RAY_CLUSTER = False  # imported before our settings: correct what it read
+    os.environ.update(LOOPBACK_ENV)  # before Ray is imported: it reads them at import time
     import ray
 
     home = home or ray_home()
