@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from orchestrace.learn.tasks_more import train_delegate, train_retry, train_swarm
+from orchestrace.learn.tasks_more import eval_swarm_parallel, train_delegate, train_retry, train_swarm
 
 
 def _ci(d: dict) -> str:
@@ -76,6 +76,14 @@ def bench_swarm(seed: int, out: Path) -> dict:
             f"critical/serial {v['critical_over_serial']['mean']:.3f} on-budget {v['on_budget']:.3f} "
             f"spawned/stage {v['spawned_per_stage']:.2f}"
         )
+    # the same policy run by every lead of the PettingZoo Parallel env (3 leads act at once)
+    p = eval_swarm_parallel(out / f"swarm-s{seed}" / "swarm.safetensors", eval_tasks=100, seed=seed)
+    for k, v in p["methods"].items():
+        print(
+            f"swarm-parallel {k:18s} r_perf {v['r_perf']['mean']:.3f} finish {v['finish_rate']:.3f} "
+            f"critical/serial {v['critical_over_serial']:.3f} on-budget {v['on_budget']:.3f}"
+        )
+    r["parallel"] = p
     return r
 
 

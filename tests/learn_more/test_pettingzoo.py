@@ -36,3 +36,12 @@ def test_all_leads_act_and_share_the_trace_reward() -> None:
         assert len(set(rew.values())) == 1 and rew["lead_0"] == inf["reward"]
         leads = {e.to for e in tr.events if e.type == "spawn" and e.agent == "orchestrator"}
         assert leads == {"lead_0", "lead_1", "lead_2"}
+
+
+def test_parallel_eval_runs_every_lead() -> None:
+    from orchestrace.learn.tasks_more import eval_swarm_parallel
+
+    r = eval_swarm_parallel(None, eval_tasks=3)
+    m = r["methods"]
+    assert m["serial"]["finish_rate"] < m["makespan_heuristic"]["finish_rate"] == 1.0
+    assert m["max_agents"]["finish_rate"] < 1.0  # idle workers under every lead
