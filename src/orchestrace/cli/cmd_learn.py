@@ -52,7 +52,7 @@ def train_stop_cmd(
         None, "--eval-bank", help="held-out bank (default: embedded countries, or 30% of --bank)"
     ),
     cost: float = typer.Option(
-        0.01, "--cost", "-c", help="price of one sample in units of one correct answer"
+        0.003, "--cost", "-c", help="price of one sample in units of one correct answer"
     ),
     out: str = typer.Option(
         "runs/stop/policy", "-o", "--out", help="policy path (writes .safetensors and .json)"
@@ -63,7 +63,7 @@ def train_stop_cmd(
     seed: int = typer.Option(0, "--seed"),
     iterations: int = typer.Option(None, "--iterations", help="training iterations (default per algorithm)"),
     sweep: str = typer.Option(
-        "0.002,0.004,0.007,0.015,0.03", "--sweep", help="extra costs for the Pareto curve ('' for none)"
+        "0.001,0.002,0.005,0.01,0.02", "--sweep", help="extra costs for the Pareto curve ('' for none)"
     ),
 ) -> None:
     """Train a stopping policy and write a report (Pareto + learning curves, PNG and JSON).

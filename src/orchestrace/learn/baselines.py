@@ -22,6 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy import stats
+from scipy.special import gammainc, gammaln
 
 from .features import PrefixTable, beta_confidence
 
@@ -52,12 +53,12 @@ def dirichlet_leader_prob(counts: tuple[int, ...]) -> float:
     G / sum(G), so P = int f_lead(x) prod_i F_i(x) dx. ``counts[0]`` is the leader.
     """
     lead, others = counts[0], counts[1:]
-    hi = stats.gamma.ppf(1 - 1e-12, lead + 1) + 5
-    x = np.linspace(0.0, hi, 4001)
-    dens = stats.gamma.pdf(x, lead + 1)
+    k = lead + 1.0
+    x = np.linspace(0.0, k + 12 * np.sqrt(k) + 20, 3001)[1:]  # Gamma(k) has no mass beyond
+    dens = np.exp((k - 1) * np.log(x) - x - gammaln(k))
     for c in others:
-        dens = dens * stats.gamma.cdf(x, c + 1)
-    return float(np.trapezoid(dens, x))
+        dens = dens * gammainc(c + 1.0, x)
+    return float(np.trapezoid(np.concatenate([[0.0], dens]), np.concatenate([[0.0], x])))
 
 
 def ac_dirichlet(threshold: float = 0.95, top_k: int = 5) -> Rule:

@@ -21,7 +21,7 @@ from .features import FEATURE_NAMES
 @dataclass
 class PolicyConfig:
     features: list[str] = field(default_factory=lambda: list(FEATURE_NAMES))
-    hidden: list[int] = field(default_factory=lambda: [64, 64])
+    hidden: list[int] = field(default_factory=lambda: [32, 32])
     activation: str = "tanh"
     budget: int = 40
     cost: float = 0.01

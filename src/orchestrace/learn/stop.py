@@ -24,8 +24,8 @@ from .features import PrefixTable, features
 from .policy import PolicyConfig, StopPolicy
 
 ALGORITHMS = ("exact", "reinforce", "ppo", "grpo")
-DEFAULT_COST = 0.01
-SWEEP_COSTS = (0.002, 0.004, 0.007, 0.015, 0.03)
+DEFAULT_COST = 0.003
+SWEEP_COSTS = (0.001, 0.002, 0.005, 0.01, 0.02)
 
 
 def policy_rule(policy: StopPolicy, threshold: float | None = None) -> Callable[[PrefixTable, int], int]:

@@ -24,9 +24,9 @@ from .common import Adam, TrainResult, greedy_eval, make_actor, prob_fn, record
 
 @dataclass
 class Args:
-    iterations: int = 150
-    batch: int = 512  # episodes per iteration
-    lr: float = 3e-3
+    iterations: int = 120
+    batch: int = 256  # episodes per iteration
+    lr: float = 5e-3
     eval_every: int = 10
     trace_check: int = 16  # episodes per iteration whose rewards are re-read from traces
     threads: int = 1

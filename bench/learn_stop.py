@@ -1,0 +1,222 @@
+"""Learned stopping (O5) vs published stopping rules, on real SmolLM2-135M banks and synthetic banks.
+
+Prints, from one run:
+1. cross-family transfer on the embedded real banks (train on one family, test on the other):
+   accuracy / mean samples of fixed-40, AC, ESC, ConSol SPRT, the hindsight oracle and the learned
+   policy, with bootstrap 95% CIs over questions; the sample reduction vs fixed-40; whether the
+   learned Pareto front dominates each baseline's front over its whole parameter range;
+2. synthetic banks: learned reward vs the Bayes-optimal rule (exact DP) on fresh questions;
+3. the four algorithms (exact PG, REINFORCE, PPO, GRPO) at one cost;
+4. wall and CPU time of the default ``orchestrace train stop``.
+
+    python bench/learn_stop.py [--seeds 0 1 2] [--skip-default]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from orchestrace.learn.banks import SynthParams, calibrate, default_bank, synthetic_bank
+from orchestrace.learn.baselines import default_methods, sweep_methods
+from orchestrace.learn.bayes import BayesStopper
+from orchestrace.learn.envs.stopvote import build_pool
+from orchestrace.learn.evaluate import (
+    bootstrap_ci,
+    dominates,
+    paired_diff_ci,
+    pareto_front,
+    run_rule,
+    run_stopper,
+    tables,
+)
+from orchestrace.learn.stop import SWEEP_COSTS, policy_method, train_policy
+
+BUDGET = 40
+MAIN_COST = 0.003
+
+
+def fmt_ci(ci: tuple[float, float], nd: int = 3) -> str:
+    return f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]"
+
+
+def transfer(train_name: str, test_name: str, seed: int) -> dict:
+    train, test = default_bank(train_name), default_bank(test_name)
+    pool = build_pool(train, BUDGET, 16, seed)
+    pts = tables(test, BUDGET)
+    base = [run_rule(test, pts, m, BUDGET) for m in default_methods(BUDGET) + sweep_methods()]
+    learned = []
+    for c in sorted({MAIN_COST, *SWEEP_COSTS}):
+        pol, _ = train_policy(train, c, pool=pool, seed=seed)
+        learned.append((c, run_rule(test, pts, policy_method(pol, f"learned(c={c:g})"), BUDGET)))
+    by = {r.method: r for r in base}
+    full, oracle = by["fixed-40"], by["hindsight-oracle"]
+    main = dict(learned)[MAIN_COST]
+    ours_front = pareto_front([(r.mean_samples, r.accuracy) for _, r in learned])
+    dom = {}
+    for fam in ("ac-beta", "ac-dirichlet", "esc", "consol-sprt"):
+        front = pareto_front([(r.mean_samples, r.accuracy) for r in base if r.family == fam])
+        dom[fam] = dominates(ours_front, front)
+    return {
+        "seed": seed,
+        "full": full,
+        "oracle": oracle,
+        "main": main,
+        "learned": learned,
+        "base": by,
+        "dominates": dom,
+        "diff": paired_diff_ci(main, full, seed=seed),
+    }
+
+
+def print_transfer(train_name: str, test_name: str, seeds: list[int]) -> list[dict]:
+    print(f"\n== real banks: train {train_name} -> test {test_name} (budget {BUDGET}) ==")
+    outs = [transfer(train_name, test_name, s) for s in seeds]
+    o = outs[0]
+    print(f"questions: {len(o['full'].correct)}   bootstrap: 1000 resamples over questions, seed {o['seed']}")
+    print(f"{'method':28s} {'accuracy':>9s} {'95% CI':>16s} {'samples':>8s} {'95% CI':>16s}")
+    rows = [
+        "fixed-1",
+        "fixed-5",
+        "fixed-40",
+        "ac-beta(0.95)",
+        "ac-dirichlet(0.95)",
+        "esc(w=5)",
+        "consol-sprt",
+        "majority-share(0.8)",
+        "hindsight-oracle",
+    ]
+    for name in rows:
+        r = o["base"][name]
+        ci = bootstrap_ci(r, seed=o["seed"])
+        print(
+            f"{name:28s} {r.accuracy:9.3f} {fmt_ci(ci['accuracy']):>16s} {r.mean_samples:8.2f} {fmt_ci(ci['mean_samples'], 2):>16s}"
+        )
+    for c, r in o["learned"]:
+        ci = bootstrap_ci(r, seed=o["seed"])
+        print(
+            f"{r.method:28s} {r.accuracy:9.3f} {fmt_ci(ci['accuracy']):>16s} {r.mean_samples:8.2f} {fmt_ci(ci['mean_samples'], 2):>16s}"
+        )
+    for o in outs:
+        m, f = o["main"], o["full"]
+        print(
+            f"seed {o['seed']}: learned(c={MAIN_COST}) acc {m.accuracy:.3f} vs fixed-40 {f.accuracy:.3f} "
+            f"(gap {100 * (m.accuracy - f.accuracy):+.1f} points, paired 95% CI {fmt_ci(tuple(100 * x for x in o['diff']['accuracy']), 1)}), "
+            f"samples {m.mean_samples:.2f} = {f.mean_samples / m.mean_samples:.1f}x fewer; "
+            f"oracle {o['oracle'].mean_samples:.2f} samples ({f.mean_samples / o['oracle'].mean_samples:.1f}x), "
+            f"gap to oracle {m.mean_samples - o['oracle'].mean_samples:+.2f} samples; "
+            f"dominates fronts: {o['dominates']}"
+        )
+    return outs
+
+
+def synthetic(params: SynthParams, cost: float, seed: int, label: str) -> dict:
+    train = synthetic_bank(600, params, seed=seed)
+    test = synthetic_bank(1000, params, seed=seed + 1000)
+    pol, _ = train_policy(train, cost, seed=seed, perms=8)
+    pts = tables(test, BUDGET)
+    bs = BayesStopper(params, cost, BUDGET)
+    t = time.time()
+    bayes = run_stopper(test, pts, "bayes", "bayes", cost, bs.run)
+    dp_s = time.time() - t
+    ours = run_rule(test, pts, policy_method(pol), BUDGET)
+    r_b = bayes.accuracy - cost * bayes.mean_samples
+    r_o = ours.accuracy - cost * ours.mean_samples
+    ev = bs.expected_reward()
+    print(
+        f"{label:34s} c={cost:<6g} seed {seed}: Bayes-optimal reward {r_b:.4f} (model expectation {ev:.4f}; "
+        f"acc {bayes.accuracy:.3f}, {bayes.mean_samples:.2f} samples) | learned {r_o:.4f} "
+        f"(acc {ours.accuracy:.3f}, {ours.mean_samples:.2f} samples) | learned/Bayes {100 * r_o / r_b:.1f}%  "
+        f"[DP {dp_s:.0f}s]"
+    )
+    return {"bayes": r_b, "learned": r_o, "ratio": r_o / r_b}
+
+
+def algorithms(seed: int) -> None:
+    print(f"\n== algorithms, train antonyms -> test countries, c={MAIN_COST}, seed {seed} ==")
+    train, test = default_bank("antonyms"), default_bank("countries")
+    pool = build_pool(train, BUDGET, 16, seed)
+    pts = tables(test, BUDGET)
+    for algo in ("exact", "reinforce", "ppo", "grpo"):
+        t, c0 = time.time(), time.process_time()
+        pol, hist = train_policy(train, MAIN_COST, algo=algo, pool=pool, seed=seed)
+        r = run_rule(test, pts, policy_method(pol), BUDGET)
+        last = hist[-1]
+        print(
+            f"{algo:10s} held-out acc {r.accuracy:.3f} samples {r.mean_samples:5.2f} | train-bank greedy reward "
+            f"{last['eval_reward']:.4f} | {len(hist)} iterations, {time.time() - t:.0f}s wall, {time.process_time() - c0:.0f}s CPU"
+        )
+
+
+def default_command() -> None:
+    print("\n== default `orchestrace train stop` ==")
+    with tempfile.TemporaryDirectory() as d:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.time()
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from orchestrace.cli import main; main()",
+                "train",
+                "stop",
+                "-o",
+                os.path.join(d, "p"),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        wall = time.time() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        print(p.stdout.strip().splitlines()[-2] if p.returncode == 0 else p.stderr[-2000:])
+        load = os.getloadavg()[0]
+        print(f"wall {wall:.1f}s, CPU {cpu:.1f}s (1-min load average {load:.1f} on {os.cpu_count()} cores)")
+        rep = json.load(open(os.path.join(d, "report", "report.json")))
+        print(f"report: {sorted(os.listdir(os.path.join(d, 'report')))}; goal {rep['goal']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--quick", action="store_true", help="one synthetic setting, one cost")
+    ap.add_argument("--skip-default", action="store_true")
+    a = ap.parse_args()
+    try:
+        import consol  # noqa: F401
+
+        print("consol is installed: cross-check SPRT thresholds against consol.confidence_models")
+    except ImportError:
+        print(
+            "consol not installed: SPRT reimplemented (see tests/learn/test_baselines.py for the derived thresholds)"
+        )
+    print_transfer("antonyms", "countries", a.seeds)
+    print_transfer("countries", "antonyms", a.seeds[:1])
+    print("\n== synthetic banks: learned vs Bayes-optimal (train 600 questions, test 1000 fresh ones) ==")
+    ratios = []
+    settings = [
+        ("calibrated to antonyms", calibrate(default_bank("antonyms"))),
+        ("calibrated to countries", calibrate(default_bank("countries"))),
+        ("default SynthParams", SynthParams()),
+    ]
+    for label, params in settings[1:2] if a.quick else settings:
+        for cost in (0.01,) if a.quick else (0.003, 0.01):
+            ratios.append(synthetic(params, cost, a.seeds[0], label)["ratio"])
+    print(
+        f"learned reward / Bayes-optimal reward: min {100 * min(ratios):.1f}%, mean {100 * np.mean(ratios):.1f}%"
+    )
+    algorithms(a.seeds[0])
+    if not a.skip_default:
+        default_command()
+
+
+if __name__ == "__main__":
+    main()
