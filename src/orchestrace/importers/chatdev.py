@@ -42,6 +42,7 @@ _TOOL_TAGS = {
     "[Test Reports]": "test_reports",
     "[Test Info]": "test_info",
 }
+_OWN_ACTIONS = frozenset({"update_codes", "rewrite_codes"})
 _SKIP = ("flask app.py did not start", "System: **[RolePlaying]**", "Task prompt:", "ChatDev Ends", "AgentTech Ends", "log_filename:", "Log File:", "ChatDevConfig", "**[OpenAI_Usage_Info Send]**", "**[Software Info]**", "Software Info:")  # fmt: skip
 
 
@@ -152,7 +153,8 @@ class _Run:
                 i = b.tool_call(CHAIN, t, tool, cid, attrs={"phase": self.phase})
                 if self.last_msg is not None and not self.concluded:  # acts on the chat's output
                     b.edge(self.last_msg, i, "causal")
-                b.tool_result(CHAIN, t, tool, cid, content=rest)
+                # writing the code is the chain's own action; running it and test reports are output
+                b.tool_result(CHAIN, t, tool, cid, content=rest, trusted=tool in _OWN_ACTIONS)
                 return
         m = _TURN.match(first)
         if m:
