@@ -287,6 +287,7 @@ def generate(
         events=b.events,
         edges=b.edges,
         rewards={"team": success},
+        metrics={"task_success": success},
         costs=derived_costs(b.events),
     )
 

@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from ..core.errors import OrchestraceError
-from ..core.io import iter_traces, save
+from ..core.io import save
 from ..core.model import Trace
 from .common import console, expand_paths
 
@@ -40,8 +40,11 @@ _MAX_TABLE_ROWS = 50
 
 
 def _traces(paths: list[str]) -> Iterator[tuple[str, Trace]]:
+    """Traces of files, directories, globs, or DuckDB stores (``*.duckdb``)."""
+    from ..store import traces_of
+
     for p in expand_paths(paths):
-        for tr in iter_traces(p):
+        for tr in traces_of(p):
             yield p, tr
 
 
