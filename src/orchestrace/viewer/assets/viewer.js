@@ -224,6 +224,7 @@
     ctx.fillRect(0, 0, W, H);
     frame.events = frame.edges = frame.cp = frame.taint = frame.hiddenEdges = frame.hiddenFlows = 0;
     if (state.view === "timeline") drawTimeline(); else drawGraph();
+    frame.jsMs = performance.now() - s;
     if (flush) ctx.getImageData(0, 0, 1, 1); // canvas work is deferred: make it happen now, to time it
     frame.ms = performance.now() - s;
     frame.count++;
@@ -404,41 +405,43 @@
   // drawn whole while there are few; beyond that as short stubs pointing at the other end (a
   // wall of long lines is unreadable and slow to rasterise); past SEG_CAP they are only counted.
   const STUB = 14, FEW_OUTER = 300;
+  // key of a clipped segment at pixel resolution: segments that would paint the same pixels
+  // (e.g. lines to different lanes below the view, clipped at its bottom) are drawn once
+  const pixKey = (c) => (((Math.round(c[0]) + 64) * 4096 + Math.round(c[1]) + 64) * 4096 + Math.round(c[2]) + 64) * 4096 + Math.round(c[3]) + 64;
+
   function collectSegs(set, t0, t1, la, lb, sameLane) {
-    const inner = [], outer = [], seen = new Set();
+    const segs = [], outer = [], seen = new Set();
+    const emit = (j, c, head) => {
+      const k = pixKey(c);
+      if (!seen.has(k)) { seen.add(k); segs.push(j, c[0], c[1], c[2], c[3], head); }
+    };
     edgesIn(set, t0, t1, (j) => {
       const s = set.src[j], d = set.dst[j], ls = lane[s], ld = lane[d];
       if (ls === ld && !sameLane) return;
       const vs = ls >= la && ls <= lb, vd = ld >= la && ld <= lb;
       if (!vs && !vd) return;
       const x1 = X(te[s] <= t[d] ? te[s] : t[s]), x2 = X(t[d]);
-      if (ls === ld && x2 - x1 < 6) return; // same lane, too close to show
-      const key = ((Math.round(x1) + 4096) * 8192 + (Math.round(x2) + 4096)) * 4e6 + (ls % 2000) * 2000 + (ld % 2000);
-      if (seen.has(key)) return;
-      seen.add(key);
-      if (vs && vd) {
-        const c = ls === ld ? [Math.max(x1, GW - 30), Y(ls), Math.min(x2, W + 30), Y(ld), x2 <= W + 30 ? 1 : 0]
-          : clipLine(x1, Y(ls), x2, Y(ld));
-        if (c) inner.push(j, c[0], c[1], c[2], c[3], c[4]);
-      } else outer.push(j, x1, Y(ls), x2, Y(ld), vd ? 1 : 0);
+      if (!(vs && vd)) { outer.push(j, x1, Y(ls), x2, Y(ld), vd ? 1 : 0); return; }
+      if (ls === ld) {
+        if (x2 - x1 >= 6) emit(j, [Math.max(x1, GW - 30), Y(ls), Math.min(x2, W + 30), Y(ld)], x2 <= W + 30 ? 1 : 0);
+        return; // same lane and too close to show otherwise
+      }
+      const c = clipLine(x1, Y(ls), x2, Y(ld));
+      if (c) emit(j, c, c[4]);
     });
     const nOut = outer.length / 6;
-    if (nOut > SEG_CAP) return { segs: inner, hidden: nOut };
-    const stubs = new Set();
+    if (nOut > SEG_CAP) return { segs, hidden: nOut };
     for (let q = 0; q < outer.length; q += 6) {
       let x1 = outer[q + 1], y1 = outer[q + 2], x2 = outer[q + 3], y2 = outer[q + 4];
       const toVisible = outer[q + 5];
       if (nOut > FEW_OUTER) {
         const len = Math.hypot(x2 - x1, y2 - y1) || 1, ux = (x2 - x1) / len, uy = (y2 - y1) / len;
         if (toVisible) { x1 = x2 - ux * STUB; y1 = y2 - uy * STUB; } else { x2 = x1 + ux * STUB; y2 = y1 + uy * STUB; }
-        const key = Math.round(toVisible ? x2 : x1) * 8e6 + Math.round(toVisible ? y2 : y1) * 4 + (uy > 0 ? 2 : 0) + toVisible;
-        if (stubs.has(key)) continue;
-        stubs.add(key);
       }
       const c = clipLine(x1, y1, x2, y2);
-      if (c) inner.push(outer[q], c[0], c[1], c[2], c[3], c[4] && toVisible);
+      if (c) emit(outer[q], c, c[4] && toVisible);
     }
-    return { segs: inner, hidden: 0 };
+    return { segs, hidden: 0 };
   }
 
   function drawTimelineEdges(t0, t1, la, lb) {
@@ -491,16 +494,16 @@
     // use it) and across to the next event; segments outside the view are skipped, the rest
     // clipped, and points closer than a pixel to the previous one dropped
     const line = new Path2D(), boxes = new Path2D();
-    let n = 0, px = NaN, py = NaN;
+    let n = 0, px = NaN, py = NaN, nseg = 0;
+    const drawn = new Set();
     const lastBox = new Float64Array(L).fill(-Infinity);
+    const cand = []; // x1, y1, x2, y2, 0 | 1 (leaves the visible lanes) | 2 (enters them)
+    let nOuter = 0;
     const seg = (ta, la_, tb, lb_) => {
       if (Math.max(ta, tb) < t0 || Math.min(ta, tb) > t1 || !laneVisible(la_, lb_, la, lb)) return;
-      const c = clipLine(X(ta), Y(la_), X(tb), Y(lb_));
-      if (!c) return;
-      if (Math.abs(c[0] - px) > 0.5 || Math.abs(c[1] - py) > 0.5) line.moveTo(c[0], c[1]);
-      else if (Math.abs(c[2] - px) < 0.7 && Math.abs(c[3] - py) < 0.7) return;
-      line.lineTo(c[2], c[3]);
-      px = c[2]; py = c[3];
+      const kind = la_ >= la && la_ <= lb ? (lb_ >= la && lb_ <= lb ? 0 : 1) : 2;
+      if (kind) nOuter++;
+      cand.push(X(ta), Y(la_), X(tb), Y(lb_), kind);
     };
     for (let q = 0; q < cp.length; q++) {
       const i = cp[q], l = lane[i];
@@ -516,10 +519,35 @@
       seg(t[i], l, out, l);
       if (next >= 0) seg(out, l, t[next], lane[next]);
     }
-    ctx.lineJoin = "round"; ctx.lineCap = "round";
-    ctx.strokeStyle = "rgba(255,255,255,0.85)"; ctx.lineWidth = 6; ctx.stroke(line);
+    // many hops to lanes off screen: draw them as stubs, like edges (a fence of long lines)
+    const stubs = nOuter > FEW_OUTER;
+    for (let q = 0; q < cand.length; q += 5) {
+      let x1 = cand[q], y1 = cand[q + 1], x2 = cand[q + 2], y2 = cand[q + 3];
+      const kind = cand[q + 4];
+      if (stubs && kind) {
+        const len = Math.hypot(x2 - x1, y2 - y1) || 1, ux = (x2 - x1) / len, uy = (y2 - y1) / len;
+        if (kind === 2) { x1 = x2 - ux * STUB; y1 = y2 - uy * STUB; } else { x2 = x1 + ux * STUB; y2 = y1 + uy * STUB; }
+      }
+      const c = clipLine(x1, y1, x2, y2);
+      if (!c) continue;
+      const k = pixKey(c);
+      if (drawn.has(k)) continue;
+      drawn.add(k);
+      if (Math.abs(c[0] - px) > 0.5 || Math.abs(c[1] - py) > 0.5) line.moveTo(c[0], c[1]);
+      else if (Math.abs(c[2] - px) < 0.7 && Math.abs(c[3] - py) < 0.7) continue;
+      line.lineTo(c[2], c[3]);
+      px = c[2]; py = c[3];
+      nseg++;
+    }
+    // round joins and the white halo only while the line is short: stroking thousands of
+    // round joins is most of a frame in software rendering
+    const few = nseg < 1500;
+    ctx.lineJoin = few ? "round" : "bevel"; ctx.lineCap = few ? "round" : "butt";
+    if (few) { ctx.strokeStyle = "rgba(255,255,255,0.85)"; ctx.lineWidth = 6; ctx.stroke(line); }
     ctx.strokeStyle = CP_COLOUR; ctx.lineWidth = 3.5; ctx.stroke(line);
+    ctx.lineJoin = "miter"; ctx.lineCap = "butt";
     frame.cp = n;
+    frame.cpSegments = nseg;
     return boxes;
   }
 
