@@ -56,6 +56,21 @@ def test_example_loads_with_lanes_and_critical_path(open_page, example_html, ref
     assert o.requests == [example_html.as_uri()]  # offline: nothing but the file itself
 
 
+def test_generated_trace_lanes_and_critical_path(open_page, tmp_path):
+    from orchestrace.viewer import lane_order
+
+    tr = generate(seed=3, size=150, topology="hierarchical", width=3)
+    o = open_page(write_html(tr, tmp_path / "gen.html"))
+    lanes = o.page.evaluate("window.__orchestrace.lanes()")
+    assert lanes == lane_order(tr)[0] and sorted(lanes) == sorted(tr.agents())
+    assert lanes[0] == "orchestrator" and lanes[1] == "manager_0_0"  # managers under the root
+    cp = o.page.evaluate("window.__orchestrace.criticalPath()")
+    assert cp == [tr.events[i].id for i in critical_path(tr)["path"]] and len(cp) > 10
+    frame = o.page.evaluate("window.__orchestrace.draw()")
+    assert frame["cp"] > 0 and frame["events"] > 50 and frame["edges"] > 0
+    assert o.errors == []
+
+
 def test_screenshot_is_not_blank_and_shows_the_critical_path(open_page, example_html, tmp_path):
     o = open_page(example_html)
     png = o.page.screenshot(path=str(tmp_path / "example.png"))
