@@ -67,13 +67,24 @@ def lane_order(trace: Trace) -> tuple[list[str], list[int]]:
     return out, [pos[parent[a]] if a in parent else -1 for a in out]
 
 
-def critical_path(trace: Trace, g: TraceGraph) -> tuple[float, list[int], str]:
-    """(length, event indices, method) of the wall-clock critical path."""
+def _measure_view(trace: Trace, g: TraceGraph) -> Any:
+    """One ``measure.TraceView`` over our graph, shared by critical path and taint; None when
+    the measure package is not installed."""
     try:
-        from ..measure import critical_path as measure_cp
-    except ImportError:  # measure not installed
+        from ..measure import TraceView
+    except ImportError:
+        return None
+    return TraceView(trace, g)
+
+
+def critical_path(trace: Trace, g: TraceGraph, view: Any = None) -> tuple[float, list[int], str]:
+    """(length, event indices, method) of the wall-clock critical path."""
+    view = view if view is not None else _measure_view(trace, g)
+    if view is None:
         return (*critical_path_fallback(g), "core.graph.longest_path")
-    cp = measure_cp(trace)
+    from ..measure import critical_path as measure_cp
+
+    cp = measure_cp(view)
     return float(cp["length_s"]), [int(i) for i in cp["path"]], "orchestrace.measure.critical_path"
 
 
@@ -85,16 +96,17 @@ def critical_path_fallback(g: TraceGraph) -> tuple[float, list[int]]:
     return g.longest_path(w)
 
 
-def taint(trace: Trace, g: TraceGraph) -> tuple[list[int], list[int], list[int], list[int]]:
+def taint(trace: Trace, g: TraceGraph, view: Any = None) -> tuple[list[int], list[int], list[int], list[int]]:
     """(sources, tainted events, flow edge sources, flow edge destinations), event indices."""
-    try:
-        from ..measure import taint as measure_taint
-        from ..measure.safety import instrumented
-    except ImportError:
+    view = view if view is not None else _measure_view(trace, g)
+    if view is None:
         return taint_fallback(g)
-    if not instrumented(trace):
+    from ..measure import taint as measure_taint
+    from ..measure.safety import instrumented
+
+    if not instrumented(view):
         return [], [], [], []
-    t = measure_taint(trace)
+    t = measure_taint(view)
     tainted = t.sources | t.reached
     sel = tainted[t.edge_src] & t.reached[t.edge_dst]
     return (
@@ -142,8 +154,9 @@ def build_payload(trace: Trace, *, max_content: int = 4000) -> dict[str, Any]:
         if e.credit:
             for k, val in e.credit.items():
                 credit_keys.setdefault(k, [None] * len(ev))[i] = float(val)
-    cp_len, cp_path, cp_method = critical_path(trace, g)
-    t_src, t_reach, tf_src, tf_dst = taint(trace, g)
+    view = _measure_view(trace, g)
+    cp_len, cp_path, cp_method = critical_path(trace, g, view)
+    t_src, t_reach, tf_src, tf_dst = taint(trace, g, view)
     type_code = {t: i for i, t in enumerate(EVENT_TYPES)}
     edge_code = {t: i for i, t in enumerate(EDGE_TYPES)}
     return {
