@@ -100,7 +100,7 @@ def print_transfer(train_name: str, test_name: str, seeds: list[int]) -> list[di
         print(
             f"{name:28s} {r.accuracy:9.3f} {fmt_ci(ci['accuracy']):>16s} {r.mean_samples:8.2f} {fmt_ci(ci['mean_samples'], 2):>16s}"
         )
-    for c, r in o["learned"]:
+    for _c, r in o["learned"]:
         ci = bootstrap_ci(r, seed=o["seed"])
         print(
             f"{r.method:28s} {r.accuracy:9.3f} {fmt_ci(ci['accuracy']):>16s} {r.mean_samples:8.2f} {fmt_ci(ci['mean_samples'], 2):>16s}"

@@ -57,7 +57,7 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
 
 
-def make_actor(config: PolicyConfig, seed: int, init_stop: float = 0.1) -> nn.Sequential:
+def make_actor(config: PolicyConfig, seed: int, init_stop: float = 0.3) -> nn.Sequential:
     """Fresh actor; the output bias starts at logit(init_stop) so early episodes run long
     enough to see what more samples buy."""
     torch.manual_seed(seed)

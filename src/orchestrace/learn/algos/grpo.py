@@ -3,8 +3,8 @@
 A group is G episodes that share a prompt: the same question and the same worker samples in
 the same order (forks of one trace prefix), so rewards within a group differ only through the
 stop decisions. ``group_by="question"`` instead groups different orders of the same question.
-Each episode's advantage is its trace reward minus the group mean, divided by the group std;
-every decision of the episode shares it. The update is the
+Each episode's advantage is its trace reward minus the group mean (not divided by the group std,
+as in Dr. GRPO; ``scale_std=True`` restores it); every decision of the episode shares it. The update is the
 PPO-clipped surrogate (no KL term, as in Dr. GRPO / DAPO).
 """
 
@@ -27,8 +27,9 @@ class Args:
     questions: int = 32  # groups per iteration
     group: int = 8  # episodes per group
     group_by: str = "episode"  # "episode" (forks of one sample order) or "question"
+    scale_std: bool = False  # divide by the group std (original GRPO) or not (Dr. GRPO)
     epochs: int = 2
-    lr: float = 3e-3
+    lr: float = 1e-2  # advantages are not std-normalised, so they are small
     clip: float = 0.2
     entropy: float = 0.003
     max_grad_norm: float = 0.5
@@ -38,10 +39,14 @@ class Args:
     seed: int = 0
 
 
-def group_advantages(rewards: np.ndarray, group: int) -> np.ndarray:
-    """(r - mean_g) / (std_g + eps) within consecutive groups of ``group`` episodes."""
+def group_advantages(rewards: np.ndarray, group: int, scale: bool = False) -> np.ndarray:
+    """r - mean_g within consecutive groups of ``group`` episodes (Dr. GRPO); with ``scale``,
+    divided by std_g as in the original GRPO. The std division turns a group whose rewards differ
+    only by a few samples' cost into advantages of +-1 and drives the policy to stop at once."""
     r = rewards.reshape(-1, group)
-    adv = (r - r.mean(1, keepdims=True)) / (r.std(1, keepdims=True) + 1e-6)
+    adv = r - r.mean(1, keepdims=True)
+    if scale:
+        adv = adv / (r.std(1, keepdims=True) + 1e-6)
     return adv.reshape(-1)
 
 
@@ -68,7 +73,7 @@ def train(
             orders = rng.integers(pool.perms, size=(args.questions, args.group))
         eps = (qs[:, None] * pool.perms + orders).reshape(-1)
         ro = rollout(pool, prob_fn(actor), eps, rng, cost, trace_frac=args.trace_frac)
-        adv_ep = group_advantages(ro.reward, args.group)
+        adv_ep = group_advantages(ro.reward, args.group, args.scale_std)
         m = ro.mask
         obs = torch.from_numpy(pool.feats[eps][m])
         act = torch.from_numpy(ro.actions[m].astype(np.float32))
