@@ -134,3 +134,21 @@ def test_edges_reference_events(example):
     )
     p = build_payload(tr)
     assert (p["es"], p["ed"], p["et"]) == ([0], [1], [3])
+
+
+def test_uniform_columns_are_sent_once(example):
+    p = build_payload(example)
+    # no event of the example has t_end, tokens, cost, status error, turn, tool model or parent
+    assert p["uniform"] == {
+        "has_end": 0,
+        "tin": None,
+        "tout": None,
+        "cost": None,
+        "err": 0,
+        "turn": None,
+        "s_model": -1,
+        "s_call_id": -1,
+        "s_parent": -1,
+    }
+    assert not set(p["uniform"]) & set(p)
+    assert len(p["trusted"]) == 8 and len(p["s_tool"]) == 8  # columns that vary stay columns

@@ -4,7 +4,8 @@ The page never parses a trace itself; it gets arrays (one entry per event, in tr
 100,000-event trace is a few megabytes of JSON that ``JSON.parse`` reads in tens of milliseconds.
 Repeated strings (agents, roles, tools, models, refs) go through one string table ``S``; per-event
 columns hold indices into it (-1 = absent). Rare fields (``content``, ``attrs``, unknown fields)
-are sparse maps ``{event index: value}``.
+are sparse maps ``{event index: value}``; a column with one value everywhere is sent once, in
+``uniform``.
 
 Critical path and taint come from ``orchestrace.measure`` (the same definitions as the metrics);
 if that package is missing, a fallback on ``core.graph.TraceGraph`` is used (explicit edges only).
@@ -22,6 +23,17 @@ from ..core.model import EDGE_TYPES, EVENT_TYPES, Trace
 TAINT_EDGE_TYPES = ("causal", "message", "tool_dependency", "return", "aggregate", "safety_flow")
 #: Event string fields shipped through the string table, in payload order.
 STRING_FIELDS = ("role", "from_", "to", "tool", "model", "content_ref", "call_id", "parent")
+#: Per-event columns that may be folded into ``uniform`` when they hold a single value.
+PER_EVENT = (
+    "has_end",
+    "tin",
+    "tout",
+    "cost",
+    "err",
+    "trusted",
+    "turn",
+    *("s_" + f.rstrip("_") for f in STRING_FIELDS),
+)
 
 
 class _Strings:
@@ -159,7 +171,7 @@ def build_payload(trace: Trace, *, max_content: int = 4000) -> dict[str, Any]:
     t_src, t_reach, tf_src, tf_dst = taint(trace, g, view)
     type_code = {t: i for i, t in enumerate(EVENT_TYPES)}
     edge_code = {t: i for i, t in enumerate(EDGE_TYPES)}
-    return {
+    doc = {
         "format": "orchestrace-viewer/1",
         "trace": {
             "trace_id": trace.trace_id,
@@ -205,3 +217,18 @@ def build_payload(trace: Trace, *, max_content: int = 4000) -> dict[str, Any]:
         "taint_es": tf_src,
         "taint_ed": tf_dst,
     }
+    return _fold_uniform(doc)
+
+
+def _fold_uniform(doc: dict[str, Any]) -> dict[str, Any]:
+    """Per-event columns holding one value everywhere (e.g. no event has a ``parent``) become
+    ``doc["uniform"][name] = value``; the page expands them back after parsing."""
+    n = doc["n"]
+    uniform: dict[str, Any] = {}
+    for k in PER_EVENT:
+        col = doc[k]
+        if n and all(v == col[0] and type(v) is type(col[0]) for v in col):
+            uniform[k] = col[0]
+            del doc[k]
+    doc["uniform"] = uniform
+    return doc

@@ -8,6 +8,7 @@
   const D = JSON.parse($("trace-data").textContent);
   timing.parsed = performance.now();
   const N = D.n, L = D.lanes.length, M = D.es.length;
+  for (const [k, v] of Object.entries(D.uniform)) D[k] = new Array(N).fill(v); // one value everywhere
   const S = D.S;
   const t = Float64Array.from(D.t), te = Float64Array.from(D.te);
   const type = Uint8Array.from(D.type), lane = Int32Array.from(D.lane);
