@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import orjson
-from ckit import centralized
+from tracekit import centralized
 from typer.testing import CliRunner
 
 from orchestrace.cli import app

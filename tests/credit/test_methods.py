@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from ckit import centralized, ev, flat_team, mk
+from tracekit import centralized, ev, flat_team, mk
 
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.validate import validate_trace
@@ -14,7 +14,7 @@ def runs(rewards, task="q", agents=("a", "b")):
     out = []
     for g, r in enumerate(rewards):
         es = [ev(f"e{k}", k, "message", a, content=f"{g}-{k}") for k, a in enumerate(agents)]
-        out.append(mk(es, rewards={"team": r}, task=task, tid=f"t{g}"))
+        out.append(mk(es, rewards={"team": r}, task_id=task, trace_id=f"t{g}"))
     return out
 
 
@@ -39,8 +39,8 @@ def test_grpo_hand_computed():
 
 def test_drmas_hand_computed():
     # trace 1 (R=1): agent a speaks twice; trace 2 (R=0): a once, b once.
-    t1 = mk([ev("x", 0, "message", "a"), ev("y", 1, "message", "a")], rewards={"team": 1}, tid="t1")
-    t2 = mk([ev("x", 0, "message", "a"), ev("z", 1, "message", "b")], rewards={"team": 0}, tid="t2")
+    t1 = mk([ev("x", 0, "message", "a"), ev("y", 1, "message", "a")], rewards={"team": 1}, trace_id="t1")
+    t2 = mk([ev("x", 0, "message", "a"), ev("z", 1, "message", "b")], rewards={"team": 0}, trace_id="t2")
     out = assign_credit([t1, t2], "drmas", "message")
     # Y_a = [1, 1, 0]: mu 2/3, unbiased sd sqrt(1/3); Y_b = [0] singleton: mu 0, sigma 1
     sd = math.sqrt(1 / 3)
@@ -50,8 +50,8 @@ def test_drmas_hand_computed():
     dr = assign_credit([t1, t2], "drmas", "message", variant="drgrpo")
     assert credits(dr, "drmas/message") == pytest.approx([1 / 3, 1 / 3, -2 / 3, 0.0])
     # per-agent reward channel (R2) at the agent unit
-    t1r = mk(t1.events, rewards={"team": 1, "agent/a": 0.2}, tid="t1")
-    t2r = mk(t2.events, rewards={"team": 0, "agent/a": 0.6, "agent/b": 0.5}, tid="t2")
+    t1r = mk(t1.events, rewards={"team": 1, "agent/a": 0.2}, trace_id="t1")
+    t2r = mk(t2.events, rewards={"team": 0, "agent/a": 0.6, "agent/b": 0.5}, trace_id="t2")
     ag = assign_credit([t1r, t2r], "drmas", "agent", reward="agent")
     s = math.sqrt(0.08)  # std of [0.2, 0.6]
     assert credits(ag, "drmas/agent") == pytest.approx(
@@ -68,7 +68,7 @@ def c3_tree():
                 ev("q", 0, "message", "reasoner", role="reasoner", content=r_i),
                 ev("a", 1, "message", "actor", role="actor", content=f"{r_i}-answer-{k}"),
             ]
-            trs.append(mk(es, [("q", "a", "message")], rewards={"team": rew}, tid=f"{r_i}{k}"))
+            trs.append(mk(es, [("q", "a", "message")], rewards={"team": rew}, trace_id=f"{r_i}{k}"))
     return trs
 
 
@@ -167,7 +167,7 @@ def test_removal_only_downstream():
 def test_exact_partition_sums(method, unit):
     trs = [centralized(team=0.8, c_fails=True), centralized(team=0.2, c_fails=False)]
     trs[1] = mk(
-        trs[1].events, [(x.src, x.dst, x.type) for x in trs[1].edges], rewards={"team": 0.2}, tid="t2"
+        trs[1].events, [(x.src, x.dst, x.type) for x in trs[1].edges], rewards={"team": 0.2}, trace_id="t2"
     )
     out = assign_credit(trs, method, unit, partition=True)
     for t in out:

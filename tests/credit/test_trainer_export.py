@@ -4,7 +4,7 @@ import os
 
 import orjson
 import pytest
-from ckit import ev, mk
+from tracekit import ev, mk
 
 from orchestrace.export import get_exporter
 from orchestrace.export.trainer import samples
@@ -49,7 +49,7 @@ def task_group(n: int = 4):
             ev("y", 3, "tool_result", "calc", tool="calc", call_id="c"),
         ]
         edges = [("p", "s", "message"), ("s", "x", "causal"), ("x", "y", "tool_dependency")]
-        tr = mk(es, edges, rewards={"team": 1.0 if right else 0.0}, task="add", tid=f"run{g}")
+        tr = mk(es, edges, rewards={"team": 1.0 if right else 0.0}, task_id="add", trace_id=f"run{g}")
         tr.metadata = {"question": "What is 2 + 3?"}
         out.append(tr)
     return out

@@ -1,15 +1,5 @@
 from __future__ import annotations
 
-from pathlib import Path
+import datakit
 
-import pytest
-
-from orchestrace.core.paths import data_dir
-
-
-@pytest.fixture(scope="session")
-def data() -> Path:
-    d = data_dir(required=False)
-    if d is None:
-        pytest.skip("public data not found (set ORCHESTRACE_DATA)")
-    return d
+data = datakit.data  # the shared fixture, offered to the tests here

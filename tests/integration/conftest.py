@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import datakit
 import pytest
 
 from orchestrace import importers
 from orchestrace.core.model import Trace
-from orchestrace.core.paths import data_dir
+
+data = datakit.data  # the shared fixture, offered to the tests here
 
 #: what each dataset folder holds, checked by opening the files (see shared/data/README.md)
 SOURCES = {
@@ -17,14 +19,6 @@ SOURCES = {
     "who-and-when": "who-and-when",
     "chatdev": "chatdev",
 }
-
-
-@pytest.fixture(scope="session")
-def data() -> Path:
-    d = data_dir(required=False)
-    if d is None:
-        pytest.skip("public data not found (set ORCHESTRACE_DATA)")
-    return d
 
 
 @pytest.fixture(scope="session")

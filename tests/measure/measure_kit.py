@@ -4,23 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrace.core.model import Edge, Event, Trace
+from tracekit import ev, mk
 
-
-def ev(id: str, t: float, type: str, agent: str, **kw: Any) -> Event:
-    return Event(id=id, t=t, type=type, agent=agent, **kw)
-
-
-def mk(events: list[Event], edges: list[tuple[str, str, str]] = (), **kw: Any) -> Trace:
-    kw.setdefault("rewards", {})
-    kw.setdefault("costs", {"tokens": 0, "wall_clock_s": 0})
-    return Trace(
-        trace_id=kw.pop("trace_id", "t"),
-        task_id=kw.pop("task_id", "task"),
-        events=events,
-        edges=[Edge(s, d, ty) for s, d, ty in edges],
-        **kw,
-    )
+from orchestrace.core.model import Event, Trace
 
 
 class _StageBuilder:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from measure_kit import KIMI, ev, mk, stages_trace
+from measure_kit import KIMI, stages_trace
+from tracekit import ev, mk
 
 from orchestrace.measure import (
     analyze,

@@ -7,7 +7,7 @@ import math
 import msgspec
 import numpy as np
 import pytest
-from measure_kit import ev, mk
+from tracekit import ev, mk
 
 from orchestrace.core import io
 from orchestrace.core.validate import validate_trace

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from measure_kit import KIMI, KIMI_BALANCED, ev, mk, stages_trace
+from measure_kit import KIMI, KIMI_BALANCED, stages_trace
+from tracekit import ev, mk
 
 from orchestrace.core.validate import validate_trace
 from orchestrace.measure import (

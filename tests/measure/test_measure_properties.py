@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from measure_kit import ev, mk
+from tracekit import ev, mk
 
 from orchestrace.core import io
 from orchestrace.core.model import EDGE_TYPES

@@ -1,7 +1,7 @@
 import math
 
 import pytest
-from rkit import ev, mk, swarm
+from tracekit import ev, mk, swarm
 
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.validate import validate_trace

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import csv
-import importlib
 import sys
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
@@ -60,13 +59,9 @@ def _verifier(spec: str | None, channel: str | None) -> Callable[[Trace], Any] |
         return lambda tr: tr.rewards.get(channel)
     if not spec:
         return None
-    mod, _, fn = spec.partition(":")
-    if not fn:
-        raise OrchestraceError("OT010", f"--verifier must look like package.module:function, got {spec!r}")
-    try:
-        return getattr(importlib.import_module(mod), fn)
-    except (ImportError, AttributeError) as e:
-        raise OrchestraceError("OT010", f"cannot import verifier {spec!r}: {e}") from None
+    from ..reward._common import resolve
+
+    return resolve(spec, what="verifier", code="OT010")
 
 
 def _fmt(v: Any) -> str:

@@ -102,7 +102,7 @@ def credit(
     from ..credit import METHODS, UNITS, assign_credit
 
     if method not in METHODS:
-        raise OrchestraceError("OT313", f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise OrchestraceError("OT413", f"--method must be one of {', '.join(METHODS)}, got {method!r}")
     units = list(UNITS) if unit == "all" else [u.strip() for u in unit.split(",") if u.strip()]
     opts: dict[str, object] = {}
     if method == "shapley":

@@ -60,7 +60,7 @@ class UnitCredit(msgspec.Struct):
 def reward_of(trace: Trace, channel: str) -> float:
     if channel not in trace.rewards:
         raise OrchestraceError(
-            "OT311", f"trace {trace.trace_id!r} has no rewards.{channel}; run `orchestrace reward` first"
+            "OT411", f"trace {trace.trace_id!r} has no rewards.{channel}; run `orchestrace reward` first"
         )
     return float(trace.rewards[channel])
 
@@ -99,7 +99,7 @@ def m_broadcast(traces, units, *, channel="team", baseline="none", **_):
             for i in idx:
                 b[i] = m
     elif baseline != "none":
-        raise OrchestraceError("OT312", f"unknown broadcast baseline {baseline!r} (none, mean)")
+        raise OrchestraceError("OT412", f"unknown broadcast baseline {baseline!r} (none, mean)")
     return [
         UnitCredit(_all_units(u, r - bi), {"signal": r - bi}) for u, r, bi in zip(units, rs, b, strict=True)
     ]
@@ -182,9 +182,9 @@ def m_c3(traces, units, *, channel="team", q=None, variant="reward_only", alpha=
     prefix, same role); a singleton sibling group gets A = 0. The tree is rebuilt from the traces:
     two traces share a node at depth d when their first d+1 units have the same signature."""
     if variant not in ("reward_only", "value_only", "value_assisted"):
-        raise OrchestraceError("OT312", f"unknown c3 variant {variant!r}")
+        raise OrchestraceError("OT412", f"unknown c3 variant {variant!r}")
     if variant != "reward_only" and q is None:
-        raise OrchestraceError("OT312", f"c3 variant {variant!r} needs a value function q")
+        raise OrchestraceError("OT412", f"c3 variant {variant!r} needs a value function q")
     out = [UnitCredit({REST: 0.0} if REST in u.keys else {}) for u in units]
     for idx in _by_task(traces).values():
         paths: dict[int, list[tuple[str, str]]] = {}  # trace -> [(prefix key, unit id)]
@@ -313,10 +313,10 @@ def compute_credit(
 ) -> list[tuple[Units, UnitCredit]]:
     """Per trace: the units and the credit per unit id (per token at the token level)."""
     if method not in _IMPL:
-        raise OrchestraceError("OT313", f"unknown credit method {method!r}; known: {', '.join(METHODS)}")
+        raise OrchestraceError("OT413", f"unknown credit method {method!r}; known: {', '.join(METHODS)}")
     if partition and method not in (*_BROADCAST, *_ADDITIVE):
         raise OrchestraceError(
-            "OT314", f"exact partition is not defined for {method!r} (no trace-level total)"
+            "OT414", f"exact partition is not defined for {method!r} (no trace-level total)"
         )
     units = [unit_keys(t, unit) for t in traces]
     raw = _IMPL[method](traces, units, channel=channel, **options)
@@ -381,9 +381,9 @@ def partition_gap(trace: Trace, key: str, target: float | None = None) -> float:
     for e, k in zip(trace.events, u.keys, strict=True):
         c = (e.credit or {}).get(key)
         if c is None:
-            raise OrchestraceError("OT315", f"event {e.id!r} has no credit {key!r}")
+            raise OrchestraceError("OT415", f"event {e.id!r} has no credit {key!r}")
         if k in seen and abs(seen[k] - c) > 1e-9:
-            raise OrchestraceError("OT315", f"unit {k!r} carries two different credits {seen[k]} and {c}")
+            raise OrchestraceError("OT415", f"unit {k!r} carries two different credits {seen[k]} and {c}")
         seen[k] = c
     size = {**u.size, REST: 1.0}
     if target is None:

@@ -58,7 +58,7 @@ def owners(trace: Trace) -> list[str]:
 
 def unit_keys(trace: Trace, level: str) -> Units:
     if level not in UNITS:
-        raise OrchestraceError("OT310", f"unknown credit unit {level!r}; known: {', '.join(UNITS)}")
+        raise OrchestraceError("OT410", f"unknown credit unit {level!r}; known: {', '.join(UNITS)}")
     ev = trace.events
     own = owners(trace)
     order = sorted(range(len(ev)), key=lambda i: (ev[i].t, i))

@@ -99,7 +99,7 @@ def samples(
 ) -> dict[str, list[Sample]]:
     """Sample streams keyed by agent (``by="agent"``) or role (``by="role"``)."""
     if by not in ("agent", "role"):
-        raise OrchestraceError("OT320", f"streams are per agent or per role, got by={by!r}")
+        raise OrchestraceError("OT420", f"streams are per agent or per role, got by={by!r}")
     traces = list(traces)
     key = key or f"{method}/{unit}"
     method, _, unit = key.partition("/")
@@ -243,7 +243,7 @@ def trl_replay(
         if r.get("completion"):
             groups[r["group_id"]].append(r)
     if not groups:
-        raise OrchestraceError("OT321", "no exported row has a completion text (content withheld?)")
+        raise OrchestraceError("OT421", "no exported row has a completion text (content withheld?)")
     dataset = Dataset.from_list([{"prompt": g} for g in groups])
 
     def rollout_func(prompts: list[str], trainer: Any) -> dict[str, Any]:

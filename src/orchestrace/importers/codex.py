@@ -183,57 +183,33 @@ class _Rollout:
             except orjson.JSONDecodeError:
                 args = raw
         attrs: dict[str, Any] = {"call_type": p.get("type")}
+        fields = {
+            "tool": name,
+            "call_id": cid,
+            "model": self.model,
+            "turn": turn,
+            "content": args,
+            "attrs": attrs,
+        }
         if name == "spawn_agent":
             n = len(set(self.children.values())) + 1
             label = f"subagent-{n}" if self.parent is None else f"{self.agent}.{n}"
             self.children[cid] = label
-            i = b.spawn(
-                self.agent,
-                label,
-                ts,
-                tool=name,
-                call_id=cid,
-                model=self.model,
-                turn=turn,
-                content=args,
-                attrs=attrs,
-            )
+            i = b.spawn(self.agent, label, ts, **fields)
             kind = "spawn"
         elif name == "send_input" or name == "close_agent":
             target = args.get("id") or args.get("agent_id") if isinstance(args, dict) else None
-            to = self._child(target)
             ty = "despawn" if name == "close_agent" else "message"
-            i = b.add(
-                ty,
-                self.agent,
-                ts,
-                to=to,
-                tool=name,
-                call_id=cid,
-                model=self.model,
-                turn=turn,
-                content=args,
-                attrs=attrs,
-            )
+            i = b.add(ty, self.agent, ts, to=self._child(target), **fields)
             kind = "decision"
         elif name in DECISION_TOOLS:
             attrs["kind"] = name
-            i = b.add(
-                "orchestrator_decision",
-                self.agent,
-                ts,
-                tool=name,
-                call_id=cid,
-                model=self.model,
-                turn=turn,
-                content=args,
-                attrs=attrs,
-            )
+            i = b.add("orchestrator_decision", self.agent, ts, **fields)
             kind = "decision"
         else:
             if isinstance(args, dict):
                 attrs["input_keys"] = sorted(args)
-            i = b.tool_call(self.agent, ts, name, cid, model=self.model, turn=turn, content=args, attrs=attrs)
+            i = b.tool_call(self.agent, ts, **fields)
             kind = "tool"
         b.register_call(cid, i)
         self.calls[cid] = kind

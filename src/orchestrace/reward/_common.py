@@ -9,7 +9,8 @@ import msgspec
 
 from ..core.model import Event, Trace
 
-#: Event types that count as one step of an agent (Critical Steps, step counts). Ours, spec §8.5.
+#: Event types that count as a sub-agent's own step when deciding whether it was useful (R7's
+#: r_parallel). Critical Steps use measure's step definition (``measure.parallel.STEP_TYPES``).
 STEP_TYPES = frozenset(("orchestrator_decision", "message", "tool_call", "return", "aggregate"))
 
 
@@ -92,8 +93,10 @@ def tool_pairs(trace: Trace) -> list[tuple[Event, Event | None]]:
     return pairs
 
 
-def resolve(ref: str | Callable[..., Any] | None) -> Callable[..., Any] | None:
-    """A hook given as a callable or as ``"package.module:function"`` (the TOML form)."""
+def resolve(
+    ref: str | Callable[..., Any] | None, *, what: str = "reward hook", code: str = "OT401"
+) -> Callable[..., Any] | None:
+    """A hook given as a callable or as ``"package.module:function"`` (the TOML and CLI form)."""
     if ref is None or callable(ref):
         return ref
     import importlib
@@ -101,7 +104,9 @@ def resolve(ref: str | Callable[..., Any] | None) -> Callable[..., Any] | None:
     from ..core.errors import OrchestraceError
 
     mod, _, fn = ref.partition(":")
+    if not fn:
+        raise OrchestraceError(code, f"{what} must look like package.module:function, got {ref!r}")
     try:
         return getattr(importlib.import_module(mod), fn)
     except (ImportError, AttributeError, ValueError) as e:
-        raise OrchestraceError("OT301", f"cannot import reward hook {ref!r}: {e}") from None
+        raise OrchestraceError(code, f"cannot import {what} {ref!r}: {e}") from None

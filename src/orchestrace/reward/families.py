@@ -32,7 +32,7 @@ def r1_team(trace: Trace, verifier: Verifier | None = None, *, channel: str = "t
         value = float(trace.metrics["task_success"])
     else:
         raise OrchestraceError(
-            "OT302",
+            "OT402",
             f"trace {trace.trace_id!r} has no rewards.{channel} and no metrics.task_success; give a verifier",
         )
     out.add(channel, value, "R1")

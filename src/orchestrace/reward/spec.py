@@ -109,7 +109,7 @@ def load_spec(path: str | os.PathLike[str]) -> RewardSpec:
     except OSError as e:
         raise OrchestraceError("OT001", f"cannot read reward spec: {e.strerror}", path=str(path)) from None
     except tomllib.TOMLDecodeError as e:
-        raise OrchestraceError("OT303", f"reward spec is not valid TOML: {e}", path=str(path)) from None
+        raise OrchestraceError("OT403", f"reward spec is not valid TOML: {e}", path=str(path)) from None
     return spec_from_dict(raw, path=str(path))
 
 
@@ -117,7 +117,7 @@ def spec_from_dict(raw: dict[str, Any], *, path: str | None = None) -> RewardSpe
     try:
         return msgspec.convert(raw, RewardSpec)
     except (msgspec.ValidationError, ValueError) as e:
-        raise OrchestraceError("OT303", f"bad reward spec: {e}", path=path) from None
+        raise OrchestraceError("OT403", f"bad reward spec: {e}", path=path) from None
 
 
 def compute_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int = 0) -> RewardOut:

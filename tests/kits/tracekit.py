@@ -1,28 +1,38 @@
-"""Tiny trace builders for credit tests."""
+"""Tiny hand-built traces shared by the measure, reward and credit tests.
+
+``tests/conftest.py`` puts every folder under tests/ on ``sys.path``, so tests import this module
+as ``tracekit`` from any folder.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from orchestrace.core.model import Edge, Event, Trace
 
 
-def ev(id: str, t: float, type: str, agent: str, **kw) -> Event:
+def ev(id: str, t: float, type: str, agent: str, **kw: Any) -> Event:
     return Event(id=id, t=t, type=type, agent=agent, **kw)
 
 
 def mk(
     events: list[Event],
     edges: list[tuple[str, str, str]] = (),
-    rewards=None,
-    task: str = "task",
-    tid: str = "tr",
-):
+    *,
+    trace_id: str = "tr",
+    task_id: str = "task",
+    rewards: dict[str, float] | None = None,
+    **kw: Any,
+) -> Trace:
+    """A trace with zero recorded costs; ``edges`` as (src, dst, type) triples."""
+    kw.setdefault("costs", {"tokens": 0, "wall_clock_s": 0})
     return Trace(
-        trace_id=tid,
-        task_id=task,
+        trace_id=trace_id,
+        task_id=task_id,
         events=events,
         edges=[Edge(s, d, ty) for s, d, ty in edges],
         rewards=dict(rewards or {}),
-        costs={"tokens": 0, "wall_clock_s": 0},
+        **kw,
     )
 
 
