@@ -15,9 +15,9 @@ import typer
 from rich.table import Table
 
 from ..core.errors import OrchestraceError
-from ..core.io import save
 from ..core.model import Trace
 from .common import console, expand_paths
+from .progress import stream_traces
 
 _FORMATS = ("table", "json", "csv")
 _BY = ("topology", "system", "agent", "role", "type")
@@ -93,6 +93,7 @@ def analyze_cmd(
     write: Annotated[
         str | None, typer.Option("--write", "-o", help="Also save the traces with metrics written back here.")
     ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """E1-E4 and safety metrics per trace, summarised over the corpus (mean and percentiles),
     per trace-length band (10 / 100 / 1,000 events), with a MAS-native verdict.
@@ -107,32 +108,38 @@ def analyze_cmd(
       orchestrace analyze runs/*.json --by agent --format csv > agents.csv\n
       orchestrace analyze run.json -o run.measured.json
     """
-    from ..measure import TraceView, analyze, corpus_report, group_breakdown, write_metrics
+    from ..importers import write as write_traces
+    from ..measure import TraceView, add_breakdown, analyze, corpus_report, write_metrics
 
     _check("--format", format, _FORMATS)
     _check("--by", by, _BY)
     check = _verifier(verifier, success_channel)
     results: list[dict[str, Any]] = []
-    kept: list[Trace] = []
-    groups: dict[str, dict[str, Any]] | None = None
-    views: list[TraceView] = []
-    for _, tr in _traces(paths):
-        v = TraceView(tr)
-        r = analyze(v, verifier=check)
-        results.append(r)
-        if by in ("agent", "role", "type"):
-            views.append(v)
-        if write:
-            kept.append(write_metrics(tr, r))
+    per_group = by in ("agent", "role", "type")
+    acc: dict[str, dict[str, Any]] = {}
+
+    def measured() -> Iterator[Trace]:  # one trace in memory at a time (.jsonl outputs stream too)
+        for tr in stream_traces(paths, "analyze", quiet=quiet):
+            v = TraceView(tr)
+            r = analyze(v, verifier=check)
+            results.append(r)
+            if per_group:
+                add_breakdown(acc, v, by)  # type: ignore[arg-type]
+            yield write_metrics(tr, r) if write else tr
+
+    if write:
+        write_traces(measured(), write)
+    else:
+        for _ in measured():
+            pass
     if not results:
         raise OrchestraceError("OT001", "no traces found in the given paths")
     report = corpus_report(results, by if by in ("topology", "system") else None)
-    if by in ("agent", "role", "type"):
-        groups = group_breakdown(views, by)
+    groups: dict[str, dict[str, Any]] | None = None
+    if per_group:
+        groups = dict(sorted(acc.items()))
         report["by"] = by
         report["groups"] = groups
-    if write:
-        save(kept, write)
     if format == "json":
         _json({"traces": results, "corpus": report})
     elif format == "csv":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,11 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..core.io import iter_traces, save
+from ..core.model import Trace
 from .common import console, console_err, expand_paths
+from .progress import stream_traces
+
+_MAX_SHOWN = 50  # traces whose credits the tables list
 
 _SHOWN = ("team", "process", "tool", "verifier", "critical_steps", "r_parallel", "r_finish")
 
@@ -90,6 +95,7 @@ def credit(
         str | None, typer.Option("--out", "-o", help="Write traces with credits on their events.")
     ] = None,
     top: Annotated[int, typer.Option(help="Units shown per trace.")] = 5,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Assign credit at one or more units; credits go to ``event.credit["<method>/<unit>"]``.
 
@@ -99,7 +105,8 @@ def credit(
       orchestrace credit --method c3 --unit message tree/ -o tree.credited.jsonl\n
       orchestrace credit --method drmas --unit message --opt reward=agent runs.jsonl
     """
-    from ..credit import METHODS, UNITS, assign_credit
+    from ..credit import METHODS, UNITS, iter_credit
+    from ..importers import write
 
     if method not in METHODS:
         raise OrchestraceError("OT413", f"--method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -110,17 +117,31 @@ def credit(
     if method == "broadcast":
         opts["baseline"] = baseline
     opts.update(_method_options(opt or []))
-    traces = _load(paths)
-    for u in units:
-        traces = assign_credit(traces, method, u, channel=channel, partition=partition, inplace=True, **opts)
-        table = Table("trace", "unit", "credit", title=f"{method}/{u}")
-        for t in traces:
-            vals = t.metadata["credit"][f"{method}/{u}"]["units"]
-            for name, v in sorted(vals.items(), key=lambda kv: kv[1])[:top]:
-                table.add_row(t.trace_id, name, f"{v:+.4g}")
-        console.print(table)
+    tables = {u: Table("trace", "unit", "credit", title=f"{method}/{u}") for u in units}
+    n = 0
+
+    def credited() -> Iterator[Trace]:  # streamed one trace at a time when the method allows it
+        nonlocal n
+        traces = stream_traces(paths, "credit", quiet=quiet)
+        for t in iter_credit(traces, method, units, channel=channel, partition=partition, **opts):
+            n += 1
+            if n <= _MAX_SHOWN:
+                for u, table in tables.items():
+                    vals = t.metadata["credit"][f"{method}/{u}"]["units"]
+                    for name, v in sorted(vals.items(), key=lambda kv: kv[1])[:top]:
+                        table.add_row(t.trace_id, name, f"{v:+.4g}")
+            yield t
+
     if out is not None:
-        n = save(traces, out)
+        write(credited(), out)
+    else:
+        for _ in credited():
+            pass
+    for table in tables.values():
+        console.print(table)
+    if n > _MAX_SHOWN:
+        console.print(f"(credits of the first {_MAX_SHOWN} of {n} traces shown)")
+    if out is not None:
         console_err.print(f"wrote {n} trace(s) with credits -> {out}")
 
 

@@ -14,12 +14,15 @@ from .game import (
 from .methods import (
     EPS,
     METHODS,
+    PER_TRACE,
     UnitCredit,
     assign_credit,
     compute_credit,
     default_coma_q,
+    iter_credit,
     normalise,
     partition_gap,
+    streamable,
 )
 from .units import REST, UNITS, Units, owners, unit_keys
 
@@ -28,6 +31,7 @@ __all__ = [
     "EPS",
     "EXACT_MAX_PLAYERS",
     "METHODS",
+    "PER_TRACE",
     "REST",
     "UNITS",
     "FnGame",
@@ -39,11 +43,13 @@ __all__ = [
     "assign_credit",
     "compute_credit",
     "default_coma_q",
+    "iter_credit",
     "leave_one_out",
     "normalise",
     "owners",
     "partition_gap",
     "removal_game",
     "shapley",
+    "streamable",
     "unit_keys",
 ]

@@ -28,7 +28,7 @@ refused for drmas, c3 and coma, whose signals have no trace-level total.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from hashlib import blake2b
 from typing import Any
 
@@ -44,6 +44,8 @@ from .units import REST, Units, unit_keys
 METHODS = ("broadcast", "grpo", "drmas", "loo", "difference", "shapley", "c3", "coma")
 EPS = 1e-6
 _BROADCAST = ("broadcast", "grpo")
+#: methods whose credit of a trace depends on that trace alone (broadcast too, without a baseline)
+PER_TRACE = ("loo", "difference", "shapley", "coma")
 _ADDITIVE = ("loo", "difference", "shapley")
 
 QFn = Callable[[Trace, Units, str], float]
@@ -369,6 +371,50 @@ def assign_credit(
         tr.metadata = meta
         out.append(tr)
     return out
+
+
+def streamable(method: str, **options: Any) -> bool:
+    """Can ``iter_credit`` handle one trace at a time (no group baseline across traces)?"""
+    return method in PER_TRACE or (method == "broadcast" and options.get("baseline", "none") == "none")
+
+
+def iter_credit(
+    traces: Iterable[Trace],
+    method: str,
+    units: Sequence[str],
+    *,
+    channel: str = "team",
+    partition: bool = False,
+    **options: Any,
+) -> Iterator[Trace]:
+    """``assign_credit`` at each unit in turn, over a stream of traces, updating them in place.
+
+    Methods that compare traces (GRPO, Dr. MAS, C3, a broadcast baseline) need the whole set, which
+    is then read first; the others run one trace at a time with the same results as one batch call
+    (sampled Shapley gets seed + the trace's position, as in a batch).
+    """
+    if not streamable(method, **options):
+        batch = list(traces)
+        for unit in units:
+            batch = assign_credit(
+                batch, method, unit, channel=channel, partition=partition, inplace=True, **options
+            )
+        yield from batch
+        return
+    seed = int(options.pop("seed", 0))
+    for k, tr in enumerate(traces):
+        for unit in units:
+            (tr,) = assign_credit(
+                [tr],
+                method,
+                unit,
+                channel=channel,
+                partition=partition,
+                inplace=True,
+                seed=seed + k,
+                **options,
+            )
+        yield tr
 
 
 def partition_gap(trace: Trace, key: str, target: float | None = None) -> float:

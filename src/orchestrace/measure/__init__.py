@@ -8,7 +8,15 @@ documented in each module and in docs/measure.md.
 from .amplification import corrupted, error_amplification
 from .analyze import REFERENCE_KEYS, REPORT_KEYS, analyze, band, task_success, write_metrics
 from .collab import debate, message_redundancy, messages_per_delegation
-from .corpus import corpus_report, coverage, group_breakdown, mas_native_line, robustness_margin, summarize
+from .corpus import (
+    add_breakdown,
+    corpus_report,
+    coverage,
+    group_breakdown,
+    mas_native_line,
+    robustness_margin,
+    summarize,
+)
 from .cost import breakdown, coordination_mask, protocol_overhead, totals
 from .parallel import (
     concurrency,
@@ -29,6 +37,7 @@ __all__ = [
     "REFERENCE_KEYS",
     "REPORT_KEYS",
     "TraceView",
+    "add_breakdown",
     "analyze",
     "as_view",
     "band",

@@ -116,12 +116,17 @@ def group_breakdown(views: Iterable[Trace | TraceView], by: str) -> dict[str, di
     """Cost breakdown per agent or role summed over a corpus, with the number of traces per group."""
     acc: dict[str, dict[str, Any]] = {}
     for x in views:
-        for name, row in breakdown(x, by).items():
-            a = acc.setdefault(name, {"traces": 0})
-            a["traces"] += 1
-            for k, val in row.items():
-                a[k] = a.get(k, 0) + val
+        add_breakdown(acc, x, by)
     return dict(sorted(acc.items()))
+
+
+def add_breakdown(acc: dict[str, dict[str, Any]], x: Trace | TraceView, by: str) -> None:
+    """Add one trace's breakdown to ``acc`` (for streaming a corpus without keeping its traces)."""
+    for name, row in breakdown(x, by).items():
+        a = acc.setdefault(name, {"traces": 0})
+        a["traces"] += 1
+        for k, val in row.items():
+            a[k] = a.get(k, 0) + val
 
 
 def robustness_margin(
