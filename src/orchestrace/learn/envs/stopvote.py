@@ -129,13 +129,16 @@ def episode_trace(
 
 
 def stopvote_reward(trace: Trace, cost_coef: float) -> float:
-    """R(G) = rewards['team'] - c x (cost of every sample a worker returned)."""
+    """R(G) = R1 team reward (``reward.r1_team``: rewards['team']) - c x (cost of every sample a
+    worker returned)."""
+    from ...reward.families import r1_team
+
     spent = sum(
         float((e.attrs or {}).get("sample_cost", 1.0))
         for e in trace.events
         if e.type == "return" and e.agent != ORCH
     )
-    return float(trace.rewards["team"]) - cost_coef * spent
+    return r1_team(trace).channels["team"] - cost_coef * spent
 
 
 @dataclass
