@@ -146,3 +146,14 @@ def test_subagent_rollouts_hang_under_their_spawn(tmp_path: Path) -> None:
     )
     assert (prompt.type, prompt.agent, prompt.t) == ("message", "codex", 3.0)
     assert tr.costs["tokens_in"] == 140
+
+
+def test_web_search_results_are_external(data: Path) -> None:
+    """The rollout has 3 ``web_search_call`` records (grep); their results are untrusted web content."""
+    (rollout,) = sorted((data / "codex").glob("rollout-*.jsonl"))
+    tr = next(codex.load(rollout))
+    web = [e for e in tr.events if e.type == "tool_result" and e.tool == "web_search"]
+    assert len(web) == 3
+    assert all(e.trusted is False and e.attrs["external"] is True for e in web)
+    others = [e for e in tr.events if e.type == "tool_result" and e.tool != "web_search"]
+    assert others and not any((e.attrs or {}).get("external") for e in others)

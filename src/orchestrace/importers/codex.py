@@ -167,6 +167,7 @@ class _Rollout:
                 cid,
                 turn=turn,
                 status="ok" if p.get("status") in (None, "completed") else "error",
+                attrs={"external": True},  # web content: untrusted and from outside (see docs/importers.md)
             )
         else:
             b.stats.unknown[f"response_item/{sub}"] += 1
