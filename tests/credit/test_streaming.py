@@ -64,7 +64,7 @@ def test_bar_only_for_many_traces() -> None:
 
 
 def test_cli_streams_many_traces(tmp_path: Path) -> None:
-    """300 traces through analyze and credit: streamed outputs hold every trace, credits as in batch."""
+    """300 traces through analyze, reward and credit: streamed outputs hold every trace, credits as in batch."""
     traces = [_wide(k % 5, 1.0 - 0.2 * (k % 5)) for k in range(300)]
     for k, t in enumerate(traces):
         t.trace_id = f"w{k}"
@@ -73,6 +73,13 @@ def test_cli_streams_many_traces(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["analyze", str(src), "--format", "json", "-o", str(tmp_path / "m.jsonl")])
     assert r.exit_code == 0, r.output
     assert len(json.loads(r.stdout)["traces"]) == 300 and len(load(str(tmp_path / "m.jsonl"))) == 300
+    r = CliRunner().invoke(app, ["reward", str(src), "-o", str(tmp_path / "r.jsonl")])
+    assert r.exit_code == 0, r.output
+    assert "first 50 of 300 traces" in r.stdout
+    rewarded = load(str(tmp_path / "r.jsonl"))
+    assert [t.rewards["hybrid"] for t in rewarded] == [
+        t.rewards["team"] for t in traces
+    ]  # default spec: R8 = team
     args = ["credit", "-m", "shapley", "--samples", "16", str(src), "-o", str(tmp_path / "c.jsonl")]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output

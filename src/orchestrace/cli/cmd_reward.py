@@ -11,18 +11,13 @@ import typer
 from rich.table import Table
 
 from ..core.errors import OrchestraceError
-from ..core.io import iter_traces, save
 from ..core.model import Trace
-from .common import console, console_err, expand_paths
+from .common import console, console_err
 from .progress import stream_traces
 
 _MAX_SHOWN = 50  # traces whose credits the tables list
 
 _SHOWN = ("team", "process", "tool", "verifier", "critical_steps", "r_parallel", "r_finish")
-
-
-def _load(paths: list[str]):  # type: ignore[no-untyped-def]
-    return [t for p in expand_paths(paths) for t in iter_traces(p)]
 
 
 def reward(
@@ -33,6 +28,7 @@ def reward(
         str | None, typer.Option("--out", "-o", help="Write traces with the reward channels.")
     ] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Compute reward channels R1-R8 for each trace (the R8 total under the spec).
 
@@ -40,26 +36,35 @@ def reward(
       orchestrace reward run.json\n
       orchestrace reward --spec reward.toml --step 500 corpus.jsonl -o rewarded.jsonl
     """
-    from ..reward import RewardSpec, apply_rewards, compute_rewards, load_spec
+    from ..importers import write
+    from ..reward import RewardSpec, compute_rewards, load_spec, with_rewards
 
-    rs = load_spec(spec) if spec is not None else RewardSpec()
-    traces = _load(paths)
-    results = [compute_rewards(t, rs, step=step) for t in traces]
-    if format == "json":
-        for t, r in zip(traces, results, strict=True):
-            console.out(
-                orjson.dumps({"trace_id": t.trace_id, "rewards": r.channels, "family": r.family}).decode()
-            )
-    elif format == "table":
-        cols = [c for c in (*_SHOWN, rs.total) if any(c in r.channels for r in results)]
-        table = Table("trace", *cols)
-        for t, r in zip(traces, results, strict=True):
-            table.add_row(t.trace_id, *(f"{r.channels[c]:.4g}" if c in r.channels else "-" for c in cols))
-        console.print(table)
-    else:
+    if format not in ("table", "json"):
         raise OrchestraceError("OT010", f"--format must be table or json, got {format!r}")
+    rs = load_spec(spec) if spec is not None else RewardSpec()
+    rows: list[tuple[str, dict[str, float]]] = []  # (trace id, channels) for the table
+
+    def rewarded() -> Iterator[Trace]:  # one trace in memory at a time; each computed once
+        for t in stream_traces(paths, "reward", quiet=quiet):
+            r = compute_rewards(t, rs, step=step)
+            if format == "json":
+                console.out(
+                    orjson.dumps({"trace_id": t.trace_id, "rewards": r.channels, "family": r.family}).decode()
+                )
+            elif len(rows) < _MAX_SHOWN:
+                rows.append((t.trace_id, r.channels))
+            yield with_rewards(t, r, rs, step=step)
+
+    n = write(rewarded(), out) if out is not None else sum(1 for _ in rewarded())
+    if format == "table":
+        cols = [c for c in (*_SHOWN, rs.total) if any(c in ch for _, ch in rows)]
+        table = Table("trace", *cols)
+        for tid, ch in rows:
+            table.add_row(tid, *(f"{ch[c]:.4g}" if c in ch else "-" for c in cols))
+        console.print(table)
+        if n > _MAX_SHOWN:
+            console.print(f"(the first {_MAX_SHOWN} of {n} traces shown)")
     if out is not None:
-        n = save([apply_rewards(t, rs, step=step) for t in traces], out)
         console_err.print(f"wrote {n} trace(s) with reward channels -> {out}")
 
 

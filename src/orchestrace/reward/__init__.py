@@ -15,6 +15,7 @@ from .spec import (
     hybrid,
     load_spec,
     spec_from_dict,
+    with_rewards,
 )
 
 __all__ = [
@@ -39,4 +40,5 @@ __all__ = [
     "r6_verifier",
     "r7_orchestration",
     "spec_from_dict",
+    "with_rewards",
 ]

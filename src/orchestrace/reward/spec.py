@@ -172,7 +172,11 @@ def apply_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int = 0
     (reporting checklist item 3).
     """
     spec = spec or RewardSpec()
-    res = compute_rewards(trace, spec, step=step)
+    return with_rewards(trace, compute_rewards(trace, spec, step=step), spec, step=step)
+
+
+def with_rewards(trace: Trace, res: RewardOut, spec: RewardSpec, *, step: int = 0) -> Trace:
+    """``apply_rewards`` with the channels already computed (callers that also report them)."""
     annealed = {t.channel for t in spec.terms if t.schedule is not None and t.schedule.kind != "constant"}
     meta = dict(trace.metadata or {})
     meta["reward_channels"] = {k: {"family": fam, "annealed": k in annealed} for k, fam in res.family.items()}
