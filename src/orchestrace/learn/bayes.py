@@ -23,9 +23,15 @@ State = tuple[tuple[int, ...], int]
 
 
 class BayesStopper:
-    """The optimal stop/continue decision for every state, under ``params`` and cost c."""
+    """The optimal stop/continue decision for every state, under ``params`` and cost c.
 
-    def __init__(self, params: SynthParams, cost: float, budget: int) -> None:
+    ``answer="map"`` answers the most probable label (the overall limit: stopping and aggregation
+    both optimal); ``answer="majority"`` answers the majority label, so the DP gives the best
+    stopping rule for majority voting, the decision class of the learned StopVote policies.
+    """
+
+    def __init__(self, params: SynthParams, cost: float, budget: int, answer: str = "map") -> None:
+        self.answer = answer
         self.p = params
         self.c = cost
         self.budget = budget
@@ -89,7 +95,10 @@ class BayesStopper:
         return p_old, p_new
 
     def stop_value(self, counts: tuple[int, ...]) -> float:
-        return max(self.posterior(counts)[1:]) if counts else 0.0
+        if not counts:
+            return 0.0
+        post = self.posterior(counts)
+        return post[1] if self.answer == "majority" else max(post[1:])
 
     def _value(self, counts: tuple[int, ...], t: int) -> float:
         stop = self.stop_value(counts)
@@ -129,6 +138,8 @@ class BayesStopper:
             if t >= budget or self.should_stop(counts, t):
                 if not counts:
                     return t, -1
+                if self.answer == "majority":
+                    return t, int(order[0])
                 post = self.posterior(counts)[1:]
                 return t, int(order[int(np.argmax(np.array(post)))])
         raise AssertionError("unreachable")
