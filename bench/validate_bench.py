@@ -24,7 +24,7 @@ from orchestrace.core.io import save
 from orchestrace.core.paths import data_dir
 from orchestrace.core.validate import validate_path
 from orchestrace.export.survey import to_survey
-from orchestrace.gen import generate_corpus, generate
+from orchestrace.gen import generate, generate_corpus
 
 CACHE = Path(__file__).parent / ".cache"
 
@@ -41,13 +41,19 @@ def _peak_rss_mb(path: Path) -> float:
         "r=validate_path(sys.argv[1]);assert r.valid, r.findings[:3];"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)"
     )
-    return float(subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout)
+    return float(
+        subprocess.run(
+            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+        ).stdout
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--skip-jsonschema-big", action="store_true", help="jsonschema on the big trace takes minutes")
+    ap.add_argument(
+        "--skip-jsonschema-big", action="store_true", help="jsonschema on the big trace takes minutes"
+    )
     a = ap.parse_args()
     n_traces, big = (100, 100_000) if a.quick else (1000, 1_000_000)
     CACHE.mkdir(exist_ok=True)
@@ -68,7 +74,11 @@ def main() -> None:
     for name, path in (("corpus", corpus), ("big", bigp)):
         data = path.read_bytes()
         t_orjson, docs = _timed(
-            lambda data=data, path=path: [orjson.loads(x) for x in data.splitlines()] if path.suffix == ".jsonl" else [orjson.loads(data)]
+            lambda data=data, path=path: (
+                [orjson.loads(x) for x in data.splitlines()]
+                if path.suffix == ".jsonl"
+                else [orjson.loads(data)]
+            )
         )
         t_ours, res = _timed(lambda path=path: validate_path(path))
         assert res.valid, res.findings[:3]
@@ -79,9 +89,13 @@ def main() -> None:
             t_js, _ = _timed(lambda docs=docs: [js.validate(d) for d in docs])
         rss = _peak_rss_mb(path)
         rows.append((name, len(data) / 1e6, t_orjson, t_ours, t_js, t_fjs, rss))
-    print(f"{'input':8} {'MB':>7} {'orjson':>8} {'ours':>8} {'jsonschema':>11} {'fastjsonschema':>15} {'ours/orjson':>12} {'jsonschema/ours':>16} {'peak MB':>8}")
+    print(
+        f"{'input':8} {'MB':>7} {'orjson':>8} {'ours':>8} {'jsonschema':>11} {'fastjsonschema':>15} {'ours/orjson':>12} {'jsonschema/ours':>16} {'peak MB':>8}"
+    )
     for name, mb, to, tu, tj, tf, rss in rows:
-        print(f"{name:8} {mb:7.0f} {to:8.2f} {tu:8.2f} {tj:11.2f} {tf:15.2f} {tu / to:12.2f} {tj / tu:16.1f} {rss:8.0f}")
+        print(
+            f"{name:8} {mb:7.0f} {to:8.2f} {tu:8.2f} {tj:11.2f} {tf:15.2f} {tu / to:12.2f} {tj / tu:16.1f} {rss:8.0f}"
+        )
     print(f"(max RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
 
 

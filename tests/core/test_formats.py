@@ -174,12 +174,16 @@ def test_event_log_struct_path_taken_and_agrees_with_dict_path(tmp_path):
     lines = p.read_bytes().splitlines(keepends=True)
     edge_line = next(i for i, x in enumerate(lines) if x.startswith(b'{"rec":"edge"'))
     rec = orjson.loads(lines[edge_line])
-    lines[edge_line] = orjson.dumps({"rec": "edge", "src": rec["dst"], "dst": rec["src"], "type": rec["type"]}) + b"\n"
+    lines[edge_line] = (
+        orjson.dumps({"rec": "edge", "src": rec["dst"], "dst": rec["src"], "type": rec["type"]}) + b"\n"
+    )
     p.write_bytes(b"".join(lines))
     fast = _check_log_fast(str(p), 100)
     assert fast is not None and [(f.code, f.line) for f in fast[0]][0] == ("OT204", edge_line + 1)
     slow, _ = check_raw(read_event_log_raw(str(p), check_duplicates=True))
-    assert sorted((f.code, f.pointer, f.line) for f in fast[0]) == sorted((f.code, f.pointer, f.line) for f in slow)
+    assert sorted((f.code, f.pointer, f.line) for f in fast[0]) == sorted(
+        (f.code, f.pointer, f.line) for f in slow
+    )
     # an unknown field sends the log to the dict path, which accepts it (unknown event fields are fine)
     lines[3] = lines[3].replace(b'{"rec":"event",', b'{"rec":"event","vendor":1,', 1)
     p.write_bytes(b"".join(lines))

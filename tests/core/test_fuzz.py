@@ -101,7 +101,22 @@ def _dict_path_codes(doc) -> list[tuple[str, str | None]]:
 @SETTINGS
 @given(
     ev=st.integers(min_value=0, max_value=len(EXAMPLE["events"]) - 1),
-    key=st.sampled_from(["id", "t", "type", "agent", "to", "from", "t_end", "status", "tokens_in", "credit", "call_id", "trusted"]),
+    key=st.sampled_from(
+        [
+            "id",
+            "t",
+            "type",
+            "agent",
+            "to",
+            "from",
+            "t_end",
+            "status",
+            "tokens_in",
+            "credit",
+            "call_id",
+            "trusted",
+        ]
+    ),
     value=json_values,
 )
 def test_struct_fast_path_agrees_with_dict_path(tmp_path_factory, ev, key, value):
