@@ -33,6 +33,8 @@ def get_exporter(name: str) -> Callable[..., Any]:
     if name not in targets:
         from ..core.errors import OrchestraceError
 
-        raise OrchestraceError("OT020", f"unknown export target {name!r}; known: {', '.join(sorted(targets))}")
+        raise OrchestraceError(
+            "OT020", f"unknown export target {name!r}; known: {', '.join(sorted(targets))}"
+        )
     mod, fn = targets[name].split(":")
     return getattr(importlib.import_module(mod), fn)
