@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
+from ..store.ray_exec import RayCommand, RayOption
 from .common import console, expand_paths
 from .progress import stream_traces
 
@@ -78,6 +79,12 @@ def _json(obj: Any) -> None:
     )
 
 
+def _analyze_one(trace: Trace, check: Callable[[Trace], float] | None) -> dict[str, Any]:
+    from ..measure import TraceView, analyze
+
+    return analyze(TraceView(trace), verifier=check)
+
+
 def analyze_cmd(
     paths: Annotated[list[str], typer.Argument(help="Trace files, directories or globs.")],
     format: Annotated[str, typer.Option("--format", "-f", help="table, json or csv")] = "table",
@@ -94,6 +101,7 @@ def analyze_cmd(
         str | None, typer.Option("--write", "-o", help="Also save the traces with metrics written back here.")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    ray: RayOption = None,
 ) -> None:
     """E1-E4 and safety metrics per trace, summarised over the corpus (mean and percentiles),
     per trace-length band (10 / 100 / 1,000 events), with a MAS-native verdict.
@@ -106,7 +114,8 @@ def analyze_cmd(
       orchestrace analyze corpus/ --by topology\n
       orchestrace analyze corpus.jsonl --format json --success-channel team\n
       orchestrace analyze runs/*.json --by agent --format csv > agents.csv\n
-      orchestrace analyze run.json -o run.measured.json
+      orchestrace analyze run.json -o run.measured.json\n
+      orchestrace analyze big.jsonl --ray                 # traces analysed as Ray tasks (local, loopback)
     """
     from ..importers import write as write_traces
     from ..measure import TraceView, add_breakdown, analyze, corpus_report, write_metrics
@@ -119,12 +128,22 @@ def analyze_cmd(
     acc: dict[str, dict[str, Any]] = {}
 
     def measured() -> Iterator[Trace]:  # one trace in memory at a time (.jsonl outputs stream too)
-        for tr in stream_traces(paths, "analyze", quiet=quiet):
-            v = TraceView(tr)
-            r = analyze(v, verifier=check)
+        traces = stream_traces(paths, "analyze", quiet=quiet)
+        if ray is None:
+            pairs: Iterator[tuple[Trace, dict[str, Any]]] = (
+                (tr, analyze(TraceView(tr), verifier=check)) for tr in traces
+            )
+        else:  # Ray tasks in order, so the results equal the local ones
+            from ..store.ray_exec import parallel_imap
+
+            batch = list(traces)
+            pairs = zip(
+                batch, parallel_imap(_analyze_one, batch, ray=ray, args=(check,), batch=16), strict=True
+            )
+        for tr, r in pairs:
             results.append(r)
             if per_group:
-                add_breakdown(acc, v, by)  # type: ignore[arg-type]
+                add_breakdown(acc, TraceView(tr), by)  # type: ignore[arg-type]
             yield write_metrics(tr, r) if write else tr
 
     if write:
@@ -350,6 +369,6 @@ def safety_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("analyze")(analyze_cmd)
+    app.command("analyze", cls=RayCommand)(analyze_cmd)
     app.command("critical-path")(critical_path_cmd)
     app.command("safety")(safety_cmd)
