@@ -19,3 +19,33 @@ def test_analyze_with_ray_equals_local(corpus, ray_local: str) -> None:
     a, b = json.loads(local.stdout), json.loads(remote.stdout)
     assert len(a["traces"]) == 13
     assert a == b
+
+
+def test_credit_with_ray_equals_local(corpus, ray_local: str, tmp_path) -> None:
+    from orchestrace.core.io import load
+
+    files, _ = corpus
+    outs = []
+    for extra, name in (([], "local.jsonl"), (["--ray"], "ray.jsonl")):
+        out = tmp_path / name
+        args = [
+            "credit",
+            *map(str, files),
+            "-m",
+            "shapley",
+            "-u",
+            "agent",
+            "--partition",
+            "--samples",
+            "16",
+            "-q",
+            "-o",
+            str(out),
+        ]
+        r = CliRunner().invoke(app, [*args, *extra])
+        assert r.exit_code == 0, r.output
+        outs.append(load(out))
+    local, remote = outs
+    assert len(local) == 13
+    assert [[e.credit for e in t.events] for t in local] == [[e.credit for e in t.events] for t in remote]
+    assert any(e.credit for t in local for e in t.events)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
+from ..store.ray_exec import RayCommand, RayOption
 from .common import console, console_err
 from .progress import stream_traces
 
@@ -101,6 +102,7 @@ def credit(
     ] = None,
     top: Annotated[int, typer.Option(help="Units shown per trace.")] = 5,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    ray: RayOption = None,
 ) -> None:
     """Assign credit at one or more units; credits go to ``event.credit["<method>/<unit>"]``.
 
@@ -108,9 +110,11 @@ def credit(
       orchestrace credit --method grpo --unit agent group/*.json -o credited.jsonl\n
       orchestrace credit --method shapley --unit agent,tool --partition run.json\n
       orchestrace credit --method c3 --unit message tree/ -o tree.credited.jsonl\n
-      orchestrace credit --method drmas --unit message --opt reward=agent runs.jsonl
+      orchestrace credit --method drmas --unit message --opt reward=agent runs.jsonl\n
+      orchestrace credit --method shapley --unit agent big.jsonl --ray -o out.jsonl   # per-trace work on Ray
     """
     from ..credit import METHODS, UNITS, iter_credit
+    from ..credit.methods import streamable
     from ..importers import write
 
     if method not in METHODS:
@@ -128,7 +132,14 @@ def credit(
     def credited() -> Iterator[Trace]:  # streamed one trace at a time when the method allows it
         nonlocal n
         traces = stream_traces(paths, "credit", quiet=quiet)
-        for t in iter_credit(traces, method, units, channel=channel, partition=partition, **opts):
+        if ray is not None and streamable(method, **opts):  # per-trace methods: one Ray task per batch
+            from ..store.ray_exec import parallel_imap
+
+            args = (method, units, channel, partition, opts)
+            stream = parallel_imap(_credit_one, list(enumerate(traces)), ray=ray, args=args, batch=8)
+        else:  # group methods compare traces; their arithmetic is cheap, so they stay local
+            stream = iter_credit(traces, method, units, channel=channel, partition=partition, **opts)
+        for t in stream:
             n += 1
             if n <= _MAX_SHOWN:
                 for u, table in tables.items():
@@ -148,6 +159,23 @@ def credit(
         console.print(f"(credits of the first {_MAX_SHOWN} of {n} traces shown)")
     if out is not None:
         console_err.print(f"wrote {n} trace(s) with credits -> {out}")
+
+
+def _credit_one(
+    item: tuple[int, Trace],
+    method: str,
+    units: list[str],
+    channel: str,
+    partition: bool,
+    opts: dict[str, object],
+) -> Trace:
+    """Credit of the k-th trace alone, seeded as in a local stream (seed + k)."""
+    from ..credit import iter_credit
+
+    k, trace = item
+    o = dict(opts)
+    seed = int(o.pop("seed", 0))  # type: ignore[call-overload]
+    return next(iter_credit([trace], method, units, channel=channel, partition=partition, seed=seed + k, **o))
 
 
 def _method_options(pairs: list[str]) -> dict[str, object]:
@@ -174,4 +202,4 @@ def _method_options(pairs: list[str]) -> dict[str, object]:
 
 def register(app: typer.Typer) -> None:
     app.command("reward")(reward)
-    app.command("credit")(credit)
+    app.command("credit", cls=RayCommand)(credit)
