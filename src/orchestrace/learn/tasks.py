@@ -600,5 +600,5 @@ def family(name: str) -> Family:
     from ..core.errors import OrchestraceError
 
     if name not in FAMILIES:
-        raise OrchestraceError("OT612", f"unknown task family {name!r}; known: {', '.join(FAMILIES)}")
+        raise OrchestraceError("OT613", f"unknown task family {name!r}; known: {', '.join(FAMILIES)}")
     return FAMILIES[name]
