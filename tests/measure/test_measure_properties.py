@@ -94,7 +94,7 @@ def test_generator_traces(topology):
     tr = generate(seed=7, size=400, topology=topology)
     r = analyze(tr)
     assert set(REPORT_KEYS) <= set(r)
-    assert 1.0 <= r["parallelism_efficiency"] and r["critical_path_s"] <= r["wall_clock_s"] + 1e-9
+    assert r["parallelism_efficiency"] >= 1.0 and r["critical_path_s"] <= r["wall_clock_s"] + 1e-9
     assert r["protocol_overhead"] is not None and 0 < r["protocol_overhead"] <= 1
     assert r["tainted_decisions"] is not None  # the generator marks web results untrusted
     if topology in ("centralized", "hierarchical", "swarm"):
@@ -158,7 +158,7 @@ def test_claude_code_orchestrator_with_six_teammates():
     r = analyze(tr)
     assert r["spawned_agents"] == 6 and r["useful_agent_utilization"] == 1.0
     assert r["max_concurrency"] >= 4  # main + three teammates per wave
-    assert 1.0 < r["parallelism_efficiency"] and r["critical_path_s"] <= r["wall_clock_s"]
+    assert r["parallelism_efficiency"] > 1.0 and r["critical_path_s"] <= r["wall_clock_s"]
     assert r["critical_steps"] < r["total_steps"]
     assert r["tokens"] > 0 and 0 < r["protocol_overhead"] < 1
     assert r["corrupted_events"] >= 1  # failed tool results are in the log
