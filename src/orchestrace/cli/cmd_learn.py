@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from ..core.errors import OrchestraceError
+from ..store.ray_exec import RayCommand, RayOption
 from .common import console, console_err
 
 train_app = typer.Typer(help="Train orchestration policies from traces.", no_args_is_help=True)
@@ -114,7 +116,13 @@ def _print_results(rows: list[dict[str, Any]]) -> None:
     console.print(t)
 
 
-@eval_app.command("stop")
+def _ray_map(fn: Any, items: Any, *, ray: str) -> list[Any]:
+    from ..store.ray_exec import parallel_map
+
+    return parallel_map(fn, list(items), ray=ray)
+
+
+@eval_app.command("stop", cls=RayCommand)
 def eval_stop_cmd(
     bank: str = typer.Option(..., "--bank", "-b", help="bank file (.jsonl[.gz]) or an embedded name"),
     policy: str = typer.Option(None, "--policy", "-p", help="a policy written by train stop"),
@@ -124,19 +132,22 @@ def eval_stop_cmd(
     bayes: bool = typer.Option(
         False, "--bayes", help="add the Bayes-optimal rule of a model calibrated to the bank"
     ),
+    ray: RayOption = None,
 ) -> None:
     """Every stopping baseline (and a learned policy) on one bank.
 
     Examples:
       orchestrace eval stop --bank countries --policy runs/stop/policy --format json
       orchestrace eval stop --bank my.jsonl --budget 20
+      orchestrace eval stop --bank countries --ray        # methods evaluated as Ray tasks
     """
     from ..learn.evaluate import results_json
     from ..learn.stop import eval_stop
 
     if fmt not in ("table", "json"):
         raise OrchestraceError("OT665", f"unknown format {fmt!r} (table, json)")
-    res = eval_stop(bank, policy, budget, bayes=bayes)
+    map_fn = map if ray is None else partial(_ray_map, ray=ray)
+    res = eval_stop(bank, policy, budget, bayes=bayes, map_fn=map_fn)
     rows = results_json(res) if ci else [r.row() for r in res]
     if fmt == "json":
         print(json.dumps(rows, indent=1))

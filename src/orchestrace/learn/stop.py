@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -98,13 +99,17 @@ def eval_methods(
     policies: Sequence[tuple[str, StopPolicy]] = (),
     sweeps: bool = False,
     bayes: bool = False,
+    map_fn: Callable[[Callable[[Method], Result], list[Method]], Iterable[Result]] = map,
 ) -> list[Result]:
     """Every baseline at its published setting (and its sweep), the learned policies, and
-    optionally the Bayes-optimal rule of a synthetic model calibrated to the bank."""
+    optionally the Bayes-optimal rule of a synthetic model calibrated to the bank.
+
+    ``map_fn`` runs the methods (the CLI passes a Ray map for ``--ray``); results keep their order.
+    """
     pts = tables(bank, budget)
     methods = default_methods(budget) + (sweep_methods() if sweeps else [])
     methods += [policy_method(p, name) for name, p in policies]
-    out = [run_rule(bank, pts, m, budget) for m in methods]
+    out = list(map_fn(partial(_run_method, bank=bank, pts=pts, budget=budget), methods))
     if bayes:
         from .bayes import BayesStopper
 
@@ -115,8 +120,16 @@ def eval_methods(
     return out
 
 
+def _run_method(m: Method, *, bank: Bank, pts: Any, budget: int) -> Result:
+    return run_rule(bank, pts, m, budget)
+
+
 def eval_stop(
-    bank_path: str, policy_path: str | None = None, budget: int = 40, bayes: bool = False
+    bank_path: str,
+    policy_path: str | None = None,
+    budget: int = 40,
+    bayes: bool = False,
+    map_fn: Callable[[Callable[[Method], Result], list[Method]], Iterable[Result]] = map,
 ) -> list[Result]:
     bank = load_bank(bank_path)
     if bank.min_samples < budget:
@@ -126,7 +139,7 @@ def eval_stop(
             path=bank_path,
         )
     pols = [("learned", StopPolicy.load(policy_path))] if policy_path else []
-    return eval_methods(bank, budget, pols, bayes=bayes)
+    return eval_methods(bank, budget, pols, bayes=bayes, map_fn=map_fn)
 
 
 def summarize_goal(results: Sequence[Result], learned: str = "learned") -> dict[str, Any]:

@@ -49,3 +49,14 @@ def test_credit_with_ray_equals_local(corpus, ray_local: str, tmp_path) -> None:
     assert len(local) == 13
     assert [[e.credit for e in t.events] for t in local] == [[e.credit for e in t.events] for t in remote]
     assert any(e.credit for t in local for e in t.events)
+
+
+def test_eval_stop_with_ray_equals_local(ray_local: str) -> None:
+    args = ["eval", "stop", "--bank", "countries", "--budget", "20", "--format", "json"]
+    local = CliRunner().invoke(app, args)
+    assert local.exit_code == 0, local.output
+    remote = CliRunner().invoke(app, [*args, "--ray"])
+    assert remote.exit_code == 0, remote.output
+    a, b = json.loads(local.stdout), json.loads(remote.stdout)
+    assert len(a) == 27 and {r["method"] for r in a} >= {"fixed-20", "esc(w=5)", "hindsight-oracle"}
+    assert a == b
