@@ -36,16 +36,15 @@ def _timed(fn):  # type: ignore[no-untyped-def]
 
 
 def _peak_rss_mb(path: Path) -> float:
+    """Peak RSS of a fresh process validating ``path``. VmHWM, not ru_maxrss: the latter keeps
+    the parent's size across fork+exec, which would charge this process's memory to the child."""
     code = (
-        "import resource,sys;from orchestrace.core.validate import validate_path;"
+        "import sys;from orchestrace.core.validate import validate_path;"
         "r=validate_path(sys.argv[1]);assert r.valid, r.findings[:3];"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)"
+        "print(next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM'))/1024)"
     )
-    return float(
-        subprocess.run(
-            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
-        ).stdout
-    )
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    return float(out.stdout)
 
 
 def main() -> None:
@@ -54,6 +53,7 @@ def main() -> None:
     ap.add_argument(
         "--skip-jsonschema-big", action="store_true", help="jsonschema on the big trace takes minutes"
     )
+    ap.add_argument("--memory-only", action="store_true", help="only the peak-memory column")
     a = ap.parse_args()
     n_traces, big = (100, 100_000) if a.quick else (1000, 1_000_000)
     CACHE.mkdir(exist_ok=True)
@@ -70,6 +70,10 @@ def main() -> None:
 
     js = jsonschema.Draft202012Validator(ref)
     fjs = fastjsonschema.compile(ref)
+    if a.memory_only:
+        for name, path in (("corpus", corpus), ("big", bigp)):
+            print(f"{name}: peak {_peak_rss_mb(path):.0f} MB validating {path.stat().st_size / 1e6:.0f} MB")
+        return
     rows = []
     for name, path in (("corpus", corpus), ("big", bigp)):
         data = path.read_bytes()
