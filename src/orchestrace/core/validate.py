@@ -1,6 +1,6 @@
 """Validation: structural rules (what the JSON Schema says) plus semantic rules (what a trace means).
 
-Codes are stable; documented in docs/validation.md.
+Codes are stable (listed below and in the README); tools may match on them.
 
 =====  ========  =================================================================
 code   severity  rule
