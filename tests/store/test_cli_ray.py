@@ -60,3 +60,25 @@ def test_eval_stop_with_ray_equals_local(ray_local: str) -> None:
     a, b = json.loads(local.stdout), json.loads(remote.stdout)
     assert len(a) == 27 and {r["method"] for r in a} >= {"fixed-20", "esc(w=5)", "hindsight-oracle"}
     assert a == b
+
+
+def test_train_stop_with_ray_equals_local(ray_local: str, tmp_path) -> None:
+    reports = []
+    for extra, name in (([], "local"), (["--ray"], "ray")):
+        out = tmp_path / name / "policy"
+        args = ["train", "stop", "--iterations", "40", "--sweep", "0.01,0.02", "-o", str(out)]
+        r = CliRunner().invoke(app, [*args, *extra])
+        assert r.exit_code == 0, r.output
+        reports.append(
+            (
+                out.with_suffix(".safetensors").read_bytes(),
+                json.loads((tmp_path / name / "report" / "report.json").read_text()),
+            )
+        )
+    (w_local, rep_local), (w_ray, rep_ray) = reports
+    assert w_local == w_ray
+    assert (
+        rep_local["results"] == rep_ray["results"]
+        and rep_local["learning_curves"] == rep_ray["learning_curves"]
+    )
+    assert {"learned", "learned(c=0.01)", "learned(c=0.02)"} <= set(rep_local["learning_curves"])

@@ -45,7 +45,7 @@ def _bars() -> Any:
         yield make
 
 
-@train_app.command("stop")
+@train_app.command("stop", cls=RayCommand)
 def train_stop_cmd(
     bank: list[str] = typer.Option(
         None, "--bank", "-b", help="training bank(s) (.jsonl[.gz]); default: embedded antonyms"
@@ -67,6 +67,7 @@ def train_stop_cmd(
     sweep: str = typer.Option(
         "0.001,0.002,0.005,0.01,0.02", "--sweep", help="extra costs for the Pareto curve ('' for none)"
     ),
+    ray: RayOption = None,
 ) -> None:
     """Train a stopping policy and write a report (Pareto + learning curves, PNG and JSON).
 
@@ -74,6 +75,7 @@ def train_stop_cmd(
       orchestrace train stop                       # embedded banks: train antonyms, test countries
       orchestrace train stop --bank my.jsonl --cost 0.005 -o runs/p
       orchestrace train stop --algo ppo --sweep ''
+      orchestrace train stop --ray                 # the cost sweep's policies trained as Ray tasks
     """
     from ..learn.stop import train_stop
 
@@ -95,7 +97,8 @@ def train_stop_cmd(
             budget=budget,
             seed=seed,
             iterations=iterations,
-            progress=progress,
+            progress=None if ray is not None else progress,
+            map_fn=None if ray is None else partial(_ray_map, ray=ray),
         )
     g = rep["goal"]
     console.print(

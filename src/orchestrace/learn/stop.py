@@ -167,6 +167,29 @@ def fronts(results: Sequence[Result]) -> dict[str, list[tuple[float, float]]]:
     return {k: pareto_front(v) for k, v in fam.items()}
 
 
+def _train_at_cost(
+    c: float,
+    *,
+    train_bank: Bank,
+    algo: str,
+    budget: int,
+    seed: int,
+    iterations: int | None,
+    pool: Any,
+    progress: Any = None,
+) -> tuple[StopPolicy, list[dict[str, float]]]:
+    return train_policy(
+        train_bank,
+        c,
+        algo=algo,
+        budget=budget,
+        seed=seed,
+        iterations=iterations,
+        pool=pool,
+        progress=progress,
+    )
+
+
 def train_stop(
     bank_paths: Sequence[str] | None = None,
     eval_path: str | None = None,
@@ -180,10 +203,14 @@ def train_stop(
     seed: int = 0,
     iterations: int | None = None,
     progress: Callable[[str, int, int], Callable[[int], None]] | None = None,
+    map_fn: Callable[[Callable[[float], Any], list[float]], Iterable[Any]] | None = None,
 ) -> dict[str, Any]:
     """Train on ``bank_paths`` (default: the embedded antonyms bank), evaluate on ``eval_path``
     (default: the embedded countries bank when training on the default; else a held-out 30% of
-    the training questions), write the policy and a report. Returns the report dict."""
+    the training questions), write the policy and a report. Returns the report dict.
+
+    The policies of the cost sweep are independent; ``map_fn`` (a Ray map from the CLI's
+    ``--ray``) trains them in parallel, with the same seeds and so the same policies."""
     from .envs.stopvote import build_pool
     from .report import write_report
 
@@ -205,20 +232,19 @@ def train_stop(
         test_bank = merge([p[1] for p in parts], "+".join(b.name for b in train_banks) + "-heldout")
     pool = build_pool(train_bank, budget, 16, seed)
     costs = [cost, *[c for c in sweep_costs if c != cost]]
+    common = dict(
+        train_bank=train_bank, algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool
+    )
+    if map_fn is None:
+        trained = [
+            _train_at_cost(c, progress=progress(f"{algo} c={c:g}", 0, 0) if progress else None, **common)
+            for c in costs
+        ]
+    else:
+        trained = list(map_fn(partial(_train_at_cost, **common), costs))
     policies: list[tuple[str, StopPolicy]] = []
     curves: dict[str, list[dict[str, float]]] = {}
-    for c in costs:
-        tick = progress(f"{algo} c={c:g}", 0, 0) if progress else None
-        pol, hist = train_policy(
-            train_bank,
-            c,
-            algo=algo,
-            budget=budget,
-            seed=seed,
-            iterations=iterations,
-            pool=pool,
-            progress=tick,
-        )
+    for c, (pol, hist) in zip(costs, trained, strict=True):
         name = "learned" if c == cost else f"learned(c={c:g})"
         policies.append((name, pol))
         curves[name] = hist
