@@ -109,5 +109,27 @@ def log_probs(actor: nn.Module, obs: torch.Tensor, act: torch.Tensor) -> tuple[t
     return logp, ent
 
 
-def record(history: list[dict[str, float]], it: int, batch_reward: float, extra: dict[str, Any]) -> None:
-    history.append({"iteration": it, "batch_reward": batch_reward, **extra})
+def end_iteration(
+    history: list[dict[str, float]],
+    it: int,
+    batch_reward: float,
+    *,
+    pool: EpisodePool,
+    actor: nn.Module,
+    cost: float,
+    iterations: int,
+    eval_every: int,
+    progress: Callable[[int], None] | None,
+) -> None:
+    """Learning-curve bookkeeping shared by every algorithm: the batch reward of iteration ``it``
+    (0-based), a greedy evaluation every ``eval_every`` iterations and at both ends, a progress tick."""
+    last = it in (0, iterations - 1) or (it + 1) % eval_every == 0
+    history.append(
+        {
+            "iteration": it + 1,
+            "batch_reward": batch_reward,
+            **(greedy_eval(pool, actor, cost) if last else {}),
+        }
+    )
+    if progress:
+        progress(1)

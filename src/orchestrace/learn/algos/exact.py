@@ -19,7 +19,7 @@ import torch
 
 from ..envs.stopvote import EpisodePool, rollout
 from ..policy import PolicyConfig, StopPolicy
-from .common import Adam, TrainResult, greedy_eval, make_actor, prob_fn, record
+from .common import Adam, TrainResult, end_iteration, make_actor, prob_fn
 
 
 @dataclass
@@ -66,12 +66,15 @@ def train(
         opt.zero_grad()
         (-j).backward()
         opt.step()
-        extra = (
-            greedy_eval(pool, actor, cost)
-            if (it + 1) % args.eval_every == 0 or it in (0, args.iterations - 1)
-            else {}
+        end_iteration(
+            history,
+            it,
+            float(j.detach()),
+            pool=pool,
+            actor=actor,
+            cost=cost,
+            iterations=args.iterations,
+            eval_every=args.eval_every,
+            progress=progress,
         )
-        record(history, it + 1, float(j.detach()), extra)
-        if progress:
-            progress(1)
     return TrainResult(StopPolicy.from_torch(config, actor), history)

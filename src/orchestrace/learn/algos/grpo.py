@@ -18,7 +18,7 @@ import torch
 
 from ..envs.stopvote import EpisodePool, rollout
 from ..policy import PolicyConfig, StopPolicy
-from .common import Adam, TrainResult, clip_grad, greedy_eval, log_probs, make_actor, prob_fn, record
+from .common import Adam, TrainResult, clip_grad, end_iteration, log_probs, make_actor, prob_fn
 
 
 @dataclass
@@ -89,12 +89,15 @@ def train(
             loss.backward()
             clip_grad(opt.params, args.max_grad_norm)
             opt.step()
-        extra = (
-            greedy_eval(pool, actor, cost)
-            if (it + 1) % args.eval_every == 0 or it in (0, args.iterations - 1)
-            else {}
+        end_iteration(
+            history,
+            it,
+            float(ro.reward.mean()),
+            pool=pool,
+            actor=actor,
+            cost=cost,
+            iterations=args.iterations,
+            eval_every=args.eval_every,
+            progress=progress,
         )
-        record(history, it + 1, float(ro.reward.mean()), extra)
-        if progress:
-            progress(1)
     return TrainResult(StopPolicy.from_torch(config, actor), history)

@@ -19,12 +19,11 @@ from .common import (
     Adam,
     TrainResult,
     clip_grad,
-    greedy_eval,
+    end_iteration,
     log_probs,
     make_actor,
     make_critic,
     prob_fn,
-    record,
 )
 
 
@@ -122,12 +121,15 @@ def train(
                 v_loss.backward()
                 clip_grad(opt_v.params, args.max_grad_norm)
                 opt_v.step()
-        extra = (
-            greedy_eval(pool, actor, cost)
-            if (it + 1) % args.eval_every == 0 or it in (0, args.iterations - 1)
-            else {}
+        end_iteration(
+            history,
+            it,
+            float(ro.reward.mean()),
+            pool=pool,
+            actor=actor,
+            cost=cost,
+            iterations=args.iterations,
+            eval_every=args.eval_every,
+            progress=progress,
         )
-        record(history, it + 1, float(ro.reward.mean()), extra)
-        if progress:
-            progress(1)
     return TrainResult(StopPolicy.from_torch(config, actor), history)

@@ -22,7 +22,7 @@ import torch
 
 from ..envs.stopvote import EpisodePool, rollout
 from ..policy import PolicyConfig, StopPolicy
-from .common import Adam, TrainResult, greedy_eval, log_probs, make_actor, make_critic, prob_fn, record
+from .common import Adam, TrainResult, end_iteration, log_probs, make_actor, make_critic, prob_fn
 
 
 @dataclass
@@ -78,12 +78,15 @@ def train(
             opt_v.zero_grad()
             v_loss.backward()
             opt_v.step()
-        extra = (
-            greedy_eval(pool, actor, cost)
-            if (it + 1) % args.eval_every == 0 or it in (0, args.iterations - 1)
-            else {}
+        end_iteration(
+            history,
+            it,
+            float(ro.reward.mean()),
+            pool=pool,
+            actor=actor,
+            cost=cost,
+            iterations=args.iterations,
+            eval_every=args.eval_every,
+            progress=progress,
         )
-        record(history, it + 1, float(ro.reward.mean()), extra)
-        if progress:
-            progress(1)
     return TrainResult(StopPolicy.from_torch(config, actor), history)
