@@ -193,7 +193,10 @@ def main() -> int:
     print(
         f"consol from {consol.__file__}; LangChain importable: {importlib.util.find_spec('langchain_core') is not None}"
     )
-    total = 0
+    c, o = cs.SprtConfidenceModel().config, Sprt()
+    print(f"consol defaults: p1={c.p1} alpha={c.alpha} beta={c.beta!r} max_trials={c.max_trials}")
+    print(f"ours:            p1={o.p1} alpha={o.alpha} beta={o.beta!r} (budget {BUDGET})")
+    total = int((c.p1, c.alpha, c.beta) != (o.p1, o.alpha, o.beta))
     print(f"\n(a) accept/continue, first + second <= {GRID}; (b) next draw size, budget {BUDGET}")
     print(
         f"{'config':<14}{'beta':>12}{'test states':>13}{'diff':>6}{'trials states':>15}{'diff':>6}{'lead to stop':>14}"
