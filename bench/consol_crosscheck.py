@@ -187,6 +187,9 @@ def banks() -> list[Bank]:
 
 def main() -> int:
     t0 = time.perf_counter()
+    if importlib.util.find_spec("consol") is None:
+        print("consol is not installed: pip install --no-deps consol==0.3.0", file=sys.stderr)
+        return 2
     cs = load_consol()
     import consol
 
