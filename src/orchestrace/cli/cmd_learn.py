@@ -64,6 +64,12 @@ def train_stop_cmd(
     budget: int = typer.Option(40, "--budget"),
     seed: int = typer.Option(0, "--seed"),
     iterations: int = typer.Option(None, "--iterations", help="training iterations (default per algorithm)"),
+    aggregate: bool = typer.Option(
+        True, "--aggregate/--no-aggregate", help="also train policies with a learned aggregator (O4)"
+    ),
+    orders: int = typer.Option(
+        4, "--orders", min=1, help="replay each held-out question in this many orders"
+    ),
     sweep: str = typer.Option(
         "0.001,0.002,0.005,0.01,0.02", "--sweep", help="extra costs for the Pareto curve ('' for none)"
     ),
@@ -99,14 +105,22 @@ def train_stop_cmd(
             iterations=iterations,
             progress=None if ray is not None else progress,
             map_fn=None if ray is None else partial(_ray_map, ray=ray),
+            aggregate=aggregate,
+            orders=orders,
         )
     g = rep["goal"]
     console.print(
-        f"held-out [bold]{rep['eval_bank']}[/bold] ({rep['eval_questions']} questions): learned accuracy "
-        f"{g['learned_accuracy']:.3f} with {g['learned_mean_samples']:.2f} samples "
+        f"held-out [bold]{rep['eval_bank']}[/bold] ({rep['eval_questions']} questions x {orders} orders): "
+        f"learned accuracy {g['learned_accuracy']:.3f} with {g['learned_mean_samples']:.2f} samples "
         f"({g['sample_reduction_x']:.1f}x fewer) vs fixed-{budget} {g['fixed_full_accuracy']:.3f}; "
         f"oracle {g['oracle_mean_samples']:.2f} samples"
     )
+    ga = rep.get("goal_with_aggregator")
+    if ga:
+        console.print(
+            f"with the learned aggregator: accuracy {ga['learned_accuracy']:.3f} with "
+            f"{ga['learned_mean_samples']:.2f} samples ({ga['sample_reduction_x']:.1f}x fewer)"
+        )
     console.print(f"policy {rep['policy']}  report {rep['report_dir']}  ({rep['seconds']} s)")
 
 
@@ -135,6 +149,7 @@ def eval_stop_cmd(
     bayes: bool = typer.Option(
         False, "--bayes", help="add the Bayes-optimal rule of a model calibrated to the bank"
     ),
+    orders: int = typer.Option(4, "--orders", min=1, help="replay each question in this many orders"),
     ray: RayOption = None,
 ) -> None:
     """Every stopping baseline (and a learned policy) on one bank.
@@ -150,7 +165,7 @@ def eval_stop_cmd(
     if fmt not in ("table", "json"):
         raise OrchestraceError("OT665", f"unknown format {fmt!r} (table, json)")
     map_fn = map if ray is None else partial(_ray_map, ray=ray)
-    res = eval_stop(bank, policy, budget, bayes=bayes, map_fn=map_fn)
+    res = eval_stop(bank, policy, budget, bayes=bayes, map_fn=map_fn, orders=orders)
     rows = results_json(res) if ci else [r.row() for r in res]
     if fmt == "json":
         print(json.dumps(rows, indent=1))

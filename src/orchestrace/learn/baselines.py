@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats
-from scipy.special import gammainc, gammaln
+from scipy.special import entr, gammainc, gammaln
 
 from .features import PrefixTable, beta_confidence
 
@@ -161,16 +160,16 @@ def entropy_rule(threshold: float = 0.75) -> Rule:
     <= threshold, from t = 2."""
 
     def rule(pt: PrefixTable, budget: int) -> int:
-        for t in range(1, min(budget, pt.length)):
-            c = pt.counts[t][pt.counts[t] > 0].astype(float)
-            if len(c) == 0:
-                continue
-            if len(c) < 2:
-                c = np.append(c, 1.0)
-            h = stats.entropy(c, base=2) / np.log2(len(c))
-            if h <= threshold:
-                return t + 1
-        return budget
+        b = min(budget, pt.length)
+        c = pt.counts[:b].astype(float)
+        nz = (c > 0).sum(axis=1)
+        lone = nz == 1
+        total = c.sum(axis=1) + lone
+        with np.errstate(divide="ignore", invalid="ignore"):  # as scipy.stats.entropy(c, base=2)
+            h = entr(c / total[:, None]).sum(axis=1) + np.where(lone, entr(1 / total), 0.0)  # padded 1
+            h = h / np.log(2) / np.log2(np.where(lone, 2, np.maximum(nz, 2)))
+        ok = (nz > 0) & (np.arange(b) >= 1) & (h <= threshold)
+        return _first(ok, b) if ok.any() else budget
 
     return rule
 
@@ -193,6 +192,7 @@ class Method:
     family: str
     param: float
     rule: Rule = field(compare=False)
+    answer: Callable[[PrefixTable, int], int] | None = field(default=None, compare=False)  # None: majority
 
 
 def default_methods(budget: int = 40) -> list[Method]:

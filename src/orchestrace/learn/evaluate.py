@@ -1,7 +1,9 @@
 """Evaluation of stopping methods on a bank: accuracy, mean samples, bootstrap CIs, Pareto fronts.
 
-Samples are replayed in bank order, so every method sees the same draws. A question without
-truth (no gold, no per-sample ``correct``) is scored by agreement with its full-budget majority.
+Every method sees the same draws: each question replayed in bank order and, with ``orders > 1``,
+in further seeded permutations; accuracy and samples are averaged over the orders per question,
+and bootstrap CIs resample questions. A question without truth (no gold, no per-sample
+``correct``) is scored by agreement with its full-budget majority.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .banks import NULL, Bank
+from .aggregate import answer_statics
+from .banks import NULL, Bank, BankQuestion
 from .baselines import Method
-from .features import PrefixTable, prefix_table
+from .features import PrefixTable, replay_table
 
 
 @dataclass
@@ -22,8 +25,8 @@ class Result:
     method: str
     family: str
     param: float
-    n_used: np.ndarray  # [Q]
-    correct: np.ndarray  # [Q] bool
+    n_used: np.ndarray  # [Q] samples used, averaged over the replayed orders
+    correct: np.ndarray  # [Q] share of the replayed orders answered correctly
 
     @property
     def accuracy(self) -> float:
@@ -42,52 +45,73 @@ class Result:
         }
 
 
-def tables(bank: Bank, budget: int) -> list[PrefixTable]:
-    """Prefix tables of the first ``budget`` samples of every question, in bank order."""
+Replays = list[list[PrefixTable]]  # [question][order]
+
+
+def tables(bank: Bank, budget: int, orders: int = 1, seed: int = 0) -> Replays:
+    """Prefix tables of the first ``budget`` samples of every question in ``orders`` orders:
+    order 0 is bank order, the others are seeded permutations (the samples are i.i.d. draws, so
+    every order is an equally likely history; averaging over orders removes the luck of one)."""
+    rng = np.random.default_rng(seed)
     out = []
-    for q in bank.questions:
-        cost = np.array(q.cost[:budget]) if q.cost is not None else None
-        out.append(prefix_table(q.answers[:budget], cost))
+    for q, st in zip(bank.questions, answer_statics(bank), strict=True):
+        row = []
+        for r in range(orders):
+            order = np.arange(budget) if r == 0 else rng.permutation(len(q.answers))[:budget]
+            row.append(replay_table(q, order, st))
+        out.append(row)
     return out
 
 
-def score(
-    bank: Bank, pts: Sequence[PrefixTable], n_used: np.ndarray, answers: np.ndarray | None = None
-) -> np.ndarray:
-    """Correctness of the majority of the first n samples (or of given answer ids)."""
-    out = np.zeros(len(pts), dtype=bool)
-    for i, (q, pt) in enumerate(zip(bank.questions, pts, strict=True)):
-        a = int(pt.majority[n_used[i] - 1]) if answers is None else int(answers[i])
-        if q.has_truth:
-            out[i] = q.is_correct(a)
-        else:
-            out[i] = a != NULL and a == int(pt.majority[-1])
-    return out
+def _correct(q: BankQuestion, pt: PrefixTable, a: int) -> bool:
+    """Whether local answer id ``a`` of a replay is right (or, without truth, agrees with the
+    full-budget majority)."""
+    if a == NULL:
+        return False
+    if q.has_truth:
+        return q.is_correct(int(pt.ids[a])) if pt.ids is not None else q.is_correct(a)
+    return a == int(pt.majority[-1])
 
 
-def run_rule(bank: Bank, pts: Sequence[PrefixTable], method: Method, budget: int) -> Result:
-    n = np.array([method.rule(pt, budget) for pt in pts], dtype=np.int64)
-    return Result(method.name, method.family, method.param, n, score(bank, pts, n))
+def _collect(
+    bank: Bank, reps: Replays, out: Callable[[PrefixTable], tuple[int, int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    n = np.zeros((len(reps), len(reps[0]) if reps else 0))
+    c = np.zeros_like(n)
+    for i, (q, row) in enumerate(zip(bank.questions, reps, strict=True)):
+        for r, pt in enumerate(row):
+            k, a = out(pt)
+            n[i, r], c[i, r] = k, _correct(q, pt, a)
+    return n.mean(axis=1), c.mean(axis=1)
+
+
+def run_rule(bank: Bank, reps: Replays, method: Method, budget: int) -> Result:
+    """A stopping rule; the answer is the majority (or ``method.answer``) at the stop."""
+
+    def out(pt: PrefixTable) -> tuple[int, int]:
+        k = method.rule(pt, budget)
+        return k, int(pt.majority[k - 1]) if method.answer is None else method.answer(pt, k)
+
+    n, c = _collect(bank, reps, out)
+    return Result(method.name, method.family, method.param, n, c)
 
 
 def run_stopper(
     bank: Bank,
-    pts: Sequence[PrefixTable],
+    reps: Replays,
     name: str,
     family: str,
     param: float,
     fn: Callable[[PrefixTable], tuple[int, int]],
 ) -> Result:
     """A method that picks its own answer (e.g. Bayes MAP): fn(pt) -> (n_used, answer id)."""
-    out = [fn(pt) for pt in pts]
-    n = np.array([o[0] for o in out], dtype=np.int64)
-    a = np.array([o[1] for o in out], dtype=np.int64)
-    return Result(name, family, param, n, score(bank, pts, n, a))
+    n, c = _collect(bank, reps, fn)
+    return Result(name, family, param, n, c)
 
 
-def run_methods(bank: Bank, methods: Sequence[Method], budget: int) -> list[Result]:
-    pts = tables(bank, budget)
-    return [run_rule(bank, pts, m, budget) for m in methods]
+def run_methods(bank: Bank, methods: Sequence[Method], budget: int, orders: int = 1) -> list[Result]:
+    reps = tables(bank, budget, orders)
+    return [run_rule(bank, reps, m, budget) for m in methods]
 
 
 def bootstrap_ci(

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import betainc
 
-from .banks import NULL
+from .aggregate import AGG_FEATURE_NAMES, Aggregator
+from .banks import NULL, BankQuestion
 
 FEATURE_NAMES: tuple[str, ...] = (
     "samples_frac",  # t / budget
@@ -47,6 +48,8 @@ class PrefixTable:
     distinct: np.ndarray  # [T]
     majority: np.ndarray  # [T] majority answer id (NULL if no valid sample yet)
     cost: np.ndarray  # [T] cumulative cost
+    static: np.ndarray | None = None  # [A, 2] per-answer prior and echo (``aggregate.answer_statics``)
+    ids: np.ndarray | None = None  # [A] the bank question's answer id of each id here
 
     @property
     def length(self) -> int:
@@ -61,6 +64,18 @@ def relabel(answers: np.ndarray) -> np.ndarray:
         if a != NULL:
             out[i] = seen.setdefault(a, len(seen))
     return out
+
+
+def replay_table(q: BankQuestion, order: np.ndarray, static: np.ndarray | None = None) -> PrefixTable:
+    """Prefix table of question ``q`` drawn in ``order`` (ids relabelled by first appearance;
+    ``ids`` maps them back to the question's answer ids)."""
+    raw = q.answers[order]
+    ids = np.array(list(dict.fromkeys(int(a) for a in raw if a != NULL)), dtype=np.int64)
+    cost = None if q.cost is None else np.asarray(q.cost, float)[order]
+    pt = prefix_table(relabel(raw), cost)
+    pt.ids = ids
+    pt.static = None if static is None else static[ids]
+    return pt
 
 
 def prefix_table(answers: np.ndarray, cost: np.ndarray | None = None) -> PrefixTable:
@@ -96,8 +111,11 @@ def beta_confidence(v1: np.ndarray, v2: np.ndarray) -> np.ndarray:
     return betainc(np.asarray(v2, float) + 1.0, np.asarray(v1, float) + 1.0, 0.5)
 
 
-def features(pt: PrefixTable, budget: int, mean_cost: float = 1.0) -> np.ndarray:
-    """[T, N_FEATURES] float32 features of every prefix of ``pt``."""
+def features(
+    pt: PrefixTable, budget: int, mean_cost: float = 1.0, aggregator: Aggregator | None = None
+) -> np.ndarray:
+    """[T, N_FEATURES] float32 features of every prefix of ``pt`` (plus the three
+    ``AGG_FEATURE_NAMES`` of a learned aggregator, which needs ``pt.static``)."""
     t = np.arange(1, pt.length + 1, dtype=float)
     valid = np.maximum(pt.valid, 1).astype(float)
     p = pt.counts / valid[:, None]
@@ -121,5 +139,13 @@ def features(pt: PrefixTable, budget: int, mean_cost: float = 1.0) -> np.ndarray
             np.log1p(margin) / lb,
         ],
         axis=1,
-    )
-    return out.astype(np.float32)
+    ).astype(np.float32)
+    if aggregator is None:
+        return out
+    if pt.static is None:
+        raise ValueError("a learned aggregator needs the per-answer statics of the prefix table")
+    return np.concatenate([out, aggregator.features(pt.counts, pt.valid, pt.static)], axis=1)
+
+
+def feature_names(aggregator: bool) -> list[str]:
+    return list(FEATURE_NAMES) + (list(AGG_FEATURE_NAMES) if aggregator else [])

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import OrchestraceError
-from .features import FEATURE_NAMES
+from .aggregate import Aggregator
+from .features import FEATURE_NAMES, feature_names
 
 
 @dataclass
@@ -29,6 +30,9 @@ class PolicyConfig:
     algorithm: str = ""
     trained_on: list[str] = field(default_factory=list)
     seed: int = 0
+    aggregator: list[float] | None = (
+        None  # learned aggregator weights (``aggregate.CAND_FEATURES``); None: majority
+    )
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -38,6 +42,10 @@ class StopPolicy:
     def __init__(self, config: PolicyConfig, weights: list[tuple[np.ndarray, np.ndarray]]) -> None:
         self.config = config
         self.weights = [(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights]
+
+    @property
+    def aggregator(self) -> Aggregator | None:
+        return None if self.config.aggregator is None else Aggregator(tuple(self.config.aggregator))
 
     @classmethod
     def init(cls, config: PolicyConfig, seed: int = 0) -> StopPolicy:
@@ -136,7 +144,7 @@ class StopPolicy:
             weights = [(tensors[f"layers.{i}.weight"], tensors[f"layers.{i}.bias"]) for i in range(n)]
         except KeyError as e:
             raise OrchestraceError("OT621", f"policy weights lack tensor {e}", path=st) from None
-        if list(config.features) != list(FEATURE_NAMES):
+        if list(config.features) != feature_names(config.aggregator is not None):
             raise OrchestraceError(
                 "OT622", "policy was trained on a different feature set", path=base + ".json"
             )

@@ -15,7 +15,8 @@ STYLE = {
     "majority-share": ("#8c564b", "x", "confidence threshold"),
     "entropy": ("#e377c2", "+", "entropy (AC code)"),
     "oracle": ("#000000", "*", "hindsight oracle"),
-    "learned": ("#d62728", "o", "learned (ours)"),
+    "learned": ("#d62728", "o", "learned stop, majority (ours)"),
+    "learned+agg": ("#ff1493", "h", "learned stop + learned aggregator (ours)"),
     "bayes": ("#ff7f0e", "P", "Bayes-optimal"),
 }
 

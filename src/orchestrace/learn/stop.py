@@ -18,24 +18,28 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import OrchestraceError
+from .aggregate import Aggregator, fit_aggregator
 from .banks import Bank, calibrate, default_bank, load_bank
 from .baselines import Method, default_methods, sweep_methods
 from .evaluate import Result, bootstrap_ci, pareto_front, results_json, run_rule, run_stopper, tables
-from .features import PrefixTable, features
+from .features import PrefixTable, feature_names, features
 from .policy import PolicyConfig, StopPolicy
 
 ALGORITHMS = ("exact", "reinforce", "ppo", "grpo")
 DEFAULT_COST = 0.003
 SWEEP_COSTS = (0.001, 0.002, 0.005, 0.01, 0.02)
+EVAL_ORDERS = 4  # each held-out question replayed in 4 orders (bank order + 3 seeded permutations)
 
 
 def policy_rule(policy: StopPolicy, threshold: float | None = None) -> Callable[[PrefixTable, int], int]:
-    """A learned policy as a stopping rule on bank-order samples (numpy only)."""
+    """A learned policy as a stopping rule on replayed samples (numpy only)."""
     from .envs.stopvote import decision_points
+
+    agg = policy.aggregator
 
     def rule(pt: PrefixTable, budget: int) -> int:
         pts = decision_points(min(budget, pt.length))
-        f = features(pt, budget)[pts - 1]
+        f = features(pt, budget, aggregator=agg)[pts - 1]
         stop = policy.stops(f, threshold)
         stop[-1] = True
         return int(pts[int(np.argmax(stop))])
@@ -43,8 +47,26 @@ def policy_rule(policy: StopPolicy, threshold: float | None = None) -> Callable[
     return rule
 
 
+def aggregator_answer(agg: Aggregator) -> Callable[[PrefixTable, int], int]:
+    """The learned aggregator's answer after the first n samples of a replay."""
+
+    def answer(pt: PrefixTable, n: int) -> int:
+        assert pt.static is not None
+        return int(agg.answers(pt.counts[n - 1 : n], pt.valid[n - 1 : n], pt.static)[0])
+
+    return answer
+
+
 def policy_method(policy: StopPolicy, name: str = "learned", threshold: float | None = None) -> Method:
-    return Method(name, "learned", policy.config.cost, policy_rule(policy, threshold))
+    agg = policy.aggregator
+    family = "learned" if agg is None else "learned+agg"
+    return Method(
+        name,
+        family,
+        policy.config.cost,
+        policy_rule(policy, threshold),
+        None if agg is None else aggregator_answer(agg),
+    )
 
 
 def load_banks(paths: Sequence[str] | None) -> list[Bank]:
@@ -75,8 +97,10 @@ def train_policy(
     perms: int = 16,
     progress: Callable[[int], None] | None = None,
     pool: Any = None,
+    aggregator: Aggregator | None = None,
 ) -> tuple[StopPolicy, list[dict[str, float]]]:
-    """Train one policy with one algorithm (module ``learn.algos.<algo>``)."""
+    """Train one policy with one algorithm (module ``learn.algos.<algo>``); with an
+    ``aggregator`` the policy also sees its features and is rewarded for its answers."""
     from importlib import import_module
 
     from .envs.stopvote import build_pool
@@ -84,11 +108,19 @@ def train_policy(
     if algo not in ALGORITHMS:
         raise OrchestraceError("OT630", f"unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
     mod = import_module(f"orchestrace.learn.algos.{algo}")
-    pool = pool or build_pool(bank, budget, perms, seed)
+    if pool is not None:
+        aggregator = pool.aggregator
+    pool = pool or build_pool(bank, budget, perms, seed, aggregator=aggregator)
     args = mod.Args(seed=seed)
     if iterations is not None:
         args.iterations = iterations
-    cfg = PolicyConfig(budget=budget, cost=cost, trained_on=[bank.name])
+    cfg = PolicyConfig(
+        features=feature_names(aggregator is not None),
+        budget=budget,
+        cost=cost,
+        trained_on=[bank.name],
+        aggregator=None if aggregator is None else list(aggregator.weights),
+    )
     res = mod.train(pool, cost, args, cfg, progress)
     return res.policy, res.history
 
@@ -100,13 +132,16 @@ def eval_methods(
     sweeps: bool = False,
     bayes: bool = False,
     map_fn: Callable[[Callable[[Method], Result], list[Method]], Iterable[Result]] = map,
+    orders: int = 1,
+    seed: int = 0,
 ) -> list[Result]:
     """Every baseline at its published setting (and its sweep), the learned policies, and
-    optionally the Bayes-optimal rule of a synthetic model calibrated to the bank.
+    optionally the Bayes-optimal rule of a synthetic model calibrated to the bank, each on
+    every question replayed in ``orders`` orders (bank order first).
 
     ``map_fn`` runs the methods (the CLI passes a Ray map for ``--ray``); results keep their order.
     """
-    pts = tables(bank, budget)
+    pts = tables(bank, budget, orders, seed)
     methods = default_methods(budget) + (sweep_methods() if sweeps else [])
     methods += [policy_method(p, name) for name, p in policies]
     out = list(map_fn(partial(_run_method, bank=bank, pts=pts, budget=budget), methods))
@@ -130,6 +165,7 @@ def eval_stop(
     budget: int = 40,
     bayes: bool = False,
     map_fn: Callable[[Callable[[Method], Result], list[Method]], Iterable[Result]] = map,
+    orders: int = 1,
 ) -> list[Result]:
     bank = load_bank(bank_path)
     if bank.min_samples < budget:
@@ -139,7 +175,7 @@ def eval_stop(
             path=bank_path,
         )
     pols = [("learned", StopPolicy.load(policy_path))] if policy_path else []
-    return eval_methods(bank, budget, pols, bayes=bayes, map_fn=map_fn)
+    return eval_methods(bank, budget, pols, bayes=bayes, map_fn=map_fn, orders=orders)
 
 
 def summarize_goal(results: Sequence[Result], learned: str = "learned") -> dict[str, Any]:
@@ -204,13 +240,18 @@ def train_stop(
     iterations: int | None = None,
     progress: Callable[[str, int, int], Callable[[int], None]] | None = None,
     map_fn: Callable[[Callable[[float], Any], list[float]], Iterable[Any]] | None = None,
+    aggregate: bool = True,
+    orders: int = EVAL_ORDERS,
 ) -> dict[str, Any]:
     """Train on ``bank_paths`` (default: the embedded antonyms bank), evaluate on ``eval_path``
     (default: the embedded countries bank when training on the default; else a held-out 30% of
     the training questions), write the policy and a report. Returns the report dict.
 
-    The policies of the cost sweep are independent; ``map_fn`` (a Ray map from the CLI's
-    ``--ray``) trains them in parallel, with the same seeds and so the same policies."""
+    Two policy families are trained over the same costs: ``learned`` stops and answers by
+    majority vote (pure O5, comparable with every published rule), ``learned+agg`` stops and
+    answers with an aggregator fitted on the training banks (O5 + O4). The policies of the cost
+    sweep are independent; ``map_fn`` (a Ray map from the CLI's ``--ray``) trains them in
+    parallel, with the same seeds and so the same policies."""
     from .envs.stopvote import build_pool
     from .report import write_report
 
@@ -230,28 +271,32 @@ def train_stop(
         parts = [split(b, 0.7, seed) for b in train_banks]
         train_bank = merge([p[0] for p in parts], "+".join(b.name for b in train_banks) + "-train")
         test_bank = merge([p[1] for p in parts], "+".join(b.name for b in train_banks) + "-heldout")
-    pool = build_pool(train_bank, budget, 16, seed)
     costs = [cost, *[c for c in sweep_costs if c != cost]]
-    common = dict(
-        train_bank=train_bank, algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool
-    )
-    if map_fn is None:
-        trained = [
-            _train_at_cost(c, progress=progress(f"{algo} c={c:g}", 0, 0) if progress else None, **common)
-            for c in costs
-        ]
-    else:
-        trained = list(map_fn(partial(_train_at_cost, **common), costs))
+    agg = fit_aggregator([train_bank], budget, seed=seed) if aggregate else None
     policies: list[tuple[str, StopPolicy]] = []
     curves: dict[str, list[dict[str, float]]] = {}
-    for c, (pol, hist) in zip(costs, trained, strict=True):
-        name = "learned" if c == cost else f"learned(c={c:g})"
-        policies.append((name, pol))
-        curves[name] = hist
+    for prefix, aggregator in [("learned", None)] + ([("learned+agg", agg)] if agg else []):
+        pool = build_pool(train_bank, budget, 16, seed, aggregator=aggregator)
+        common = dict(
+            train_bank=train_bank, algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool
+        )
+        if map_fn is None:
+            bar = (
+                (lambda c, p=prefix: progress(f"{p} {algo} c={c:g}", 0, 0)) if progress else (lambda c: None)
+            )
+            trained = [_train_at_cost(c, progress=bar(c), **common) for c in costs]
+        else:
+            trained = list(map_fn(partial(_train_at_cost, **common), costs))
+        for c, (pol, hist) in zip(costs, trained, strict=True):
+            name = prefix if c == cost else f"{prefix}(c={c:g})"
+            pol.config.trained_on = [b.name for b in train_banks]
+            policies.append((name, pol))
+            curves[name] = hist
     main = policies[0][1]
-    main.config.trained_on = [b.name for b in train_banks]
     main.save(out)
-    results = eval_methods(test_bank, budget, policies, sweeps=True)
+    if agg is not None:
+        policies[len(costs)][1].save(out.removesuffix(".safetensors") + "-agg")
+    results = eval_methods(test_bank, budget, policies, sweeps=True, orders=orders, seed=seed)
     train_time = time.time() - t0
     report = {
         "train_banks": [b.name for b in train_banks],
@@ -266,7 +311,10 @@ def train_stop(
         "bootstrap": {"resamples": 1000, "seed": seed, "level": 0.95},
         "policy": out.removesuffix(".safetensors") + ".safetensors",
         "policy_config": asdict(main.config),
+        "eval_orders": orders,
+        "aggregator": None if agg is None else agg.to_dict(),
         "goal": summarize_goal(results),
+        "goal_with_aggregator": summarize_goal(results, "learned+agg") if agg else None,
         "learned_ci95": bootstrap_ci(next(r for r in results if r.method == "learned"), seed=seed),
         "results": results_json(results, seed=seed),
         "pareto": {k: [list(p) for p in v] for k, v in fronts(results).items()},

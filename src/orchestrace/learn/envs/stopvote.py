@@ -22,8 +22,9 @@ import gymnasium as gym
 import numpy as np
 
 from ...core.model import Edge, Event, Trace
+from ..aggregate import Aggregator, answer_statics
 from ..banks import NULL, Bank
-from ..features import N_FEATURES, features, prefix_table, relabel
+from ..features import feature_names, features, replay_table
 
 ORCH = "orchestrator"
 
@@ -46,6 +47,7 @@ def episode_trace(
     correct: bool,
     cost_coef: float,
     stop_probs: list[float] | None = None,
+    aggregator: Aggregator | None = None,
 ) -> Trace:
     """The orchestration trace of one StopVote episode (t in ordinal steps, one per sample)."""
     events: list[Event] = []
@@ -107,7 +109,9 @@ def episode_trace(
             type="aggregate",
             agent=ORCH,
             content=answer,
-            attrs={"method": "majority", "votes": votes},
+            attrs={"method": "majority", "votes": votes}
+            if aggregator is None
+            else {"method": "learned-weighted", "votes": votes, "weights": aggregator.to_dict()},
         )
     )
     edges.append(Edge("stop", "agg", "causal"))
@@ -155,6 +159,7 @@ class EpisodePool:
     costcum: np.ndarray  # [E, D] cost of the first t samples
     question: np.ndarray  # [E] question index
     order: np.ndarray  # [E, budget] sample indices in draw order
+    aggregator: Aggregator | None = None  # None: majority vote
 
     @property
     def episodes(self) -> int:
@@ -162,11 +167,20 @@ class EpisodePool:
 
 
 def build_pool(
-    bank: Bank, budget: int = 40, perms: int = 16, seed: int = 0, initial: int = 1, batch: int = 1
+    bank: Bank,
+    budget: int = 40,
+    perms: int = 16,
+    seed: int = 0,
+    initial: int = 1,
+    batch: int = 1,
+    aggregator: Aggregator | None = None,
 ) -> EpisodePool:
+    """Features of ``perms`` orders of every question; the answer at each decision is the
+    majority vote, or the learned ``aggregator``'s choice (whose features are then appended)."""
     rng = np.random.default_rng(seed)
     pts = decision_points(budget, initial, batch)
     mean_cost = float(np.mean([np.mean(q.cost) if q.cost else 1.0 for q in bank.questions]))
+    statics = answer_statics(bank)
     feats, corr, ans, costc, qidx, orders = [], [], [], [], [], []
     for qi, q in enumerate(bank.questions):
         n = len(q.answers)
@@ -178,13 +192,12 @@ def build_pool(
             )
         for k in range(perms):
             order = np.arange(n)[:budget] if k == 0 else rng.permutation(n)[:budget]
-            raw = q.answers[order]
-            pt = prefix_table(relabel(raw), None if q.cost is None else np.asarray(q.cost)[order])
-            f = features(pt, budget, mean_cost)
+            pt = replay_table(q, order, statics[qi])
+            f = features(pt, budget, mean_cost, aggregator)
             rows = pts - 1
-            # majority ids back in the question's own ids (first appearance in this order)
-            first_ids = list(dict.fromkeys(int(a) for a in raw if a != NULL))
-            maj = np.array([first_ids[m] if m != NULL else NULL for m in pt.majority[rows]], dtype=np.int64)
+            local = pt.majority if aggregator is None else aggregator.answers(pt.counts, pt.valid, pt.static)
+            assert pt.ids is not None
+            maj = np.array([pt.ids[m] if m != NULL else NULL for m in local[rows]], dtype=np.int64)
             feats.append(f[rows])
             ans.append(maj)
             corr.append(np.array([q.is_correct(int(m)) for m in maj]))
@@ -202,6 +215,7 @@ def build_pool(
         costcum=np.stack(costc),
         question=np.array(qidx),
         order=np.stack(orders),
+        aggregator=aggregator,
     )
 
 
@@ -230,6 +244,7 @@ def pool_trace(
         correct=bool(pool.correct[e, step]),
         cost_coef=cost_coef,
         stop_probs=stop_probs,
+        aggregator=pool.aggregator,
     )
 
 
@@ -308,10 +323,12 @@ class StopVoteEnv(gym.Env):
         perms: int = 8,
         batch: int = 1,
         seed: int = 0,
+        aggregator: Aggregator | None = None,
     ) -> None:
-        self.pool = build_pool(bank, budget, perms, seed, batch=batch)
+        self.pool = build_pool(bank, budget, perms, seed, batch=batch, aggregator=aggregator)
         self.cost = cost
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (N_FEATURES,), np.float32)
+        dim = len(feature_names(aggregator is not None))
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self._e = 0
         self._step = 0

@@ -1,0 +1,167 @@
+"""Learned weighted aggregation (O4): which of the answers seen so far to return.
+
+Majority vote scores a candidate answer by its votes alone. Two more task-agnostic signals
+are cheap and real on small models:
+
+- the answer prior: the share of the bank's *other* questions whose samples also contain this
+  answer string (unlabelled, leave-one-question-out). An answer the model gives to many
+  questions ("india", "nice") is an attractor, not evidence;
+- the echo: the answer string appears in the question itself ("polite" -> "polite").
+
+The aggregator is a conditional logit over the voted candidates,
+``score(a) = w . [log1p(votes_a), votes_a / valid, log prior_a, echo_a]``, fitted by maximum
+likelihood (the probability of returning a correct candidate) on prefixes of permuted training
+questions. Majority vote is the special case ``w = [1, 0, 0, 0]`` (ties to the first answer).
+It also supplies the stopping policy three features of its own posterior.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .banks import NULL, Bank
+
+CAND_FEATURES: tuple[str, ...] = ("log_votes", "vote_share", "log_prior", "echo")
+AGG_FEATURE_NAMES: tuple[str, ...] = (
+    "agg_top_prob",  # softmax probability of the aggregator's answer among voted candidates
+    "agg_margin",  # score gap between the best two candidates (0 with one candidate)
+    "agg_leader_prior",  # prior share of the aggregator's answer (see ``answer_statics``)
+)
+MAJORITY = (1.0, 0.0, 0.0, 0.0)
+
+
+def echoes(label: str, question: str) -> bool:
+    """Whether an answer string appears as whole words in the question text."""
+    return re.search(rf"(?<!\w){re.escape(label.lower())}(?!\w)", question.lower()) is not None
+
+
+def answer_statics(bank: Bank) -> list[np.ndarray]:
+    """Per question, ``[labels, 2]``: log leave-one-out prior and echo flag of each answer."""
+    seen: Counter[str] = Counter()
+    for q in bank.questions:
+        seen.update(q.labels)
+    n = max(len(bank), 1)
+    out = []
+    for q in bank.questions:
+        prior = np.array([(seen[a] - 1 + 1) / n for a in q.labels], dtype=float)
+        echo = np.array([echoes(a, q.question) for a in q.labels], dtype=float)
+        out.append(np.stack([np.log(prior), echo], axis=1) if q.labels else np.zeros((0, 2)))
+    return out
+
+
+@dataclass(frozen=True)
+class Aggregator:
+    """Candidate weights over ``CAND_FEATURES``."""
+
+    weights: tuple[float, ...] = MAJORITY
+
+    def scores(self, counts: np.ndarray, valid: np.ndarray, static: np.ndarray) -> np.ndarray:
+        """[T, A] candidate scores (-inf for answers without a vote) of every prefix."""
+        w = np.asarray(self.weights, float)
+        v = counts.astype(float)
+        s = w[0] * np.log1p(v) + w[1] * v / np.maximum(valid, 1)[:, None]
+        st = np.zeros((v.shape[1], 2))
+        st[: len(static)] = static[: v.shape[1]]
+        s = s + (st @ w[2:])[None, :]
+        return np.where(v > 0, s, -np.inf)
+
+    def answers(self, counts: np.ndarray, valid: np.ndarray, static: np.ndarray) -> np.ndarray:
+        """[T] answer ids (NULL before the first valid sample); ties go to the first answer."""
+        s = self.scores(counts, valid, static)
+        return np.where(valid > 0, s.argmax(axis=1), NULL)
+
+    def features(self, counts: np.ndarray, valid: np.ndarray, static: np.ndarray) -> np.ndarray:
+        """[T, 3] ``AGG_FEATURE_NAMES`` of every prefix."""
+        s = self.scores(counts, valid, static)
+        t = len(valid)
+        top = s.argmax(axis=1)
+        best = s[np.arange(t), top]
+        finite = np.isfinite(best)
+        z = np.exp(np.where(np.isfinite(s), s - np.where(finite, best, 0)[:, None], -np.inf))
+        prob = np.where(finite, 1.0 / z.sum(axis=1), 0.0)
+        second = (
+            np.partition(np.where(np.isfinite(s), s, -1e9), -2, axis=1)[:, -2] if s.shape[1] > 1 else best
+        )
+        margin = np.where(finite & (second > -1e8), best - second, 0.0)
+        prior = np.exp(np.concatenate([static[:, 0], np.zeros(max(s.shape[1] - len(static), 0))]))
+        lead_prior = np.where(finite, prior[top], 0.0)
+        return np.stack([prob, np.minimum(margin, 10.0) / 10.0, lead_prior], axis=1).astype(np.float32)
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {"weights": list(self.weights), "features": list(CAND_FEATURES)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Aggregator:
+        return cls(tuple(float(x) for x in d["weights"]))
+
+
+def _candidates(bank: Bank, budget: int, orders: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate features [N, A, 4], masks and correctness of every prefix of random orders."""
+    rng = np.random.default_rng(seed)
+    width = max(len(q.labels) for q in bank.questions)
+    xs, ms, ys = [], [], []
+    for q, st in zip(bank.questions, answer_statics(bank), strict=True):
+        if not q.answer_correct.any():
+            continue  # no candidate can be right: nothing to learn from this question
+        for _ in range(orders):
+            a = q.answers[rng.permutation(len(q.answers))[:budget]]
+            ok = a != NULL
+            onehot = np.zeros((len(a), width))
+            onehot[np.nonzero(ok)[0], a[ok]] = 1
+            v = np.cumsum(onehot, axis=0)
+            valid = np.maximum(np.cumsum(ok), 1)[:, None]
+            stat = np.zeros((width, 2))
+            stat[: len(st)] = st
+            x = np.stack(
+                [
+                    np.log1p(v),
+                    v / valid,
+                    np.broadcast_to(stat[:, 0], v.shape),
+                    np.broadcast_to(stat[:, 1], v.shape),
+                ],
+                axis=2,
+            )
+            corr = np.zeros(width, dtype=bool)
+            corr[: len(q.labels)] = q.answer_correct
+            xs.append(x)
+            ms.append(v > 0)
+            ys.append((v > 0) & corr[None, :])
+    x, mask, y = np.concatenate(xs), np.concatenate(ms), np.concatenate(ys)
+    keep = y.any(axis=1)
+    return x[keep], mask[keep], y[keep]
+
+
+def fit_aggregator(
+    banks: Sequence[Bank], budget: int = 40, orders: int = 4, seed: int = 0, l2: float = 1e-3
+) -> Aggregator:
+    """Maximum likelihood of returning a correct candidate, on every prefix of ``orders``
+    random orders of each training question (deterministic for a seed)."""
+    from scipy.optimize import minimize
+
+    parts = [_candidates(b, budget, orders, seed) for b in banks]
+    width = max(p[0].shape[1] for p in parts)
+
+    def pad(a: np.ndarray) -> np.ndarray:
+        return np.pad(a, [(0, 0), (0, width - a.shape[1])] + [(0, 0)] * (a.ndim - 2))
+
+    x = np.concatenate([pad(p[0]) for p in parts])
+    mask = np.concatenate([pad(p[1]) for p in parts])
+    y = np.concatenate([pad(p[2]) for p in parts])
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        s = np.where(mask, x @ w, -np.inf)
+        s = s - s.max(axis=1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=1, keepdims=True)
+        pc = np.where(y, p, 0).sum(axis=1)
+        q = np.where(y, p, 0) / pc[:, None]  # posterior over which correct candidate
+        grad = ((p - q)[:, :, None] * x).sum(axis=1).mean(axis=0)
+        return float(-np.log(pc + 1e-12).mean() + l2 * w @ w), grad + 2 * l2 * w
+
+    res = minimize(loss, np.array(MAJORITY), jac=True, method="L-BFGS-B")
+    return Aggregator(tuple(round(float(v), 6) for v in res.x))

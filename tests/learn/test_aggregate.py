@@ -1,0 +1,113 @@
+"""The learned aggregator (O4): hand-computed statics, majority as a special case, real gains."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from orchestrace.core.validate import validate_trace
+from orchestrace.learn.aggregate import MAJORITY, Aggregator, answer_statics, echoes, fit_aggregator
+from orchestrace.learn.banks import Bank, BankQuestion, default_bank
+from orchestrace.learn.baselines import Method, fixed_k
+from orchestrace.learn.envs.stopvote import StopVoteEnv, stopvote_reward
+from orchestrace.learn.evaluate import run_rule, tables
+from orchestrace.learn.features import feature_names, features
+from orchestrace.learn.policy import StopPolicy
+from orchestrace.learn.stop import aggregator_answer, policy_method, train_policy
+
+
+def q(i: int, question: str, gold: str, samples: list[str | None]) -> BankQuestion:
+    return BankQuestion(f"q{i}", question, gold, samples)
+
+
+def test_echo_is_whole_words_case_insensitive() -> None:
+    assert echoes("polite", 'What is the opposite of the word "Polite"?')
+    assert not echoes("lit", 'What is the opposite of the word "polite"?')
+    assert echoes("new york", "Where is New York?")
+    assert not echoes("york", "Where is Yorkshire?")
+
+
+def test_statics_by_hand() -> None:
+    bank = Bank(
+        "b",
+        [
+            q(0, "opposite of hot?", "cold", ["cold", "nice", "hot"]),
+            q(1, "opposite of mean?", "kind", ["nice", "kind"]),
+            q(2, "opposite of big?", "small", ["small", "nice", None]),
+            q(3, "opposite of up?", "down", ["down"]),
+        ],
+    )
+    st = answer_statics(bank)
+    # "nice" appears in 3 of 4 questions: leave-one-out (3 - 1 + 1) / 4; a unique answer 1 / 4
+    np.testing.assert_allclose(np.exp(st[0][:, 0]), [0.25, 0.75, 0.25])
+    np.testing.assert_array_equal(st[0][:, 1], [0, 0, 1])  # "hot" echoes the question
+    np.testing.assert_allclose(np.exp(st[2][:, 0]), [0.25, 0.75])
+
+
+def test_majority_weights_reproduce_majority_vote_on_real_replays() -> None:
+    bank = default_bank("countries")
+    agg = Aggregator(MAJORITY)
+    for row in tables(bank, 40, orders=3)[:60]:
+        for pt in row:
+            assert pt.static is not None
+            np.testing.assert_array_equal(agg.answers(pt.counts, pt.valid, pt.static), pt.majority)
+
+
+def test_hand_scores_and_features() -> None:
+    agg = Aggregator((1.0, 0.0, -1.0, -2.0))
+    counts = np.array([[1, 0], [1, 1], [1, 2]])
+    valid = np.array([1, 2, 3])
+    static = np.array([[np.log(0.5), 0.0], [np.log(0.05), 0.0]])  # answer 0 is an attractor
+    s = agg.scores(counts, valid, static)
+    # score = log1p(v) - log prior: answer 0: log 2 + log 2; answer 1 at t=2: log 2 + log 20
+    assert s[0, 1] == -np.inf
+    assert s[1, 0] == pytest.approx(2 * np.log(2))
+    assert s[1, 1] == pytest.approx(np.log(2) + np.log(20))
+    np.testing.assert_array_equal(agg.answers(counts, valid, static), [0, 1, 1])
+    f = agg.features(counts, valid, static)
+    assert f[0, 0] == pytest.approx(1.0)  # one candidate: probability 1, margin 0
+    assert f[0, 1] == 0.0
+    gap = np.log(20) - np.log(2)
+    assert f[1, 0] == pytest.approx(1 / (1 + np.exp(-gap)), rel=1e-5)
+    assert f[1, 2] == pytest.approx(0.05, rel=1e-5)  # prior share of the leader
+
+
+def test_fitted_on_antonyms_beats_majority_on_countries() -> None:
+    """Cross-family: weights fitted on one family raise fixed-40 accuracy on the other."""
+    agg = fit_aggregator([default_bank("antonyms")], orders=2, seed=0)
+    assert agg.weights[2] < 0 and agg.weights[3] < 0  # attractors and echoes are penalised
+    assert agg == fit_aggregator([default_bank("antonyms")], orders=2, seed=0)  # deterministic
+    test = default_bank("countries")
+    reps = tables(test, 40, orders=4)
+    plain = run_rule(test, reps, Method("fixed-40", "fixed-k", 40, fixed_k(40)), 40)
+    weighted = run_rule(test, reps, Method("agg-40", "fixed-k", 40, fixed_k(40), aggregator_answer(agg)), 40)
+    assert weighted.accuracy > plain.accuracy + 0.005
+
+
+def test_policy_with_aggregator_trains_saves_and_emits_traces(tmp_path) -> None:
+    bank = default_bank("countries").subset(range(60))
+    agg = fit_aggregator([bank], orders=1)
+    pol, _ = train_policy(bank, 0.01, iterations=10, perms=2, aggregator=agg)
+    assert pol.config.features == feature_names(True) and pol.config.aggregator == list(agg.weights)
+    pol.save(str(tmp_path / "p"))
+    back = StopPolicy.load(str(tmp_path / "p"))
+    assert back.aggregator == agg
+    assert policy_method(back).family == "learned+agg"
+    env = StopVoteEnv(bank, cost=0.01, perms=2, aggregator=agg)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (len(feature_names(True)),)
+    _, reward, done, _, info = env.step(1)
+    tr = info["trace"]
+    assert done and not [f for f in validate_trace(tr) if f.severity == "error"]
+    aggregate = next(e for e in tr.events if e.type == "aggregate")
+    assert aggregate.attrs["method"] == "learned-weighted"
+    assert reward == pytest.approx(stopvote_reward(tr, 0.01))
+
+
+def test_features_need_statics_with_an_aggregator() -> None:
+    from orchestrace.learn.features import prefix_table
+
+    pt = prefix_table(np.array([0, 1, 0]))
+    assert features(pt, 3).shape == (3, len(feature_names(False)))
+    with pytest.raises(ValueError, match="statics"):
+        features(pt, 3, aggregator=Aggregator())
