@@ -18,6 +18,9 @@ from .common import console
 _FORMAT = typer.Option("table", "--format", help="table or json")
 _SEED = typer.Option(0, "--seed", help="training/bootstrap seed (the data split is fixed)")
 _DATA = typer.Option(None, "--data", help="public data folder (default: $ORCHESTRACE_DATA or shared/data)")
+_ALGO = typer.Option(
+    "reinforce", "--algo", help="reinforce, ppo or grpo (hyperparameters per env and algorithm)"
+)
 
 
 def _emit(result: dict[str, Any], fmt: str, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
@@ -68,6 +71,7 @@ def train_retry_cmd(
     cost: float = typer.Option(None, "--cost", help="price of one attempt in successes (default per family)"),
     iters: int = typer.Option(300, "--iters"),
     out: Path = typer.Option(Path("runs/retry"), "-o", "--out", help="directory for policies and results"),
+    algo: str = _ALGO,
     seed: int = _SEED,
     data: Path = _DATA,
     fmt: str = _FORMAT,
@@ -76,12 +80,15 @@ def train_retry_cmd(
 
     Examples:
       orchestrace train retry
+      orchestrace train retry -f alfworld --algo ppo
       orchestrace train retry -f game24 --cost 0.005 -o runs/g24 --format json
     """
     from ..learn.tasks_more import train_retry
 
     _check_format(fmt)
-    r = train_retry(family, cost, seed=seed, iters=iters, out=out, data=data, progress=fmt != "json")
+    r = train_retry(
+        family, cost, seed=seed, iters=iters, algo=algo, out=out, data=data, progress=fmt != "json"
+    )
     rows = [row for fam, v in r["families"].items() for row in _retry_rows(fam, v)]
     _emit(r, fmt, rows, _RETRY_HEADER)
 
@@ -129,6 +136,7 @@ def train_delegate_cmd(
     mode: str = typer.Option("route", "--mode", help="route (one model) or cascade (cheap first; gsm8k)"),
     iters: int = typer.Option(200, "--iters"),
     out: Path = typer.Option(Path("runs/delegate"), "-o", "--out"),
+    algo: str = _ALGO,
     seed: int = _SEED,
     data: Path = _DATA,
     fmt: str = _FORMAT,
@@ -137,14 +145,15 @@ def train_delegate_cmd(
 
     Examples:
       orchestrace train delegate -s mmlu --lambda 0.1
+      orchestrace train delegate -s mmlu --lambda 0.1 --algo grpo
       orchestrace train delegate -s alpaca --lambda 0.05 --format json
-      orchestrace train delegate -s gsm8k --lambda 0.2 --mode cascade
+      orchestrace train delegate -s gsm8k --lambda 0.2 --mode cascade --algo ppo
     """
     from ..learn.tasks_more import train_delegate
 
     _check_format(fmt)
     r = train_delegate(
-        source, lam, seed=seed, iters=iters, mode=mode, out=out, data=data, progress=fmt != "json"
+        source, lam, seed=seed, iters=iters, mode=mode, algo=algo, out=out, data=data, progress=fmt != "json"
     )
     _emit(r, fmt, _delegate_rows(r), _DELEGATE_HEADER)
 
@@ -191,42 +200,78 @@ _SWARM_HEADER = (
 )
 
 
+def _swarm_parallel_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
+    rows = []
+    for k, v in r["methods"].items():
+        lo, hi = v["r_perf"]["ci95"]
+        rows.append((k, f"{v['r_perf']['mean']:.4f} [{lo:.4f}, {hi:.4f}]", f"{v['finish_rate']:.3f}",
+                     f"{v['critical_over_serial']:.3f}", f"{v['on_budget']:.3f}"))  # fmt: skip
+    return rows
+
+
+_SWARM_PARALLEL_HEADER = (
+    "method (every lead)",
+    "r_perf [95% CI]",
+    "finish rate",
+    "critical / serial",
+    "on budget",
+)
+
+
 def train_swarm_cmd(
-    iters: int = typer.Option(300, "--iters"),
+    iters: int = typer.Option(None, "--iters", help="default 300 (200 with --parallel)"),
     l1: float = typer.Option(0.2, "--l1", help="initial r_parallel weight (annealed to 0)"),
     l2: float = typer.Option(1.0, "--l2", help="initial r_finish weight (annealed to 0)"),
-    eval_tasks: int = typer.Option(200, "--eval-tasks"),
+    parallel: bool = typer.Option(
+        False, "--parallel", help="train the PettingZoo Parallel Swarm: one policy shared by every lead"
+    ),
+    branches: int = typer.Option(3, "--branches", help="leads acting at once (with --parallel)"),
+    eval_tasks: int = typer.Option(None, "--eval-tasks", help="default 200 (100 with --parallel)"),
     out: Path = typer.Option(Path("runs/swarm"), "-o", "--out"),
+    algo: str = _ALGO,
     seed: int = _SEED,
     fmt: str = _FORMAT,
 ) -> None:
     """Train the Swarm spawn policy with the PARL reward under a Critical Steps budget.
 
-    Example:
+    Examples:
       orchestrace train swarm --iters 300 -o runs/swarm
+      orchestrace train swarm --algo grpo
+      orchestrace train swarm --parallel --branches 3 --algo grpo   # PettingZoo Parallel, shared policy
     """
-    from ..learn.tasks_more import train_swarm
+    from ..learn.tasks_more import train_swarm, train_swarm_parallel
 
     _check_format(fmt)
-    r = train_swarm(
-        seed=seed, iters=iters, l1=l1, l2=l2, eval_tasks=eval_tasks, out=out, progress=fmt != "json"
-    )
+    if parallel:
+        r = train_swarm_parallel(seed=seed, iters=iters or 200, branches=branches, l1=l1, l2=l2, algo=algo,
+                                 eval_tasks=eval_tasks or 100, out=out, progress=fmt != "json")  # fmt: skip
+        _emit(r, fmt, _swarm_parallel_rows(r), _SWARM_PARALLEL_HEADER)
+        return
+    r = train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo, eval_tasks=eval_tasks or 200,
+                    out=out, progress=fmt != "json")  # fmt: skip
     _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)
 
 
 def eval_swarm_cmd(
     policy: Path = typer.Option(None, "--policy", "-p", help="a swarm.safetensors (default: baselines only)"),
-    eval_tasks: int = typer.Option(200, "--eval-tasks"),
+    parallel: bool = typer.Option(False, "--parallel", help="every lead of the PettingZoo Parallel Swarm"),
+    branches: int = typer.Option(3, "--branches", help="leads acting at once (with --parallel)"),
+    eval_tasks: int = typer.Option(None, "--eval-tasks", help="default 200 (100 with --parallel)"),
     seed: int = _SEED,
     fmt: str = _FORMAT,
 ) -> None:
     """Held-out DAGs: Critical Steps vs serial, finish rate, r_perf for the policy and baselines.
 
-    Example:
+    Examples:
       orchestrace eval swarm -p runs/swarm/swarm.safetensors
+      orchestrace eval swarm --parallel -p runs/swarm/swarm-parallel.safetensors
     """
-    from ..learn.tasks_more import eval_swarm
+    from ..learn.tasks_more import eval_swarm, eval_swarm_parallel
 
     _check_format(fmt)
-    r = eval_swarm(policy, eval_tasks=eval_tasks, seed=seed)
+    if parallel:
+        r = eval_swarm_parallel(policy, branches=branches, eval_tasks=eval_tasks or 100, seed=seed)
+        _emit(r, fmt, _swarm_parallel_rows(r), _SWARM_PARALLEL_HEADER)
+        return
+    r = eval_swarm(policy, eval_tasks=eval_tasks or 200, seed=seed)
     _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)

@@ -7,7 +7,8 @@ policy in numpy (one tiny forward per decision); the update is one torch step pe
 
     loss = -mean(A_t * log pi(a_t|s_t)) + vf_coef * mean((R - V(s_t))^2) - ent_coef * mean(H(pi(.|s_t)))
 
-Policies save as safetensors + JSON and run without torch (:class:`NumpyPolicy`).
+Policies save as safetensors + JSON and run without torch (:class:`NumpyPolicy`). PPO and GRPO
+share the rollouts and the training loop: :mod:`orchestrace.learn.algos_simple_pg`.
 """
 
 from __future__ import annotations
@@ -105,6 +106,11 @@ class Batch:
     decisions: np.ndarray  # [N] decisions per episode
     stop_now: np.ndarray  # [T] reward of ending the episode at each decision (0 if the env lacks it)
     infos: list[dict]  # terminal info of each episode
+    rollout: np.ndarray | None = None  # [N] env episode each episode comes from (PettingZoo: one per agent)
+
+    def __post_init__(self) -> None:
+        if self.rollout is None:
+            self.rollout = np.arange(len(self.ep_reward))
 
 
 def run_episode(
@@ -178,94 +184,51 @@ class TrainResult:
     curve: list[dict[str, float]]
 
 
-def train_reinforce(
-    env: gym.Env,
-    train_options: Sequence[dict[str, Any]],
-    *,
-    env_name: str,
-    iters: int = 150,
-    batch: int = 64,
-    lr: float = 3e-3,
-    hidden: Sequence[int] = (32,),
-    ent_coef: float = 0.01,
-    vf_coef: float = 0.5,
-    seed: int = 0,
-    group: int = 1,
-    baseline: str = "value",
-    init_bias: Sequence[float] | None = None,
-    on_iter: Callable[[int], None] | None = None,
-    progress: bool = False,
-    extra: dict[str, Any] | None = None,
-) -> TrainResult:
-    """Train a softmax policy on episodes drawn (with replacement) from ``train_options``.
+def reinforce_update(actor: Any, critic: Any, opt: Any, b: Batch, group: int, baseline: str, vf_coef: float,
+                     ent_coef: float) -> None:  # fmt: skip
+    """One REINFORCE step on a batch.
 
-    ``group > 1`` plays every drawn item ``group`` times and uses the group's mean reward as the
-    baseline (GRPO-style; removes the between-item variance, e.g. easy vs hard tasks); the value
-    net then only serves as a second baseline inside the group (``A = R - mean_group(R)``).
-    ``baseline="stop-now"`` (stopping envs with ``stop_now_reward()``): the advantage of a
-    decision is R minus the reward of ending the episode right there, as in the StopVote
-    REINFORCE: the future attempts are replayed, exogenous to the action, so the gradient stays
-    unbiased; ending gets advantage 0 and continuing gets exactly what the later attempts bought
-    (sunk costs and task difficulty drop out).
-    ``init_bias`` sets the initial action logits (e.g. "retry" likelier than "give up", so early
-    episodes reach the later attempts at all).
-    ``on_iter(i)`` runs before iteration i collects (used to anneal reward weights)."""
+    ``baseline="value"``: ``A = R - V(s)`` (learned critic); with ``group > 1`` the mean reward of
+    the ``group`` rollouts of the same start replaces V (removes the between-item variance, e.g.
+    easy vs hard tasks). ``baseline="stop-now"`` (stopping envs with ``stop_now_reward()``): the
+    advantage of a decision is R minus the reward of ending the episode right there, as in the
+    StopVote REINFORCE: the future attempts are replayed, exogenous to the action, so the gradient
+    stays unbiased; ending gets advantage 0 and continuing gets exactly what the later attempts
+    bought (sunk costs and task difficulty drop out). The critic is fitted in every case."""
     import torch
 
-    torch.manual_seed(seed)
-    torch.set_num_threads(1)
-    rng = np.random.default_rng(seed)
-    obs_dim = int(env.observation_space.shape[0])  # type: ignore[index]
-    n_act = int(env.action_space.n)  # type: ignore[attr-defined]
-    meta = PolicyMeta(env_name, obs_dim, n_act, list(hidden), seed, dict(extra or {}))
-    actor = _mlp([obs_dim, *hidden, n_act])
-    critic = _mlp([obs_dim, *hidden, 1])
-    with torch.no_grad():
-        actor[-1].weight.mul_(0.01)  # near-uniform start
-        if init_bias is not None:
-            actor[-1].bias.copy_(torch.tensor(list(init_bias), dtype=torch.float32))
-    opt = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=lr)
-    curve: list[dict[str, float]] = []
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    from .algos.common import clip_grad
 
-        bar = tqdm(total=iters, desc=f"train {env_name}", unit="it")
-    env.reset(seed=seed)
-    for it in range(iters):
-        if on_iter is not None:
-            on_iter(it)
-        pick = np.repeat(rng.integers(len(train_options), size=max(1, batch // group)), group)
-        b = collect(env, _to_numpy(actor, meta), [train_options[i] for i in pick], rng)
-        if len(b.act):
-            x = torch.from_numpy(b.obs)
-            r = torch.from_numpy(b.ret)
-            logp_all = torch.log_softmax(actor(x), dim=-1)
-            logp = logp_all.gather(1, torch.from_numpy(b.act)[:, None])[:, 0]
-            v = critic(x)[:, 0]
-            if baseline == "stop-now":
-                adv = r - torch.from_numpy(b.stop_now)
-                adv = adv / (adv.std() + 1e-8) if len(adv) > 1 else adv  # keep advantage 0 at 0
-            else:
-                if group > 1:
-                    base = b.ep_reward.reshape(-1, group).mean(axis=1).repeat(group)  # per episode
-                    adv = r - torch.from_numpy(np.repeat(base, b.decisions).astype(np.float32))
-                else:
-                    adv = (r - v).detach()
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
-            ent = -(logp_all.exp() * logp_all).sum(-1).mean()
-            loss = -(adv * logp).mean() + vf_coef * ((r - v) ** 2).mean() - ent_coef * ent
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([*actor.parameters(), *critic.parameters()], 1.0)
-            opt.step()
-        curve.append({"iter": it, "reward": float(b.ep_reward.mean()), "decisions": float(len(b.act))})
-        if bar is not None:
-            bar.set_postfix(reward=f"{b.ep_reward.mean():.3f}")
-            bar.update()
-    if bar is not None:
-        bar.close()
-    return TrainResult(_to_numpy(actor, meta), curve)
+    x = torch.from_numpy(b.obs)
+    r = torch.from_numpy(b.ret)
+    logp_all = torch.log_softmax(actor(x), dim=-1)
+    logp = logp_all.gather(1, torch.from_numpy(b.act)[:, None])[:, 0]
+    v = critic(x)[:, 0]
+    if baseline == "stop-now":
+        adv = r - torch.from_numpy(b.stop_now)
+        adv = adv / (adv.std() + 1e-8) if len(adv) > 1 else adv  # keep advantage 0 at 0
+    else:
+        if group > 1:
+            gid = b.rollout // group
+            mean = np.bincount(gid, weights=b.ep_reward) / np.bincount(gid)
+            adv = r - torch.from_numpy(np.repeat(mean[gid], b.decisions).astype(np.float32))
+        else:
+            adv = (r - v).detach()
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
+    ent = -(logp_all.exp() * logp_all).sum(-1).mean()
+    loss = -(adv * logp).mean() + vf_coef * ((r - v) ** 2).mean() - ent_coef * ent
+    opt.zero_grad()
+    loss.backward()
+    clip_grad(opt.params, 1.0)
+    opt.step()
+
+
+def train_reinforce(env: gym.Env, train_options: Sequence[dict[str, Any]], **kw: Any) -> TrainResult:
+    """REINFORCE with a baseline (:func:`reinforce_update`); keywords as
+    :func:`~orchestrace.learn.algos_simple_pg.train_policy`."""
+    from .algos_simple_pg import train_policy
+
+    return train_policy("reinforce", env, train_options, **kw)
 
 
 def bootstrap_ci(

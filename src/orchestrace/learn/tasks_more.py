@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import OrchestraceError
-from .algos_simple import NumpyPolicy, bootstrap_ci, paired_ci, run_episode, train_reinforce
+from .algos_simple import NumpyPolicy, bootstrap_ci, paired_ci, run_episode
+from .algos_simple_pg import check_algo, train_policy
 
 SPLIT_SEED = 0
 
@@ -30,6 +31,12 @@ def split(n: int, frac: float = 0.6, seed: int = SPLIT_SEED) -> tuple[np.ndarray
 def _summary(x: np.ndarray, seed: int) -> dict[str, Any]:
     lo, hi = bootstrap_ci(x, seed=seed)
     return {"mean": float(np.mean(x)), "ci95": [lo, hi]}
+
+
+def _algo_kw(defaults: dict[str, dict[str, Any]], algo: str, **given: Any) -> dict[str, Any]:
+    """The env's default hyperparameters for ``algo``, overridden by the ``given`` ones not None."""
+    check_algo(algo)
+    return {**defaults[algo], **{k: v for k, v in given.items() if v is not None}}
 
 
 def _write(out: str | Path | None, name: str, result: dict[str, Any]) -> None:
@@ -89,6 +96,12 @@ def _by_task(episodes: list[dict[str, int]], x: np.ndarray) -> np.ndarray:
 #: agent episode; a Game-of-24 attempt is one GPT-4 sample. (Every ALFWorld environment succeeds
 #: by trial 15, so below c ~ 0.15 "never give up" is optimal and there is nothing to learn.)
 RETRY_COST = {"alfworld": 0.25, "humaneval": 0.1, "game24": 0.01, "game24-standard": 0.01}
+#: Per-algorithm defaults (GRPO: 8 rollouts of the same task and sample order per group).
+RETRY_ALGO: dict[str, dict[str, Any]] = {
+    "reinforce": {"lr": 3e-2, "group": 1, "ent_coef": 0.01},
+    "ppo": {"lr": 1e-2, "group": 1, "ent_coef": 0.01},
+    "grpo": {"lr": 1e-2, "group": 8, "ent_coef": 0.01, "adv_scale": "group"},
+}
 
 
 def train_retry(
@@ -100,31 +113,35 @@ def train_retry(
     batch: int = 64,
     perms: int = 8,
     hidden: Sequence[int] = (),
-    lr: float = 3e-2,
-    group: int = 1,
-    ent_coef: float = 0.01,
+    algo: str = "reinforce",
+    lr: float | None = None,
+    group: int | None = None,
+    ent_coef: float | None = None,
     out: str | Path | None = None,
     data: str | Path | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """One REINFORCE policy (logistic by default: few tasks, few features) per family, with the
-    stop-now baseline (see :func:`~orchestrace.learn.algos_simple.train_reinforce`) and an
-    initial P(give up) of 0.12 per decision (a policy that quits at once never sees late successes) on 60% of its tasks; held-out evaluation against every
-    fixed retry cap (the cap chosen on the training split, and the best cap in hindsight)."""
+    """One policy (logistic by default: few tasks, few features) per family on 60% of its tasks,
+    trained with ``algo`` (REINFORCE: the stop-now baseline, see
+    :func:`~orchestrace.learn.algos_simple.reinforce_update`) from an initial P(give up) of 0.12
+    per decision (a policy that quits at once never sees late successes); held-out evaluation
+    against every fixed retry cap (the cap chosen on the training split, and the best cap in
+    hindsight). ``lr``, ``group``, ``ent_coef``: default per algorithm (:data:`RETRY_ALGO`)."""
     from .datasets import load_retry
     from .envs.retry import RetryStopEnv
 
-    result: dict[str, Any] = {"env": "RetryStop", "seed": seed, "split_seed": SPLIT_SEED, "families": {}}
+    kw = _algo_kw(RETRY_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
+    result: dict[str, Any] = {"env": "RetryStop", "seed": seed, "split_seed": SPLIT_SEED, "families": {},
+                              "algo": {"name": algo, **kw}}  # fmt: skip
     for fam in families:
         tasks = load_retry(fam, data)
         c = RETRY_COST.get(fam, 0.05) if cost is None else cost
         env = RetryStopEnv(tasks, cost=c)
         tr, te = split(len(tasks))
         train_eps = _retry_episodes(env, tr, perms)
-        res = train_reinforce(
-            env, train_eps, env_name="RetryStop", iters=iters, batch=batch, seed=seed, progress=progress,
-            hidden=hidden, lr=lr, group=group, ent_coef=ent_coef, init_bias=(0.0, -2.0), baseline="stop-now",
-            extra={"family": fam, "cost": c},
+        res = train_policy(
+            algo, env, train_eps, env_name="RetryStop", iters=iters, batch=batch, seed=seed, progress=progress,
+            hidden=hidden, init_bias=(0.0, -2.0), baseline="stop-now", extra={"family": fam, "cost": c}, **kw,
         )  # fmt: skip
         if out is not None:
             res.policy.save(Path(out) / f"retry-{fam}")
@@ -277,6 +294,16 @@ def _delegate_report(train: Any, test: Any, lam: float, scale: float, policy: Nu
     return res
 
 
+#: Per-algorithm defaults (``ent_coef`` defaults per mode: 0.02 route, 0.05 cascade). GRPO here
+#: is Dr. GRPO (no std division): a group whose answers are all right differs only by price, and
+#: dividing by its std would weigh a few cents like a wrong answer.
+DELEGATE_ALGO: dict[str, dict[str, Any]] = {
+    "reinforce": {"lr": 3e-3, "group": 4},
+    "ppo": {"lr": 1e-3, "group": 1},
+    "grpo": {"lr": 3e-3, "group": 4, "adv_scale": "none", "epochs": 2, "minibatches": 1},
+}
+
+
 def train_delegate(
     source: str = "mmlu",
     lam: float = 0.1,
@@ -284,10 +311,11 @@ def train_delegate(
     seed: int = 0,
     iters: int = 200,
     batch: int = 256,
-    group: int = 4,
+    algo: str = "reinforce",
+    group: int | None = None,
     ent_coef: float | None = None,
     hidden: Sequence[int] = (64,),
-    lr: float = 3e-3,
+    lr: float | None = None,
     models: Sequence[str] | None = None,
     mode: str = "route",
     out: str | Path | None = None,
@@ -297,14 +325,17 @@ def train_delegate(
     """``mode="route"``: one model per query; ``mode="cascade"`` (GSM8K: needs logged answers):
     ask the cheapest model first and decide from its answer whether to escalate.
 
-    REINFORCE router on 60% of the queries (each drawn query routed ``group`` times, the group
-    mean reward as baseline: the advantage compares models on the same query); held-out comparison
-    with every single model, the cost-threshold router and the hindsight oracle."""
+    Router trained with ``algo`` on 60% of the queries (REINFORCE and GRPO: each drawn query
+    routed ``group`` times, the group mean reward as baseline: the advantage compares models on
+    the same query; ``lr``, ``group`` default per algorithm, :data:`DELEGATE_ALGO`); held-out
+    comparison with every single model, the cost-threshold router and the hindsight oracle."""
     from .datasets import ROUTE_SOURCES, load_route
     from .envs.delegate import CascadeEnv, DelegateEnv
 
     _need_choice("source", source, ROUTE_SOURCES)
     _need_choice("mode", mode, ("route", "cascade"))
+    ent = (0.05 if mode == "cascade" else 0.02) if ent_coef is None else ent_coef
+    kw = _algo_kw(DELEGATE_ALGO, algo, lr=lr, group=group, ent_coef=ent)
     full = load_route(source, data, list(models) if models else None)
     if mode == "cascade" and full.responses is None:
         raise OrchestraceError("OT665", f"cascade mode needs logged answers; {source} has none (use gsm8k)")
@@ -313,10 +344,9 @@ def train_delegate(
     make = CascadeEnv if mode == "cascade" else DelegateEnv
     env = make(train_d, lam=lam, scale=None)
     scale = env.scale
-    res = train_reinforce(
-        env, [{"query": i} for i in range(len(train_d.ids))], env_name="Delegate", iters=iters, batch=batch,
-        seed=seed, hidden=hidden, lr=lr, group=group, progress=progress,
-        ent_coef=(0.05 if mode == "cascade" else 0.02) if ent_coef is None else ent_coef,
+    res = train_policy(
+        algo, env, [{"query": i} for i in range(len(train_d.ids))], env_name="Delegate", iters=iters,
+        batch=batch, seed=seed, hidden=hidden, progress=progress, **kw,
         init_bias=(1.0, 0.0) if mode == "cascade" else None,  # cascade: start cheap, accept (P = 0.73)
         extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale, "mode": mode},
     )  # fmt: skip
@@ -328,6 +358,7 @@ def train_delegate(
     r.update(
         env="Delegate", mode=mode, source=source, seed=seed, split_seed=SPLIT_SEED, models=full.models,
         price_source=full.price_source, train_iters=iters, learning_curve=[c["reward"] for c in res.curve],
+        algo={"name": algo, **kw},
     )  # fmt: skip
     _write(out, f"delegate-{source}{suffix}-result.json", r)
     return r
@@ -430,30 +461,21 @@ def _swarm_report(env: Any, policy: NumpyPolicy | None, n: int, seed: int) -> di
     return res
 
 
-def train_swarm(
-    *,
-    seed: int = 0,
-    iters: int = 300,
-    batch: int = 64,
-    l1: float = 0.2,
-    l2: float = 1.0,
-    anneal_frac: float = 0.8,
-    group: int = 8,
-    ent_coef: float = 0.1,
-    lr: float = 1e-2,
-    train_tasks: int = 2000,
-    eval_tasks: int = 200,
-    out: str | Path | None = None,
-    progress: bool = False,
-) -> dict[str, Any]:
-    """REINFORCE on PARL rewards: l1 (r_parallel) and l2 (r_finish) decay linearly to 0 over the
-    first ``anneal_frac`` of the iterations; every drawn DAG is played ``group`` times and the
-    group mean is the baseline (tasks differ a lot in how tight their budget is), and a strong
-    entropy bonus keeps small spawn counts explored. Evaluation on DAGs from another seed."""
-    from ..reward.schedule import Schedule
-    from .envs.swarm import SwarmEnv
+#: Per-algorithm defaults (REINFORCE and GRPO: every drawn DAG played ``group`` times).
+SWARM_ALGO: dict[str, dict[str, Any]] = {
+    "reinforce": {"lr": 1e-2, "group": 8, "ent_coef": 0.1},
+    "ppo": {"lr": 3e-3, "group": 1, "ent_coef": 0.1},
+    "grpo": {"lr": 3e-3, "group": 8, "ent_coef": 0.1, "adv_scale": "group"},
+}
 
-    env = SwarmEnv(task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2)
+
+def _swarm_train(env: Any, algo: str, kw: dict[str, Any], *, seed: int, iters: int, batch: int, l1: float,
+                 l2: float, anneal_frac: float, train_tasks: int, progress: bool,
+                 extra: dict[str, Any]) -> tuple[Any, list[tuple[float, float]]]:  # fmt: skip
+    """Train on PARL rewards with l1 (r_parallel) and l2 (r_finish) decaying linearly to 0 over the
+    first ``anneal_frac`` of the iterations (Swarm and the PettingZoo Parallel Swarm alike)."""
+    from ..reward.schedule import Schedule
+
     steps = max(1, int(iters * anneal_frac))
     s1 = Schedule(kind="linear", start=l1, end=0.0, steps=steps)
     s2 = Schedule(kind="linear", start=l2, end=0.0, steps=steps)
@@ -463,11 +485,41 @@ def train_swarm(
         env.set_weights(s1(it), s2(it))
         weights.append((s1(it), s2(it)))
 
-    res = train_reinforce(
-        env, [{"task": i} for i in range(train_tasks)], env_name="Swarm", iters=iters, batch=batch, seed=seed,
-        hidden=(32,), lr=lr, ent_coef=ent_coef, group=group, on_iter=anneal, progress=progress,
-        extra={"l1": l1, "l2": l2, "anneal_frac": anneal_frac, "config": vars(env.cfg)},
+    res = train_policy(
+        algo, env, [{"task": i} for i in range(train_tasks)], env_name="Swarm", iters=iters, batch=batch, seed=seed,
+        hidden=(32,), on_iter=anneal, progress=progress,
+        extra={"l1": l1, "l2": l2, "anneal_frac": anneal_frac, "config": vars(env.cfg), **extra}, **kw,
     )  # fmt: skip
+    return res, weights[:: max(1, iters // 20)]
+
+
+def train_swarm(
+    *,
+    seed: int = 0,
+    iters: int = 300,
+    batch: int = 64,
+    l1: float = 0.2,
+    l2: float = 1.0,
+    anneal_frac: float = 0.8,
+    algo: str = "reinforce",
+    group: int | None = None,
+    ent_coef: float | None = None,
+    lr: float | None = None,
+    train_tasks: int = 2000,
+    eval_tasks: int = 200,
+    out: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """``algo`` on PARL rewards with annealed l1, l2 (see :func:`_swarm_train`); REINFORCE and
+    GRPO play every drawn DAG ``group`` times and use the group mean as the baseline (tasks differ
+    a lot in how tight their budget is), and a strong entropy bonus keeps small spawn counts
+    explored (defaults per algorithm: :data:`SWARM_ALGO`). Evaluation on DAGs from another seed."""
+    from .envs.swarm import SwarmEnv
+
+    kw = _algo_kw(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
+    env = SwarmEnv(task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2)
+    res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
+                                anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress, extra={})  # fmt: skip
     if out is not None:
         res.policy.save(Path(out) / "swarm")
     test_env = SwarmEnv(task_seed=SWARM_TEST_SEED)
@@ -475,10 +527,51 @@ def train_swarm(
     r.update(
         env="Swarm", seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED,
         config=vars(env.cfg), train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac},
-        algo={"name": "reinforce", "group": group, "ent_coef": ent_coef, "lr": lr, "batch": batch},
-        learning_curve=[c["reward"] for c in res.curve], weights=weights[:: max(1, iters // 20)],
+        algo={"name": algo, **kw, "batch": batch}, learning_curve=[c["reward"] for c in res.curve], weights=weights,
     )  # fmt: skip
     _write(out, "swarm-result.json", r)
+    return r
+
+
+def train_swarm_parallel(
+    *,
+    seed: int = 0,
+    iters: int = 200,
+    batch: int = 32,
+    branches: int = 3,
+    l1: float = 0.2,
+    l2: float = 1.0,
+    anneal_frac: float = 0.8,
+    algo: str = "reinforce",
+    group: int | None = None,
+    ent_coef: float | None = None,
+    lr: float | None = None,
+    train_tasks: int = 2000,
+    eval_tasks: int = 100,
+    out: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """PettingZoo Parallel Swarm, trained through ``parallel_env``'s reset/step with a dict of
+    actions: one policy (and critic) shared by every lead (parameter sharing, independent policy
+    gradient), each lead's reward the team PARL reward of the episode's trace. ``batch`` counts
+    env episodes (each gives ``branches`` agent trajectories). Evaluated with
+    :func:`eval_swarm_parallel` on held-out tasks against the per-lead fixed rules."""
+    from .envs.pettingzoo_adapter import parallel_env
+
+    kw = _algo_kw(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
+    env = parallel_env(branches=branches, task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2)
+    res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
+                                anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress,
+                                extra={"trained_on": "SwarmParallel", "branches": branches})  # fmt: skip
+    if out is not None:
+        res.policy.save(Path(out) / "swarm-parallel")
+    r = eval_swarm_parallel(res.policy, branches=branches, eval_tasks=eval_tasks, seed=seed)
+    r.update(
+        seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED, config=vars(env.cfg),
+        train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac}, algo={"name": algo, **kw, "batch": batch},
+        learning_curve=[c["reward"] for c in res.curve], weights=weights,
+    )  # fmt: skip
+    _write(out, "swarm-parallel-result.json", r)
     return r
 
 

@@ -63,6 +63,10 @@ class SwarmParallelEnv(ParallelEnv):
         self.agents: list[str] = []
         self._rng = np.random.default_rng(task_seed)
 
+    def set_weights(self, l1: float, l2: float) -> None:
+        """PARL weights of r_parallel and r_finish in the reward (annealed during training)."""
+        self.l1, self.l2 = l1, l2
+
     @functools.cache  # noqa: B019 (PettingZoo's documented pattern: spaces per agent are constant)
     def observation_space(self, agent: str) -> gym.spaces.Space:
         return gym.spaces.Box(-np.inf, np.inf, (N_FEATURES,), np.float32)
