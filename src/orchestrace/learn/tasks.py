@@ -482,6 +482,229 @@ gothenburg|sweden
 bergen|norway
 """.strip()
 
+
+# continent gold [|accepted alternatives...] -> its countries (spaces as "_"); countries that span two
+# continents are left out, and so are the three countries of the example turns
+_AFRICA = "africa|north africa|west africa|east africa|central africa|southern africa|sub-saharan africa"
+_ASIA = "asia|east asia|south asia|southeast asia|central asia|western asia|middle east"
+_EUROPE = "europe|western europe|eastern europe|northern europe|southern europe|central europe"
+_CONTINENTS = {
+    _EUROPE: """albania andorra austria belarus belgium bosnia_and_herzegovina bulgaria croatia
+        czech_republic denmark estonia finland france germany greece hungary iceland ireland italy
+        latvia liechtenstein lithuania luxembourg malta moldova monaco montenegro netherlands
+        north_macedonia norway poland portugal romania san_marino serbia slovakia slovenia spain
+        sweden switzerland ukraine united_kingdom""",
+    _ASIA: """afghanistan bahrain bangladesh bhutan brunei cambodia china india indonesia iran iraq
+        israel jordan kuwait kyrgyzstan laos lebanon malaysia maldives mongolia myanmar nepal
+        north_korea oman pakistan philippines qatar saudi_arabia singapore south_korea sri_lanka
+        syria taiwan tajikistan thailand turkmenistan united_arab_emirates uzbekistan vietnam yemen""",
+    _AFRICA: """algeria angola benin botswana burkina_faso burundi cameroon cape_verde
+        central_african_republic chad comoros djibouti egypt equatorial_guinea eritrea eswatini
+        ethiopia gabon gambia guinea guinea-bissau ivory_coast kenya lesotho liberia libya
+        madagascar malawi mali mauritania mauritius morocco mozambique namibia niger nigeria rwanda
+        senegal seychelles sierra_leone somalia south_africa south_sudan sudan tanzania togo tunisia
+        uganda zambia zimbabwe""",
+    "north america|central america|caribbean": """canada united_states mexico guatemala belize
+        honduras el_salvador nicaragua costa_rica panama cuba jamaica haiti dominican_republic
+        bahamas barbados trinidad_and_tobago grenada saint_lucia dominica""",
+    "south america|latin america": """brazil argentina chile colombia venezuela ecuador bolivia
+        paraguay uruguay guyana suriname""",
+    "oceania|australia|australasia|pacific": """australia new_zealand fiji papua_new_guinea samoa tonga
+        vanuatu solomon_islands kiribati micronesia palau tuvalu nauru marshall_islands""",
+}
+
+# country -> gold capital [, accepted alternatives...]; the example turns' countries are left out
+_CAPITALS = """
+albania|tirana|tirane
+andorra|andorra la vella
+austria|vienna|wien
+belarus|minsk
+belgium|brussels|bruxelles
+bosnia and herzegovina|sarajevo
+bulgaria|sofia
+croatia|zagreb
+czech republic|prague|praha
+denmark|copenhagen
+estonia|tallinn
+finland|helsinki
+france|paris
+germany|berlin
+greece|athens
+hungary|budapest
+iceland|reykjavik|reykjavík
+ireland|dublin
+latvia|riga
+liechtenstein|vaduz
+lithuania|vilnius
+luxembourg|luxembourg|luxembourg city
+malta|valletta
+moldova|chisinau|chișinău|chişinău
+montenegro|podgorica
+netherlands|amsterdam
+north macedonia|skopje
+norway|oslo
+poland|warsaw|warszawa
+portugal|lisbon|lisboa
+romania|bucharest
+russia|moscow
+serbia|belgrade
+slovakia|bratislava
+slovenia|ljubljana
+spain|madrid
+sweden|stockholm
+switzerland|bern|berne
+ukraine|kyiv|kiev
+united kingdom|london
+afghanistan|kabul
+armenia|yerevan
+azerbaijan|baku
+bahrain|manama
+bangladesh|dhaka|dacca
+bhutan|thimphu
+cambodia|phnom penh
+china|beijing|peking
+cyprus|nicosia
+georgia|tbilisi
+india|new delhi|delhi
+indonesia|jakarta
+iran|tehran|teheran
+iraq|baghdad
+japan|tokyo
+jordan|amman
+kazakhstan|astana|nur-sultan
+kuwait|kuwait city|kuwait
+kyrgyzstan|bishkek
+laos|vientiane
+lebanon|beirut
+malaysia|kuala lumpur|putrajaya
+maldives|male|malé
+mongolia|ulaanbaatar|ulan bator
+myanmar|naypyidaw|nay pyi taw|naypyitaw
+nepal|kathmandu
+north korea|pyongyang
+oman|muscat
+pakistan|islamabad
+philippines|manila
+qatar|doha
+saudi arabia|riyadh
+singapore|singapore
+south korea|seoul
+sri lanka|sri jayawardenepura kotte|kotte|colombo
+syria|damascus
+taiwan|taipei
+tajikistan|dushanbe
+thailand|bangkok
+turkey|ankara
+turkmenistan|ashgabat
+united arab emirates|abu dhabi
+uzbekistan|tashkent
+vietnam|hanoi
+yemen|sanaa|sana'a
+algeria|algiers
+angola|luanda
+benin|porto-novo|porto novo
+botswana|gaborone
+burkina faso|ouagadougou
+burundi|gitega
+cameroon|yaounde|yaoundé
+cape verde|praia
+central african republic|bangui
+chad|n'djamena|ndjamena
+comoros|moroni
+djibouti|djibouti
+egypt|cairo
+equatorial guinea|malabo
+eritrea|asmara
+ethiopia|addis ababa
+gabon|libreville
+gambia|banjul
+ghana|accra
+guinea|conakry
+lesotho|maseru
+liberia|monrovia
+libya|tripoli
+madagascar|antananarivo
+malawi|lilongwe
+mali|bamako
+mauritania|nouakchott
+mauritius|port louis
+morocco|rabat
+mozambique|maputo
+namibia|windhoek
+niger|niamey
+nigeria|abuja
+rwanda|kigali
+senegal|dakar
+seychelles|victoria
+sierra leone|freetown
+somalia|mogadishu
+south africa|pretoria|cape town|bloemfontein
+south sudan|juba
+sudan|khartoum
+tanzania|dodoma
+togo|lome|lomé
+tunisia|tunis
+uganda|kampala
+zambia|lusaka
+zimbabwe|harare
+argentina|buenos aires
+bahamas|nassau
+barbados|bridgetown
+belize|belmopan
+bolivia|sucre|la paz
+brazil|brasilia|brasília
+canada|ottawa
+chile|santiago|santiago de chile
+colombia|bogota|bogotá
+costa rica|san jose|san josé
+cuba|havana|la habana
+dominican republic|santo domingo
+ecuador|quito
+el salvador|san salvador
+guatemala|guatemala city|guatemala
+guyana|georgetown
+haiti|port-au-prince|port au prince
+honduras|tegucigalpa
+jamaica|kingston
+mexico|mexico city|ciudad de mexico|ciudad de méxico
+nicaragua|managua
+panama|panama city|panama
+paraguay|asuncion|asunción
+suriname|paramaribo
+trinidad and tobago|port of spain
+united states|washington|washington d c|washington dc
+uruguay|montevideo
+venezuela|caracas
+australia|canberra
+fiji|suva
+new zealand|wellington
+papua new guinea|port moresby
+samoa|apia
+solomon islands|honiara
+tonga|nuku'alofa|nukualofa
+vanuatu|port vila
+grenada|st george's|saint george's|st georges
+saint lucia|castries
+dominica|roseau
+antigua and barbuda|st john's|saint john's|st johns
+saint kitts and nevis|basseterre
+saint vincent and the grenadines|kingstown
+kiribati|tarawa|south tarawa
+micronesia|palikir
+palau|ngerulmud
+tuvalu|funafuti
+marshall islands|majuro
+brunei|bandar seri begawan
+east timor|dili
+eswatini|mbabane|lobamba
+guinea-bissau|bissau
+republic of the congo|brazzaville
+democratic republic of the congo|kinshasa
+sao tome and principe|sao tome|são tomé
+san marino|san marino
+monaco|monaco
+""".strip()
+
 _PUNCT = re.compile(r"[^\w\s'-]")
 _SPACE = re.compile(r"\s+")
 
@@ -570,6 +793,53 @@ def _parse_cities() -> tuple[Question, ...]:
     return tuple(out.values())
 
 
+def _country_name(slug: str) -> str:
+    """'bosnia_and_herzegovina' -> 'Bosnia and Herzegovina' (small words stay lower case)."""
+    small = {"and", "of", "the"}
+    return " ".join(w if w in small else w.title() for w in slug.split("_"))
+
+
+def _continent_question(country: str) -> str:
+    return f"On which continent is the country {_country_name(country)}? Answer with just the continent name."
+
+
+def _parse_continents() -> tuple[Question, ...]:
+    out: dict[str, Question] = {}
+    for answers, countries in _CONTINENTS.items():
+        for c in countries.split():
+            out[c] = Question(
+                f"cont-{c.replace('_', '-')}",
+                _continent_question(c),
+                answers.split("|")[0],
+                tuple(answers.split("|")),
+            )
+    return tuple(out.values())
+
+
+_WITH_THE = {
+    "bahamas", "central_african_republic", "comoros", "czech_republic", "democratic_republic_of_the_congo",
+    "dominican_republic", "gambia", "maldives", "marshall_islands", "netherlands", "philippines",
+    "republic_of_the_congo", "seychelles", "solomon_islands", "united_arab_emirates", "united_kingdom",
+    "united_states",
+}  # fmt: skip
+
+
+def _capital_question(country: str) -> str:
+    name = ("the " if country in _WITH_THE else "") + _country_name(country)
+    return f"What is the capital city of {name}? Answer with just the city name."
+
+
+def _parse_capitals() -> tuple[Question, ...]:
+    out: dict[str, Question] = {}
+    for line in _CAPITALS.splitlines():
+        country, *answers = line.split("|")
+        slug = country.replace(" ", "_")
+        out[slug] = Question(
+            f"cap-{slug.replace('_', '-')}", _capital_question(slug), answers[0], tuple(answers)
+        )
+    return tuple(out.values())
+
+
 FAMILIES: dict[str, Family] = {
     "antonyms": Family(
         name="antonyms",
@@ -589,6 +859,28 @@ FAMILIES: dict[str, Family] = {
             (_city_question("nagoya"), "Japan"),
             (_city_question("graz"), "Austria"),
             (_city_question("recife"), "Brazil"),
+        ),
+        canonical=_canon_phrase,
+        max_new_tokens=8,
+    ),
+    "continents": Family(
+        name="continents",
+        questions=_parse_continents(),
+        shots=(
+            (_continent_question("japan"), "Asia"),
+            (_continent_question("peru"), "South America"),
+            (_continent_question("ghana"), "Africa"),
+        ),
+        canonical=_canon_phrase,
+        max_new_tokens=8,
+    ),
+    "capitals": Family(
+        name="capitals",
+        questions=_parse_capitals(),
+        shots=(
+            (_capital_question("italy"), "Rome"),
+            (_capital_question("kenya"), "Nairobi"),
+            (_capital_question("peru"), "Lima"),
         ),
         canonical=_canon_phrase,
         max_new_tokens=8,
