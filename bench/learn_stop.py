@@ -1,10 +1,12 @@
 """Learned stopping (O5) vs published stopping rules, on real SmolLM2-135M banks and synthetic banks.
 
 Prints, from one run:
-1. cross-family transfer on the embedded real banks (train on one family, test on the other):
-   accuracy / mean samples of fixed-40, AC, ESC, ConSol SPRT, the hindsight oracle and the learned
-   policy, with bootstrap 95% CIs over questions; the sample reduction vs fixed-40; whether the
-   learned Pareto front dominates each baseline's front over its whole parameter range;
+1. cross-family transfer on the embedded real banks (train antonyms -> test countries, the default
+   job, then leave-one-family-out over every embedded family), each held-out question replayed in
+   16 orders: accuracy / mean samples of fixed-k, AC, ESC, ConSol SPRT, the confidence rules, the
+   hindsight oracle and the learned policies (majority vote, and with the learned aggregator), with
+   bootstrap 95% CIs over questions; the sample reduction vs fixed-40; whether each learned Pareto
+   front dominates each baseline's front over its whole parameter range;
 2. synthetic banks: learned reward vs the Bayes-optimal rule (exact DP) on fresh questions;
 3. the four algorithms (exact PG, REINFORCE, PPO, GRPO) at one cost;
 4. wall and CPU time of the default ``orchestrace train stop``.
@@ -25,8 +27,9 @@ import time
 
 import numpy as np
 
-from orchestrace.learn.banks import SynthParams, calibrate, default_bank, synthetic_bank
-from orchestrace.learn.baselines import default_methods, sweep_methods
+from orchestrace.learn.aggregate import fit_aggregator
+from orchestrace.learn.banks import SynthParams, calibrate, default_bank, default_bank_names, synthetic_bank
+from orchestrace.learn.baselines import Method, default_methods, fixed_k, sweep_methods
 from orchestrace.learn.bayes import BayesStopper
 from orchestrace.learn.envs.stopvote import build_pool
 from orchestrace.learn.evaluate import (
@@ -38,81 +41,125 @@ from orchestrace.learn.evaluate import (
     run_stopper,
     tables,
 )
-from orchestrace.learn.stop import SWEEP_COSTS, policy_method, train_policy
+from orchestrace.learn.stop import SWEEP_COSTS, aggregator_answer, merge, policy_method, train_policy
 
 BUDGET = 40
 MAIN_COST = 0.003
+ORDERS = 16  # every held-out question replayed in 16 orders
 
 
 def fmt_ci(ci: tuple[float, float], nd: int = 3) -> str:
     return f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]"
 
 
-def transfer(train_name: str, test_name: str, seed: int) -> dict:
-    train, test = default_bank(train_name), default_bank(test_name)
-    pool = build_pool(train, BUDGET, 16, seed)
-    pts = tables(test, BUDGET)
-    base = [run_rule(test, pts, m, BUDGET) for m in default_methods(BUDGET) + sweep_methods()]
-    learned = []
-    for c in sorted({MAIN_COST, *SWEEP_COSTS}):
-        pol, _ = train_policy(train, c, pool=pool, seed=seed)
-        learned.append((c, run_rule(test, pts, policy_method(pol, f"learned(c={c:g})"), BUDGET)))
+_BASE: dict[str, tuple[list, list]] = {}
+
+
+def baselines(test_name: str) -> tuple[list, list]:
+    """Every baseline and its sweep on one test bank (independent of the training seed)."""
+    if test_name not in _BASE:
+        test = default_bank(test_name)
+        reps = tables(test, BUDGET, ORDERS)
+        _BASE[test_name] = (
+            reps,
+            [run_rule(test, reps, m, BUDGET) for m in default_methods(BUDGET) + sweep_methods()],
+        )
+    return _BASE[test_name]
+
+
+def transfer(train_names: list[str], test_name: str, seed: int) -> dict:
+    train = merge([default_bank(n) for n in train_names], "+".join(train_names))
+    test = default_bank(test_name)
+    reps, base = baselines(test_name)
+    agg = fit_aggregator([train], BUDGET, seed=seed)
+    learned: dict[str, list] = {"learned": [], "learned+agg": []}
+    for kind, aggregator in (("learned", None), ("learned+agg", agg)):
+        pool = build_pool(train, BUDGET, 16, seed, aggregator=aggregator)
+        for c in sorted({MAIN_COST, *SWEEP_COSTS}):
+            pol, _ = train_policy(train, c, pool=pool, seed=seed)
+            learned[kind].append((c, run_rule(test, reps, policy_method(pol, f"{kind}(c={c:g})"), BUDGET)))
+    agg40 = run_rule(
+        test, reps, Method("fixed-40+agg", "fixed-k", 40, fixed_k(40), aggregator_answer(agg)), BUDGET
+    )
     by = {r.method: r for r in base}
     full, oracle = by["fixed-40"], by["hindsight-oracle"]
-    main = dict(learned)[MAIN_COST]
-    ours_front = pareto_front([(r.mean_samples, r.accuracy) for _, r in learned])
-    dom = {}
-    for fam in ("ac-beta", "ac-dirichlet", "esc", "consol-sprt"):
-        front = pareto_front([(r.mean_samples, r.accuracy) for r in base if r.family == fam])
-        dom[fam] = dominates(ours_front, front)
+    dom: dict[str, dict[str, bool]] = {}
+    for kind, pts in learned.items():
+        ours_front = pareto_front([(r.mean_samples, r.accuracy) for _, r in pts])
+        dom[kind] = {}
+        for fam in ("ac-beta", "ac-dirichlet", "esc", "consol-sprt"):
+            front = pareto_front([(r.mean_samples, r.accuracy) for r in base if r.family == fam])
+            dom[kind][fam] = dominates(ours_front, front)
+    main = dict(learned["learned"])[MAIN_COST]
+    main_agg = dict(learned["learned+agg"])[MAIN_COST]
     return {
         "seed": seed,
         "full": full,
         "oracle": oracle,
         "main": main,
+        "main_agg": main_agg,
+        "agg40": agg40,
+        "aggregator": agg,
         "learned": learned,
         "base": by,
         "dominates": dom,
         "diff": paired_diff_ci(main, full, seed=seed),
+        "diff_agg": paired_diff_ci(main_agg, full, seed=seed),
     }
 
 
-def print_transfer(train_name: str, test_name: str, seeds: list[int]) -> list[dict]:
-    print(f"\n== real banks: train {train_name} -> test {test_name} (budget {BUDGET}) ==")
-    outs = [transfer(train_name, test_name, s) for s in seeds]
+def _row(name: str, r, seed: int) -> None:
+    ci = bootstrap_ci(r, seed=seed)
+    print(
+        f"{name:28s} {r.accuracy:9.3f} {fmt_ci(ci['accuracy']):>16s} {r.mean_samples:8.2f} {fmt_ci(ci['mean_samples'], 2):>16s}"
+    )
+
+
+def _goal_line(tag: str, m, f, diff: dict) -> str:
+    return (
+        f"{tag} acc {m.accuracy:.3f} vs fixed-40 {f.accuracy:.3f} (gap {100 * (m.accuracy - f.accuracy):+.1f} points, "
+        f"paired 95% CI {fmt_ci(tuple(100 * x for x in diff['accuracy']), 1)}), samples {m.mean_samples:.2f} = "
+        f"{f.mean_samples / m.mean_samples:.1f}x fewer"
+    )
+
+
+def print_transfer(train_names: list[str], test_name: str, seeds: list[int]) -> list[dict]:
+    print(
+        f"\n== real banks: train {'+'.join(train_names)} -> test {test_name} (budget {BUDGET}, {ORDERS} orders) =="
+    )
+    outs = [transfer(train_names, test_name, s) for s in seeds]
     o = outs[0]
-    print(f"questions: {len(o['full'].correct)}   bootstrap: 1000 resamples over questions, seed {o['seed']}")
+    print(
+        f"questions: {len(o['full'].correct)} x {ORDERS} orders   bootstrap: 1000 resamples over questions, seed {o['seed']}"
+    )
     print(f"{'method':28s} {'accuracy':>9s} {'95% CI':>16s} {'samples':>8s} {'95% CI':>16s}")
     rows = [
         "fixed-1",
         "fixed-5",
+        "fixed-10",
         "fixed-40",
         "ac-beta(0.95)",
         "ac-dirichlet(0.95)",
         "esc(w=5)",
         "consol-sprt",
         "majority-share(0.8)",
+        "entropy(0.75)",
         "hindsight-oracle",
     ]
     for name in rows:
-        r = o["base"][name]
-        ci = bootstrap_ci(r, seed=o["seed"])
-        print(
-            f"{name:28s} {r.accuracy:9.3f} {fmt_ci(ci['accuracy']):>16s} {r.mean_samples:8.2f} {fmt_ci(ci['mean_samples'], 2):>16s}"
-        )
-    for _c, r in o["learned"]:
-        ci = bootstrap_ci(r, seed=o["seed"])
-        print(
-            f"{r.method:28s} {r.accuracy:9.3f} {fmt_ci(ci['accuracy']):>16s} {r.mean_samples:8.2f} {fmt_ci(ci['mean_samples'], 2):>16s}"
-        )
+        _row(name, o["base"][name], o["seed"])
+    _row("fixed-40 + learned aggregator", o["agg40"], o["seed"])
+    for kind in ("learned", "learned+agg"):
+        for _c, r in o["learned"][kind]:
+            _row(r.method, r, o["seed"])
     for o in outs:
-        m, f = o["main"], o["full"]
+        f = o["full"]
         print(
-            f"seed {o['seed']}: learned(c={MAIN_COST}) acc {m.accuracy:.3f} vs fixed-40 {f.accuracy:.3f} "
-            f"(gap {100 * (m.accuracy - f.accuracy):+.1f} points, paired 95% CI {fmt_ci(tuple(100 * x for x in o['diff']['accuracy']), 1)}), "
-            f"samples {m.mean_samples:.2f} = {f.mean_samples / m.mean_samples:.1f}x fewer; "
+            f"seed {o['seed']}: {_goal_line(f'learned(c={MAIN_COST})', o['main'], f, o['diff'])}; "
+            f"{_goal_line('with aggregator', o['main_agg'], f, o['diff_agg'])}; "
             f"oracle {o['oracle'].mean_samples:.2f} samples ({f.mean_samples / o['oracle'].mean_samples:.1f}x), "
-            f"gap to oracle {m.mean_samples - o['oracle'].mean_samples:+.2f} samples; "
+            f"gap to oracle {o['main'].mean_samples - o['oracle'].mean_samples:+.2f} samples; "
+            f"aggregator weights {o['aggregator'].weights}; fixed-40+agg {o['agg40'].accuracy:.3f}; "
             f"dominates fronts: {o['dominates']}"
         )
     return outs
@@ -121,8 +168,8 @@ def print_transfer(train_name: str, test_name: str, seeds: list[int]) -> list[di
 def synthetic(params: SynthParams, cost: float, seed: int, label: str) -> dict:
     train = synthetic_bank(600, params, seed=seed)
     test = synthetic_bank(1000, params, seed=seed + 1000)
-    pol, _ = train_policy(train, cost, seed=seed, perms=8)
-    pts = tables(test, BUDGET)
+    pol, _ = train_policy(train, cost, seed=seed, perms=16, iterations=300)
+    pts = tables(test, BUDGET, 4)
     t = time.time()
     out = {}
     for mode in ("majority", "map"):
@@ -147,7 +194,7 @@ def algorithms(seed: int) -> None:
     print(f"\n== algorithms, train antonyms -> test countries, c={MAIN_COST}, seed {seed} ==")
     train, test = default_bank("antonyms"), default_bank("countries")
     pool = build_pool(train, BUDGET, 16, seed)
-    pts = tables(test, BUDGET)
+    pts = tables(test, BUDGET, ORDERS)
     for algo in ("exact", "reinforce", "ppo", "grpo"):
         t, c0 = time.time(), time.process_time()
         pol, hist = train_policy(train, MAIN_COST, algo=algo, pool=pool, seed=seed)
@@ -193,16 +240,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one synthetic setting, one cost")
     ap.add_argument("--skip-default", action="store_true")
     a = ap.parse_args()
-    try:
-        import consol  # noqa: F401
-
-        print("consol is installed: cross-check SPRT thresholds against consol.confidence_models")
-    except ImportError:
-        print(
-            "consol not installed: SPRT reimplemented (see tests/learn/test_baselines.py for the derived thresholds)"
-        )
-    print_transfer("antonyms", "countries", a.seeds)
-    print_transfer("countries", "antonyms", a.seeds[:1])
+    print("SPRT: our reimplementation vs the real consol 0.3.0 package: python bench/consol_crosscheck.py")
+    print_transfer(["antonyms"], "countries", a.seeds)
+    names = list(default_bank_names())
+    for test_name in names:  # leave one family out: train on every other embedded family
+        print_transfer([n for n in names if n != test_name], test_name, a.seeds)
     print("\n== synthetic banks: learned vs Bayes-optimal (train 600 questions, test 1000 fresh ones) ==")
     ratios = []
     settings = [

@@ -57,6 +57,32 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     )
     assert r.exit_code == 0, r.output
     assert "learned" in {row["method"] for row in json.loads(r.output)}
+    # the learned-aggregator policy is written next to it and reported with its own goal figures
+    assert rep["goal_with_aggregator"]["learned_mean_samples"] >= 1
+    assert {"learned", "learned+agg"} <= {row["method"] for row in rep["results"]}
+    r = runner.invoke(
+        app,
+        ["eval", "stop", "--bank", str(bank), "--policy", str(tmp_path / "p-agg"), "--budget", "20"]
+        + ["--orders", "3", "--format", "json"],
+    )
+    assert r.exit_code == 0, r.output
+    rows = {row["method"]: row for row in json.loads(r.output)}
+    # 60 questions x 3 orders: every accuracy is a multiple of 1/180
+    assert all(abs(row["accuracy"] * 180 - round(row["accuracy"] * 180)) < 1e-3 for row in rows.values())
+
+
+def test_bad_sweep_is_a_clear_error() -> None:
+    cmd = [
+        sys.executable,
+        "-c",
+        "from orchestrace.cli import main; main()",
+        "train",
+        "stop",
+        "--sweep",
+        "0.1,abc",
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 2 and "OT631" in p.stderr and "abc" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_user_errors_are_one_line(tmp_path) -> None:

@@ -71,7 +71,9 @@ def train_stop_cmd(
         4, "--orders", min=1, help="replay each held-out question in this many orders"
     ),
     sweep: str = typer.Option(
-        "0.001,0.002,0.005,0.01,0.02", "--sweep", help="extra costs for the Pareto curve ('' for none)"
+        None,
+        "--sweep",
+        help="extra costs for the Pareto curve, comma-separated ('' for none; default 8 costs)",
     ),
     ray: RayOption = None,
 ) -> None:
@@ -83,9 +85,12 @@ def train_stop_cmd(
       orchestrace train stop --algo ppo --sweep ''
       orchestrace train stop --ray                 # the cost sweep's policies trained as Ray tasks
     """
-    from ..learn.stop import train_stop
+    from ..learn.stop import SWEEP_COSTS, train_stop
 
-    costs = [float(x) for x in sweep.split(",") if x.strip()] if sweep else []
+    try:
+        costs = list(SWEEP_COSTS) if sweep is None else [float(x) for x in sweep.split(",") if x.strip()]
+    except ValueError:
+        raise OrchestraceError("OT631", f"--sweep must be comma-separated numbers, got {sweep!r}") from None
     with _bars() as bars:
         its = iterations
 
@@ -149,7 +154,7 @@ def eval_stop_cmd(
     bayes: bool = typer.Option(
         False, "--bayes", help="add the Bayes-optimal rule of a model calibrated to the bank"
     ),
-    orders: int = typer.Option(4, "--orders", min=1, help="replay each question in this many orders"),
+    orders: int = typer.Option(8, "--orders", min=1, help="replay each question in this many orders"),
     ray: RayOption = None,
 ) -> None:
     """Every stopping baseline (and a learned policy) on one bank.
