@@ -237,7 +237,7 @@ def train_swarm_cmd(
     Examples:
       orchestrace train swarm --iters 300 -o runs/swarm
       orchestrace train swarm --algo grpo
-      orchestrace train swarm --parallel --branches 3 --algo grpo   # PettingZoo Parallel, shared policy
+      orchestrace train swarm --parallel --algo grpo   # 3 leads, one shared policy
     """
     from ..learn.tasks_more import train_swarm, train_swarm_parallel
 

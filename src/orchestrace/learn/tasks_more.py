@@ -589,7 +589,8 @@ def eval_swarm_parallel(
     policy: str | Path | NumpyPolicy | None = None, *, branches: int = 3, eval_tasks: int = 100, seed: int = 0
 ) -> dict[str, Any]:
     """PettingZoo Parallel Swarm on held-out tasks: every lead acts at once, each running the same
-    (single-agent trained) policy on its own observation, against per-lead baselines."""
+    policy (trained on the single-agent Swarm, or shared by the leads in :func:`train_swarm_parallel`)
+    on its own observation, against per-lead baselines."""
     from .envs.pettingzoo_adapter import SwarmParallelEnv, hier_stage_critical
     from .envs.swarm import baseline_ks, swarm_reward
 
