@@ -130,6 +130,16 @@ def test_same_seed_same_weights(algo: str) -> None:
     assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
 
 
+def test_gym_batch_reward_is_read_from_the_trace() -> None:
+    from orchestrace.learn.algos_simple import collect
+
+    env = SwarmEnv(task_seed=0, l1=0.2, l2=1.0)
+    pol = train_policy("grpo", env, [{"task": 0}], env_name="Swarm", iters=0).policy
+    b = collect(env, pol, [{"task": i} for i in range(4)], np.random.default_rng(0))
+    assert b.rollout.tolist() == [0, 1, 2, 3]
+    assert b.ep_reward == pytest.approx([swarm_reward(i["trace"], 0.2, 1.0)["reward"] for i in b.infos])
+
+
 def test_parallel_batch_holds_every_agent_with_the_trace_reward() -> None:
     env = parallel_env(branches=3, task_seed=0, l1=0.2, l2=1.0)
     pol = train_policy("ppo", env, [{"task": 0}], env_name="Swarm", iters=0).policy
