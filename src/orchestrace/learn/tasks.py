@@ -1,11 +1,13 @@
 """Question families for real sample banks: prompts, gold answers and answer canonicalisation.
 
-The questions and gold answers are our own. Two families with different answer distributions let
-us train a stopping policy on one and evaluate it on the other:
+The questions and gold answers are our own. Families with different answer distributions let
+us train a stopping policy on some and evaluate it on one never seen:
 
 - ``antonyms``: one word; wrong answers scatter over many strings, the right one stays most
   common (voting roughly doubles SmolLM2-135M's accuracy); failure mode: the word echoed back.
 - ``countries``: the country of a city; fewer distinct answers, a strong single-sample rate.
+- ``continents``: the continent of a country; few possible answers, wrong ones confident.
+- ``capitals``: the capital of a country; many scattered wrong cities, voting helps a lot.
 
 A sample is canonicalised (first line, lower case, punctuation stripped, aliases mapped to the
 gold spelling) so that votes for the same answer are counted together; an empty answer is null.
@@ -705,6 +707,173 @@ san marino|san marino
 monaco|monaco
 """.strip()
 
+# country -> gold main language [, accepted alternatives...]; one word each (an answer is read as its
+# first word); countries with several equally main languages (Belgium, Switzerland, ...) left out
+_LANGUAGES = """
+france|french
+spain|spanish|castilian
+italy|italian
+portugal|portuguese
+brazil|portuguese
+mexico|spanish
+argentina|spanish
+chile|spanish
+colombia|spanish
+venezuela|spanish
+cuba|spanish
+ecuador|spanish
+bolivia|spanish|quechua|aymara
+uruguay|spanish
+paraguay|spanish|guarani
+costa rica|spanish
+guatemala|spanish
+honduras|spanish
+nicaragua|spanish
+el salvador|spanish
+panama|spanish
+dominican republic|spanish
+united states|english
+united kingdom|english
+australia|english
+new zealand|english|maori
+ireland|english|irish|gaelic
+jamaica|english|patois
+china|chinese|mandarin
+taiwan|chinese|mandarin
+south korea|korean
+north korea|korean
+vietnam|vietnamese
+thailand|thai
+laos|lao|laotian
+cambodia|khmer|cambodian
+myanmar|burmese|myanmar
+indonesia|indonesian|bahasa
+malaysia|malay|malaysian|bahasa
+philippines|filipino|tagalog|english
+india|hindi|english
+pakistan|urdu|english
+bangladesh|bengali|bangla
+nepal|nepali
+sri lanka|sinhala|sinhalese|tamil
+afghanistan|pashto|dari|persian
+iran|persian|farsi
+iraq|arabic|kurdish
+saudi arabia|arabic
+syria|arabic
+jordan|arabic
+lebanon|arabic
+egypt|arabic
+morocco|arabic|berber|amazigh
+algeria|arabic|berber|amazigh
+tunisia|arabic
+libya|arabic
+sudan|arabic
+yemen|arabic
+oman|arabic
+kuwait|arabic
+qatar|arabic
+bahrain|arabic
+united arab emirates|arabic
+israel|hebrew
+turkey|turkish
+greece|greek
+cyprus|greek|turkish
+russia|russian
+ukraine|ukrainian
+belarus|belarusian|russian
+poland|polish
+czech republic|czech
+slovakia|slovak
+hungary|hungarian|magyar
+romania|romanian
+moldova|romanian|moldovan
+bulgaria|bulgarian
+serbia|serbian
+croatia|croatian
+slovenia|slovenian|slovene
+bosnia and herzegovina|bosnian|serbian|croatian
+montenegro|montenegrin|serbian
+albania|albanian
+north macedonia|macedonian
+netherlands|dutch
+austria|german
+liechtenstein|german
+denmark|danish
+norway|norwegian
+sweden|swedish
+finland|finnish|swedish
+iceland|icelandic
+estonia|estonian
+latvia|latvian
+lithuania|lithuanian
+georgia|georgian
+armenia|armenian
+azerbaijan|azerbaijani|azeri
+kazakhstan|kazakh|russian
+uzbekistan|uzbek
+turkmenistan|turkmen
+kyrgyzstan|kyrgyz|russian
+tajikistan|tajik
+mongolia|mongolian
+ethiopia|amharic
+somalia|somali|arabic
+kenya|swahili|english
+tanzania|swahili|english
+uganda|english|swahili
+rwanda|kinyarwanda|french|english
+burundi|kirundi|french
+madagascar|malagasy|french
+senegal|french|wolof
+mali|french|bambara
+ivory coast|french
+niger|french|hausa
+chad|french|arabic
+cameroon|french|english
+gabon|french
+togo|french
+benin|french
+guinea|french
+burkina faso|french
+democratic republic of the congo|french|lingala|swahili
+angola|portuguese
+mozambique|portuguese
+guinea-bissau|portuguese
+cape verde|portuguese|creole
+nigeria|english|hausa|yoruba|igbo
+ghana|english
+liberia|english
+sierra leone|english|krio
+gambia|english
+zimbabwe|english|shona
+zambia|english
+malawi|english|chichewa
+botswana|english|setswana|tswana
+namibia|english
+south africa|english|zulu|afrikaans|xhosa
+eswatini|swazi|siswati|english
+lesotho|sesotho|sotho|english
+haiti|french|haitian|creole
+malta|maltese|english
+san marino|italian
+monaco|french
+andorra|catalan
+vatican city|italian|latin
+brunei|malay
+bhutan|dzongkha
+maldives|dhivehi|divehi
+tonga|tongan|english
+samoa|samoan|english
+fiji|english|fijian
+mauritius|english|french|creole
+seychelles|creole|english|french
+belize|english
+guyana|english
+suriname|dutch
+trinidad and tobago|english
+bahamas|english
+barbados|english
+""".strip()
+
 _PUNCT = re.compile(r"[^\w\s'-]")
 _SPACE = re.compile(r"\s+")
 
@@ -840,6 +1009,22 @@ def _parse_capitals() -> tuple[Question, ...]:
     return tuple(out.values())
 
 
+def _language_question(country: str) -> str:
+    name = ("the " if country in _WITH_THE else "") + _country_name(country)
+    return f"What is the main language spoken in {name}? Answer with just the language name."
+
+
+def _parse_languages() -> tuple[Question, ...]:
+    out: dict[str, Question] = {}
+    for line in _LANGUAGES.splitlines():
+        country, *answers = line.split("|")
+        slug = country.replace(" ", "_")
+        out[slug] = Question(
+            f"lang-{slug.replace('_', '-')}", _language_question(slug), answers[0], tuple(answers)
+        )
+    return tuple(out.values())
+
+
 FAMILIES: dict[str, Family] = {
     "antonyms": Family(
         name="antonyms",
@@ -884,6 +1069,17 @@ FAMILIES: dict[str, Family] = {
         ),
         canonical=_canon_phrase,
         max_new_tokens=8,
+    ),
+    "languages": Family(
+        name="languages",
+        questions=_parse_languages(),
+        shots=(
+            (_language_question("germany"), "German"),
+            (_language_question("japan"), "Japanese"),
+            (_language_question("peru"), "Spanish"),
+        ),
+        canonical=_canon_word,
+        max_new_tokens=6,
     ),
 }
 
