@@ -1,4 +1,4 @@
-"""The embedded continents and capitals banks: real SmolLM2-135M samples of our own questions.
+"""The embedded continents, capitals and languages banks: real SmolLM2-135M samples of our own questions.
 
 The accuracies asserted here are recomputed from the bank files and must match the figures in
 ``learn/data/README.md``; majority of 40 must beat one sample (the reason the families exist).
@@ -17,6 +17,7 @@ from orchestrace.learn.tasks import FAMILIES
 DOCUMENTED = {
     "continents": (177, 0.657, 0.847),
     "capitals": (188, 0.106, 0.186),
+    "languages": (162, 0.45, 0.586),
 }
 
 
@@ -98,3 +99,25 @@ def test_capital_answers_are_canonicalised() -> None:
     assert fam.canonical("St. George's", by_id["cap-grenada"]) == "st george's"
     assert fam.canonical("  \n", us) is None
     assert not {"cap-italy", "cap-kenya", "cap-peru"} & set(by_id)
+
+
+def test_language_answers_are_canonicalised() -> None:
+    fam = FAMILIES["languages"]
+    by_id = {q.id: q for q in fam.questions}
+    mali, korea, china = by_id["lang-mali"], by_id["lang-south-korea"], by_id["lang-china"]
+    assert (
+        korea.question
+        == "What is the main language spoken in South Korea? Answer with just the language name."
+    )
+    assert by_id["lang-united-states"].question.startswith(
+        "What is the main language spoken in the United States?"
+    )
+    assert fam.canonical("French.", mali) == "french"
+    assert fam.canonical("Français", mali) == "french"  # the language's own name counts
+    assert fam.canonical("Bambara", mali) == "french"  # an accepted official language counts
+    assert fam.canonical("Korean language", korea) == "korean"  # first word only
+    assert fam.canonical("Mandarin", korea) == "mandarin"
+    assert fam.canonical("Mandarin Chinese", china) == "chinese"
+    assert fam.canonical("Español", by_id["lang-mexico"]) == "spanish"
+    assert fam.canonical("", mali) is None
+    assert not {"lang-germany", "lang-japan", "lang-peru"} & set(by_id)

@@ -199,7 +199,7 @@ def save_bank(bank: Bank, path: str) -> None:
         f.write(data)
 
 
-DEFAULT_BANKS = ("antonyms", "countries", "continents", "capitals")
+DEFAULT_BANKS = ("antonyms", "countries", "continents", "capitals", "languages")
 
 
 def default_bank_names() -> tuple[str, ...]:

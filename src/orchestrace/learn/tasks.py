@@ -1014,10 +1014,15 @@ def _language_question(country: str) -> str:
     return f"What is the main language spoken in {name}? Answer with just the language name."
 
 
+# a language named in its own tongue counts as that language
+_ENDONYMS = {"french": "français", "spanish": "español", "portuguese": "português", "italian": "italiano"}
+
+
 def _parse_languages() -> tuple[Question, ...]:
     out: dict[str, Question] = {}
     for line in _LANGUAGES.splitlines():
         country, *answers = line.split("|")
+        answers += [_ENDONYMS[a] for a in answers if a in _ENDONYMS]
         slug = country.replace(" ", "_")
         out[slug] = Question(
             f"lang-{slug.replace('_', '-')}", _language_question(slug), answers[0], tuple(answers)
