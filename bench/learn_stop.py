@@ -33,6 +33,7 @@ from orchestrace.learn.baselines import Method, default_methods, fixed_k, sweep_
 from orchestrace.learn.bayes import BayesStopper
 from orchestrace.learn.envs.stopvote import build_pool
 from orchestrace.learn.evaluate import (
+    accuracy_at,
     bootstrap_ci,
     dominates,
     paired_diff_ci,
@@ -46,6 +47,7 @@ from orchestrace.learn.stop import SWEEP_COSTS, aggregator_answer, merge, policy
 BUDGET = 40
 MAIN_COST = 0.003
 ORDERS = 16  # every held-out question replayed in 16 orders
+RECORD: list[dict] = []  # every transfer's figures, written by --json
 
 
 def fmt_ci(ci: tuple[float, float], nd: int = 3) -> str:
@@ -84,12 +86,15 @@ def transfer(train_names: list[str], test_name: str, seed: int) -> dict:
     by = {r.method: r for r in base}
     full, oracle = by["fixed-40"], by["hindsight-oracle"]
     dom: dict[str, dict[str, bool]] = {}
+    short: dict[str, dict[str, float]] = {}
     for kind, pts in learned.items():
         ours_front = pareto_front([(r.mean_samples, r.accuracy) for _, r in pts])
-        dom[kind] = {}
+        dom[kind], short[kind] = {}, {}
         for fam in ("ac-beta", "ac-dirichlet", "esc", "consol-sprt"):
             front = pareto_front([(r.mean_samples, r.accuracy) for r in base if r.family == fam])
             dom[kind][fam] = dominates(ours_front, front)
+            # worst accuracy shortfall (points) of our front at a baseline point's sample count
+            short[kind][fam] = round(max(100 * (a - accuracy_at(ours_front, n)) for n, a in front), 2)
     main = dict(learned["learned"])[MAIN_COST]
     main_agg = dict(learned["learned+agg"])[MAIN_COST]
     return {
@@ -103,6 +108,7 @@ def transfer(train_names: list[str], test_name: str, seed: int) -> dict:
         "learned": learned,
         "base": by,
         "dominates": dom,
+        "shortfall": short,
         "diff": paired_diff_ci(main, full, seed=seed),
         "diff_agg": paired_diff_ci(main_agg, full, seed=seed),
     }
@@ -160,8 +166,26 @@ def print_transfer(train_names: list[str], test_name: str, seeds: list[int]) -> 
             f"oracle {o['oracle'].mean_samples:.2f} samples ({f.mean_samples / o['oracle'].mean_samples:.1f}x), "
             f"gap to oracle {o['main'].mean_samples - o['oracle'].mean_samples:+.2f} samples; "
             f"aggregator weights {o['aggregator'].weights}; fixed-40+agg {o['agg40'].accuracy:.3f}; "
-            f"dominates fronts: {o['dominates']}"
+            f"dominates fronts: {o['dominates']}; worst shortfall in points (<= 0: dominates): {o['shortfall']}"
         )
+    RECORD.append(
+        {
+            "train": train_names,
+            "test": test_name,
+            "baselines": [r.row() for r in outs[0]["base"].values()],
+            "seeds": [
+                {
+                    "seed": o["seed"],
+                    "learned": [r.row() for kind in o["learned"].values() for _, r in kind],
+                    "fixed-40+agg": o["agg40"].row(),
+                    "aggregator": list(o["aggregator"].weights),
+                    "dominates": o["dominates"],
+                    "shortfall": o["shortfall"],
+                }
+                for o in outs
+            ],
+        }
+    )
     return outs
 
 
@@ -239,12 +263,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--quick", action="store_true", help="one synthetic setting, one cost")
     ap.add_argument("--skip-default", action="store_true")
+    ap.add_argument("--json", help="also write every transfer's figures to this file")
     a = ap.parse_args()
     print("SPRT: our reimplementation vs the real consol 0.3.0 package: python bench/consol_crosscheck.py")
     print_transfer(["antonyms"], "countries", a.seeds)
     names = list(default_bank_names())
     for test_name in names:  # leave one family out: train on every other embedded family
         print_transfer([n for n in names if n != test_name], test_name, a.seeds)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(RECORD, f, indent=1)
     print("\n== synthetic banks: learned vs Bayes-optimal (train 600 questions, test 1000 fresh ones) ==")
     ratios = []
     settings = [
