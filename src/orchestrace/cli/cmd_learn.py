@@ -68,7 +68,7 @@ def train_stop_cmd(
         True, "--aggregate/--no-aggregate", help="also train policies with a learned aggregator (O4)"
     ),
     orders: int = typer.Option(
-        4, "--orders", min=1, help="replay each held-out question in this many orders"
+        8, "--orders", min=1, help="replay each held-out question in this many orders"
     ),
     sweep: str = typer.Option(
         None,
