@@ -282,9 +282,10 @@ def main() -> None:
         ("calibrated to countries", calibrate(default_bank("countries"))),
         ("default SynthParams", SynthParams()),
     ]
-    for label, params in settings[1:2] if a.quick else settings:
-        for cost in (0.01,) if a.quick else (0.003, 0.01):
-            ratios.append(synthetic(params, cost, a.seeds[0], label)["ratio"])
+    for seed in a.seeds:
+        for label, params in settings[1:2] if a.quick else settings:
+            for cost in (0.01,) if a.quick else (0.003, 0.01):
+                ratios.append(synthetic(params, cost, seed, label)["ratio"])
     print(
         f"learned reward / Bayes-optimal reward: min {100 * min(ratios):.1f}%, mean {100 * np.mean(ratios):.1f}%"
     )
