@@ -227,6 +227,11 @@ def train_swarm_cmd(
     ),
     branches: int = typer.Option(3, "--branches", help="leads acting at once (with --parallel)"),
     eval_tasks: int = typer.Option(None, "--eval-tasks", help="default 200 (100 with --parallel)"),
+    credit: str = typer.Option(
+        "team",
+        "--credit",
+        help="each lead's reward (with --parallel): team, or its loo / difference / shapley credit",
+    ),
     out: Path = typer.Option(Path("runs/swarm"), "-o", "--out"),
     algo: str = _ALGO,
     seed: int = _SEED,
@@ -238,13 +243,14 @@ def train_swarm_cmd(
       orchestrace train swarm --iters 300 -o runs/swarm
       orchestrace train swarm --algo grpo
       orchestrace train swarm --parallel --algo grpo   # 3 leads, one shared policy
+      orchestrace train swarm --parallel --credit loo  # each lead rewarded by its LOO credit
     """
     from ..learn.tasks_more import train_swarm, train_swarm_parallel
 
     _check_format(fmt)
     if parallel:
         r = train_swarm_parallel(seed=seed, iters=iters or 200, branches=branches, l1=l1, l2=l2, algo=algo,
-                                 eval_tasks=eval_tasks or 100, out=out, progress=fmt != "json")  # fmt: skip
+                                 eval_tasks=eval_tasks or 100, credit=credit, out=out, progress=fmt != "json")  # fmt: skip
         _emit(r, fmt, _swarm_parallel_rows(r), _SWARM_PARALLEL_HEADER)
         return
     r = train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo, eval_tasks=eval_tasks or 200,

@@ -15,7 +15,7 @@ iteration draws ``batch // group`` episode starts (options) from the training it
   clipped surrogate + entropy bonus, no critic (``adv_scale``: see :func:`group_advantages`).
 
 For a PettingZoo ``ParallelEnv`` every agent's trajectory is an episode of the batch (its reward
-is the one the env hands that agent, the team reward read from the trace); the policy and
+is the one the env hands that agent, read from the trace: the team reward or its own credit); the policy and
 critic are shared by all agents (parameter sharing, independent policy gradient) and a GRPO group
 holds every agent of the ``group`` rollouts of one start.
 """

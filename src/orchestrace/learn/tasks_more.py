@@ -548,28 +548,33 @@ def train_swarm_parallel(
     lr: float | None = None,
     train_tasks: int = 2000,
     eval_tasks: int = 100,
+    credit: str = "team",
     out: str | Path | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
     """PettingZoo Parallel Swarm, trained through ``parallel_env``'s reset/step with a dict of
     actions: one policy (and critic) shared by every lead (parameter sharing, independent policy
-    gradient), each lead's reward the team PARL reward of the episode's trace. ``batch`` counts
+    gradient), each lead's reward the team PARL reward R of the episode's trace (``credit="team"``)
+    or its own credit from that trace (``"loo"``, ``"difference"``, ``"shapley"`` at the agent
+    unit, a lead's unit being its branch; R - sum of the leads' credits is spread equally, so the
+    leads' rewards sum to R: :func:`~.envs.pettingzoo_adapter.lead_rewards`). ``batch`` counts
     env episodes (each gives ``branches`` agent trajectories). Evaluated with
     :func:`eval_swarm_parallel` on held-out tasks against the per-lead fixed rules."""
-    from .envs.pettingzoo_adapter import parallel_env
+    from .envs.pettingzoo_adapter import check_credit, parallel_env
 
+    check_credit(credit)
     kw = _algo_kw(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
-    env = parallel_env(branches=branches, task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2)
+    env = parallel_env(branches=branches, task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2, credit=credit)
     res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
                                 anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress,
-                                extra={"trained_on": "SwarmParallel", "branches": branches})  # fmt: skip
+                                extra={"trained_on": "SwarmParallel", "branches": branches, "credit": credit})  # fmt: skip
     if out is not None:
         res.policy.save(Path(out) / "swarm-parallel")
     r = eval_swarm_parallel(res.policy, branches=branches, eval_tasks=eval_tasks, seed=seed)
     r.update(
         seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED, config=vars(env.cfg),
         train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac}, algo={"name": algo, **kw, "batch": batch},
-        learning_curve=[c["reward"] for c in res.curve], weights=weights,
+        credit=credit, learning_curve=[c["reward"] for c in res.curve], weights=weights,
     )  # fmt: skip
     _write(out, "swarm-parallel-result.json", r)
     return r

@@ -7,9 +7,10 @@ part of the stage exactly as :func:`orchestrace.learn.envs.swarm.run_stage` does
 and return to the top orchestrator, which aggregates the stage. The trace is one nested hierarchy,
 so Critical Steps recurse through the leads (orchestrace.measure needs no extra rule).
 
-Every lead receives the shared team reward (R1) at the end: the PARL reward of the whole trace
-(:func:`~orchestrace.learn.envs.swarm.swarm_reward`). Credit per lead can be computed from the
-trace with ``orchestrace.credit``; the env itself does not split the reward.
+By default (``credit="team"``) every lead receives the shared team reward (R1) at the end: the
+PARL reward R of the whole trace (:func:`~orchestrace.learn.envs.swarm.swarm_reward`). With a
+per-trace credit method (``loo``/``difference``/``shapley``) each lead instead receives its own
+credit read from the trace by ``orchestrace.credit`` (:func:`lead_rewards`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import functools
 from typing import Any
 
 import gymnasium as gym
+import msgspec
 import numpy as np
 from pettingzoo import ParallelEnv
 
+from ...core.errors import OrchestraceError
 from ...core.model import Event, Trace
 from .swarm import (
     N_FEATURES,
@@ -34,6 +37,42 @@ from .swarm import (
     stage_features,
     swarm_reward,
 )
+
+#: "team" (shared reward) or a credit method whose value for one trace depends on that trace alone
+LEAD_CREDIT = ("team", "loo", "difference", "shapley")
+
+
+def check_credit(credit: str) -> None:
+    if credit not in LEAD_CREDIT:
+        raise OrchestraceError("OT651", f"unknown lead credit {credit!r} (one of {', '.join(LEAD_CREDIT)})")
+
+
+def lead_view(trace: Trace, reward: float) -> Trace:
+    """The trace with every worker's events owned by the lead that spawned it (worker ``s<k>.<lead>.w<i>``),
+    so the agent-level unit of a lead is its whole branch, and the episode's reward as channel ``parl``."""
+
+    def lead(agent: str) -> str:
+        parts = agent.split(".")
+        return parts[1] if len(parts) == 3 else agent
+
+    events = [msgspec.structs.replace(e, agent=lead(e.agent)) for e in trace.events]
+    return msgspec.structs.replace(trace, events=events, rewards={**(trace.rewards or {}), "parl": reward})
+
+
+def lead_rewards(
+    trace: Trace, reward: float, method: str, leads: list[str]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """(reward per lead, raw credit per lead): ``orchestrace.credit`` with ``method`` at the agent unit
+    over :func:`lead_view` (value channel R = the episode's PARL reward). The orchestrator's credit,
+    the residual and any error penalties are not any one lead's, so R - sum of the leads' credits is
+    spread equally over the leads: the leads' rewards sum to R, and they differ exactly as their
+    credits do."""
+    from ...credit import compute_credit
+
+    ((_, uc),) = compute_credit([lead_view(trace, reward)], method, "agent", channel="parl")
+    raw = {a: float(uc.values.get(a, 0.0)) for a in leads}
+    spread = (reward - sum(raw.values())) / len(leads)
+    return {a: c + spread for a, c in raw.items()}, raw
 
 
 def hier_stage_critical(durs: list[list[int]], ks: list[int]) -> int:
@@ -54,7 +93,10 @@ class SwarmParallelEnv(ParallelEnv):
         task_seed: int = 0,
         l1: float = 0.0,
         l2: float = 0.0,
+        credit: str = "team",
     ) -> None:
+        check_credit(credit)
+        self.credit = credit
         self.cfg = cfg or SwarmConfig(max_stages=3)
         self.branches = branches
         self.task_seed = task_seed
@@ -165,7 +207,10 @@ class SwarmParallelEnv(ParallelEnv):
         rw = swarm_reward(tr, self.l1, self.l2, self.cfg.parallel_cap)
         self.agents = []
         info = {"trace": tr, **rw, "critical": self._crit, "late": late}
-        return ({a: np.zeros(N_FEATURES, np.float32) for a in agents}, {a: rw["reward"] for a in agents}, {a: True for a in agents}, {a: False for a in agents},
+        rew = dict.fromkeys(agents, rw["reward"])
+        if self.credit != "team":
+            rew, info["lead_credit"] = lead_rewards(tr, rw["reward"], self.credit, agents)
+        return ({a: np.zeros(N_FEATURES, np.float32) for a in agents}, rew, {a: True for a in agents}, {a: False for a in agents},
                 {a: info for a in agents})  # fmt: skip
 
     def trace(self) -> Trace:
