@@ -1,6 +1,6 @@
 """PettingZoo Parallel Swarm: team reward vs per-lead credit as each lead's reward (one seed).
 
-python bench/learn_more_credit.py [iters] [credit ...]
+python bench/learn_more_credit.py [iters] [seed] [credit ...]   # defaults: 200 0 team loo
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from orchestrace.learn.tasks_more import train_swarm_parallel
 
 def main() -> None:
     iters = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-    for credit in sys.argv[2:] or ["team", "loo"]:
+    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    for credit in sys.argv[3:] or ["team", "loo"]:
         t = time.time()
-        r = train_swarm_parallel(seed=0, iters=iters, credit=credit, eval_tasks=100)
+        r = train_swarm_parallel(seed=seed, iters=iters, credit=credit, eval_tasks=100)
         m = r["methods"]["learned_per_lead"]
         print(
             f"credit={credit} iters={iters}: r_perf {m['r_perf']['mean']:.4f} {m['r_perf']['ci95']} "
