@@ -7,11 +7,12 @@ Prints, from one run:
    hindsight oracle and the learned policies (majority vote, and with the learned aggregator), with
    bootstrap 95% CIs over questions; the sample reduction vs fixed-40; whether each learned Pareto
    front dominates each baseline's front over its whole parameter range;
-2. synthetic banks: learned reward vs the Bayes-optimal rule (exact DP) on fresh questions;
+2. synthetic banks: learned reward vs the Bayes-optimal rule (exact DP) on fresh questions, with a
+   paired bootstrap 95% CI of the ratio over questions;
 3. the four algorithms (exact PG, REINFORCE, PPO, GRPO) at one cost;
 4. wall and CPU time of the default ``orchestrace train stop``.
 
-    python bench/learn_stop.py [--seeds 0 1 2] [--skip-default]
+    python bench/learn_stop.py [--seeds 0 1 2] [--skip-default] [--only-synthetic]
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from orchestrace.learn.evaluate import (
     bootstrap_ci,
     dominates,
     paired_diff_ci,
+    paired_reward_ratio_ci,
     pareto_front,
     run_rule,
     run_stopper,
@@ -191,7 +193,7 @@ def print_transfer(train_names: list[str], test_name: str, seeds: list[int]) -> 
 
 def synthetic(params: SynthParams, cost: float, seed: int, label: str) -> dict:
     train = synthetic_bank(2000, params, seed=seed)
-    test = synthetic_bank(1000, params, seed=seed + 1000)
+    test = synthetic_bank(4000, params, seed=seed + 1000)
     pol, _ = train_policy(train, cost, seed=seed, perms=16, iterations=300)
     pts = tables(test, BUDGET, 4)
     t = time.time()
@@ -205,13 +207,15 @@ def synthetic(params: SynthParams, cost: float, seed: int, label: str) -> dict:
     r_o = ours.accuracy - cost * ours.mean_samples
     bayes, r_b, ev = out["majority"]
     _, r_map, _ = out["map"]
+    ci = paired_reward_ratio_ci(ours, bayes, cost)
     print(
         f"{label:26s} c={cost:<6g} seed {seed}: Bayes-optimal stopping for majority vote {r_b:.4f} "
         f"(model expectation {ev:.4f}; acc {bayes.accuracy:.3f}, {bayes.mean_samples:.2f} samples) | learned {r_o:.4f} "
-        f"(acc {ours.accuracy:.3f}, {ours.mean_samples:.2f} samples) | learned/Bayes {100 * r_o / r_b:.1f}% | "
+        f"(acc {ours.accuracy:.3f}, {ours.mean_samples:.2f} samples) | learned/Bayes {100 * r_o / r_b:.1f}% "
+        f"(95% CI {fmt_ci(tuple(100 * x for x in ci), 1)}) | "
         f"Bayes with MAP answers {r_map:.4f} [DP {dp_s:.0f}s]"
     )
-    return {"bayes": r_b, "learned": r_o, "ratio": r_o / r_b}
+    return {"bayes": r_b, "learned": r_o, "ratio": r_o / r_b, "ratio_ci95": ci}
 
 
 def algorithms(seed: int) -> None:
@@ -265,7 +269,9 @@ def main() -> None:
     ap.add_argument("--skip-default", action="store_true")
     ap.add_argument("--json", help="also write every transfer's figures to this file")
     ap.add_argument("--skip-transfer", action="store_true", help="synthetic, algorithms and default job only")
+    ap.add_argument("--only-synthetic", action="store_true", help="synthetic banks only")
     a = ap.parse_args()
+    a.skip_transfer |= a.only_synthetic
     print("SPRT: our reimplementation vs the real consol 0.3.0 package: python bench/consol_crosscheck.py")
     names = [] if a.skip_transfer else list(default_bank_names())
     if not a.skip_transfer:
@@ -275,7 +281,7 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(RECORD, f, indent=1)
-    print("\n== synthetic banks: learned vs Bayes-optimal (train 2000 questions, test 1000 fresh ones) ==")
+    print("\n== synthetic banks: learned vs Bayes-optimal (train 2000 questions, test 4000 fresh ones) ==")
     ratios = []
     settings = [
         ("calibrated to antonyms", calibrate(default_bank("antonyms"))),
@@ -287,8 +293,11 @@ def main() -> None:
             for cost in (0.01,) if a.quick else (0.003, 0.01):
                 ratios.append(synthetic(params, cost, seed, label)["ratio"])
     print(
-        f"learned reward / Bayes-optimal reward: min {100 * min(ratios):.1f}%, mean {100 * np.mean(ratios):.1f}%"
+        f"learned reward / Bayes-optimal reward: min {100 * min(ratios):.1f}%, mean {100 * np.mean(ratios):.1f}%, "
+        f"{sum(r >= 0.98 for r in ratios)} of {len(ratios)} within 2%"
     )
+    if a.only_synthetic:
+        return
     algorithms(a.seeds[0])
     if not a.skip_default:
         default_command()

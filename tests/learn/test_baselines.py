@@ -19,7 +19,7 @@ from orchestrace.learn.baselines import (
     hindsight_oracle,
     majority_share,
 )
-from orchestrace.learn.evaluate import bootstrap_ci, pareto_front, run_methods
+from orchestrace.learn.evaluate import Result, bootstrap_ci, paired_reward_ratio_ci, pareto_front, run_methods
 from orchestrace.learn.features import beta_confidence, prefix_table
 
 
@@ -103,6 +103,15 @@ def test_run_methods_and_bootstrap_on_a_bank() -> None:
     assert res.correct.tolist() == [True, False] and res.mean_samples == 1
     ci = bootstrap_ci(res, n_boot=200, seed=0)
     assert 0.0 <= ci["accuracy"][0] <= 0.5 <= ci["accuracy"][1] <= 1.0
+
+
+def test_paired_reward_ratio_ci_by_hand() -> None:
+    # rewards at c = 0.01: a [0.5, 0.1], b [0.5, 0.3]; a resample of 2 questions is q1 q1 (ratio 1),
+    # mixed (0.6 / 0.8 = 0.75) or q2 q2 (1/3), the two extremes 1/4 of the time each
+    a = Result("a", "x", 0, np.array([50.0, 40.0]), np.array([1.0, 0.5]))
+    b = Result("b", "x", 0, np.array([50.0, 20.0]), np.array([1.0, 0.5]))
+    assert paired_reward_ratio_ci(a, b, 0.01) == pytest.approx((1 / 3, 1.0))
+    assert paired_reward_ratio_ci(a, a, 0.01) == pytest.approx((1.0, 1.0))
 
 
 def test_pareto_front() -> None:

@@ -143,6 +143,18 @@ def paired_diff_ci(a: Result, b: Result, n_boot: int = 1000, seed: int = 0) -> d
     }
 
 
+def paired_reward_ratio_ci(
+    a: Result, b: Result, cost: float, n_boot: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """Bootstrap CI of reward(a) / reward(b) on the same questions (ratio of mean rewards,
+    reward = correct - cost * samples)."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(a.correct), size=(n_boot, len(a.correct)))
+    ra, rb = a.correct - cost * a.n_used, b.correct - cost * b.n_used
+    ratio = ra[idx].mean(1) / rb[idx].mean(1)
+    return float(np.percentile(ratio, 2.5)), float(np.percentile(ratio, 97.5))
+
+
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     """Non-dominated (mean_samples, accuracy) points, sorted by samples (fewer and better wins)."""
     best: list[tuple[float, float]] = []
