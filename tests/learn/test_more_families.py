@@ -1,4 +1,4 @@
-"""The embedded continents, capitals and languages banks: real SmolLM2-135M samples of our own questions.
+"""The embedded continents, capitals, languages, plurals and comparatives banks: real SmolLM2-135M samples of our own questions.
 
 The accuracies asserted here are recomputed from the bank files and must match the figures in
 ``learn/data/README.md``; majority of 40 must beat one sample (the reason the families exist).
@@ -18,6 +18,8 @@ DOCUMENTED = {
     "continents": (177, 0.657, 0.847),
     "capitals": (188, 0.106, 0.186),
     "languages": (162, 0.45, 0.586),
+    "plurals": (207, 0.605, 0.715),
+    "comparatives": (142, 0.374, 0.465),
 }
 
 
@@ -121,3 +123,25 @@ def test_language_answers_are_canonicalised() -> None:
     assert fam.canonical("Español", by_id["lang-mexico"]) == "spanish"
     assert fam.canonical("", mali) is None
     assert not {"lang-germany", "lang-japan", "lang-peru"} & set(by_id)
+
+
+def test_word_form_families_parse_and_canonicalise() -> None:
+    plurals, comparatives = FAMILIES["plurals"], FAMILIES["comparatives"]
+    by_id = {q.id: q for q in plurals.questions + comparatives.questions}
+    mouse, cactus, sheep = by_id["plur-mouse"], by_id["plur-cactus"], by_id["plur-sheep"]
+    assert mouse.question == 'What is the plural of the word "mouse"? Answer with just one word.'
+    assert plurals.canonical("Mice.", mouse) == "mice"
+    assert plurals.canonical("mouses", mouse) == "mouses"
+    assert plurals.canonical("Cactuses", cactus) == "cacti"  # an accepted alternative counts as gold
+    assert plurals.canonical("sheep\nThe word sheep", sheep) == "sheep"
+    good, far = by_id["comp-good"], by_id["comp-far"]
+    assert good.question == 'What is the comparative form of the adjective "good"? Answer with just one word.'
+    assert comparatives.canonical("Better!", good) == "better"
+    assert comparatives.canonical("gooder", good) == "gooder"
+    assert comparatives.canonical("further", far) == "farther"
+    assert comparatives.canonical("", far) is None
+    # the example turns' words are not asked, and every word is asked once
+    assert not {"plur-car", "plur-man", "plur-story", "comp-slow", "comp-funny", "comp-many"} & set(by_id)
+    for fam in (plurals, comparatives):
+        words = [q.id for q in fam.questions]
+        assert len(words) == len(set(words))

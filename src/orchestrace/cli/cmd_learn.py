@@ -181,7 +181,10 @@ def eval_stop_cmd(
 @bank_app.command("build")
 def bank_build_cmd(
     family: str = typer.Option(
-        ..., "--family", "-f", help="antonyms, countries, continents, capitals or languages"
+        ...,
+        "--family",
+        "-f",
+        help="antonyms, countries, continents, capitals, languages, plurals or comparatives",
     ),
     out: Path = typer.Option(..., "-o", "--out", help="bank file (.jsonl or .jsonl.gz)"),
     samples: int = typer.Option(40, "--samples", "-n"),

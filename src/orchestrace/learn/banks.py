@@ -199,7 +199,7 @@ def save_bank(bank: Bank, path: str) -> None:
         f.write(data)
 
 
-DEFAULT_BANKS = ("antonyms", "countries", "continents", "capitals", "languages")
+DEFAULT_BANKS = ("antonyms", "countries", "continents", "capitals", "languages", "plurals", "comparatives")
 
 
 def default_bank_names() -> tuple[str, ...]:

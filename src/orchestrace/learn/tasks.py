@@ -874,6 +874,365 @@ bahamas|english
 barbados|english
 """.strip()
 
+# noun -> gold plural [, accepted alternatives...]: regular, -es, -ies, -ves, irregular, Latin and
+# Greek, unchanged (the example turns' nouns, car, man and story, are not asked)
+_PLURALS = """
+cat cats
+dog dogs
+book books
+tree trees
+house houses
+bird birds
+apple apples
+chair chairs
+table tables
+river rivers
+box boxes
+bus buses|busses
+church churches
+dish dishes
+watch watches
+fox foxes
+glass glasses
+brush brushes
+kiss kisses
+match matches
+tax taxes
+bench benches
+dress dresses
+wish wishes
+lunch lunches
+city cities
+baby babies
+lady ladies
+party parties
+country countries
+family families
+puppy puppies
+berry berries
+fly flies
+spy spies
+army armies
+cherry cherries
+day days
+boy boys
+key keys
+toy toys
+monkey monkeys
+valley valleys
+leaf leaves
+knife knives
+wife wives
+wolf wolves
+half halves
+shelf shelves
+loaf loaves
+thief thieves
+calf calves
+life lives
+elf elves
+scarf scarves|scarfs
+roof roofs
+chief chiefs
+cliff cliffs
+belief beliefs
+chef chefs
+woman women
+child children
+tooth teeth
+foot feet
+mouse mice
+goose geese
+person people|persons
+ox oxen
+louse lice
+sheep sheep
+deer deer
+fish fish|fishes
+moose moose
+series series
+species species
+aircraft aircraft
+salmon salmon|salmons
+trout trout|trouts
+potato potatoes
+tomato tomatoes
+hero heroes
+echo echoes
+veto vetoes
+piano pianos
+photo photos
+radio radios
+zoo zoos
+video videos
+kangaroo kangaroos
+cactus cacti|cactuses
+fungus fungi|funguses
+nucleus nuclei
+radius radii|radiuses
+stimulus stimuli
+alumnus alumni
+syllabus syllabi|syllabuses
+analysis analyses
+crisis crises
+thesis theses
+basis bases
+oasis oases
+diagnosis diagnoses
+hypothesis hypotheses
+phenomenon phenomena
+criterion criteria
+datum data
+bacterium bacteria
+curriculum curricula|curriculums
+medium media|mediums
+memorandum memoranda|memorandums
+appendix appendices|appendixes
+index indices|indexes
+matrix matrices|matrixes
+vertex vertices|vertexes
+axis axes
+larva larvae
+antenna antennae|antennas
+formula formulae|formulas
+vertebra vertebrae
+die dice
+penny pennies|pence
+quiz quizzes
+genius geniuses
+virus viruses
+bonus bonuses
+campus campuses
+circus circuses
+octopus octopuses|octopi
+platypus platypuses
+chateau chateaux|chateaus
+tableau tableaux|tableaus
+passerby passersby
+pen pens
+cup cups
+door doors
+window windows
+phone phones
+lamp lamps
+road roads
+ship ships
+star stars
+cloud clouds
+mountain mountains
+flower flowers
+horse horses
+cow cows
+pig pigs
+duck ducks
+frog frogs
+snake snakes
+lion lions
+tiger tigers
+bear bears
+rabbit rabbits
+girl girls
+friend friends
+teacher teachers
+student students
+doctor doctors
+farmer farmers
+king kings
+queen queens
+egg eggs
+banana bananas
+orange oranges
+carrot carrots
+onion onions
+cake cakes
+cookie cookies
+pizza pizzas
+sandwich sandwiches
+peach peaches
+beach beaches
+bush bushes
+class classes
+boss bosses
+address addresses
+princess princesses
+witch witches
+torch torches
+inch inches
+fax faxes
+wax waxes
+sky skies
+body bodies
+enemy enemies
+library libraries
+factory factories
+battery batteries
+lily lilies
+pony ponies
+butterfly butterflies
+journey journeys
+chimney chimneys
+donkey donkeys
+turkey turkeys
+holiday holidays
+wharf wharves|wharfs
+hoof hooves|hoofs
+dwarf dwarfs|dwarves
+proof proofs
+safe safes
+giraffe giraffes
+sheriff sheriffs
+brother brothers|brethren
+cherub cherubs|cherubim
+ellipsis ellipses
+"""
+
+# adjective -> gold comparative [, accepted alternatives...]; only one-word comparatives (the
+# example turns' adjectives, slow, funny and many, are not asked)
+_COMPARATIVES = """
+big bigger
+small smaller
+tall taller
+short shorter
+long longer
+old older|elder
+young younger
+fast faster
+quick quicker
+hot hotter
+cold colder
+warm warmer
+cool cooler
+high higher
+low lower
+strong stronger
+weak weaker
+hard harder
+soft softer
+loud louder
+quiet quieter
+rich richer
+poor poorer
+cheap cheaper
+clean cleaner
+dark darker
+light lighter
+bright brighter
+deep deeper
+wide wider
+thick thicker
+thin thinner
+fat fatter
+sad sadder
+wet wetter
+dry drier|dryer
+large larger
+great greater
+nice nicer
+late later
+safe safer
+wise wiser
+brave braver
+close closer
+rude ruder
+fine finer
+pure purer
+ripe riper
+rare rarer
+strange stranger
+simple simpler
+gentle gentler
+noble nobler
+happy happier
+easy easier
+busy busier
+heavy heavier
+pretty prettier
+ugly uglier
+lazy lazier
+angry angrier
+hungry hungrier
+dirty dirtier
+early earlier
+healthy healthier
+lucky luckier
+silly sillier
+tiny tinier
+noisy noisier
+crazy crazier
+tidy tidier
+messy messier
+friendly friendlier
+lovely lovelier
+lonely lonelier
+sunny sunnier
+windy windier
+rainy rainier
+cloudy cloudier
+snowy snowier
+sleepy sleepier
+scary scarier
+juicy juicier
+tasty tastier
+spicy spicier
+salty saltier
+shiny shinier
+dusty dustier
+good better
+bad worse
+far farther|further
+little less|littler|smaller
+much more
+well better
+ill worse
+fit fitter
+slim slimmer
+dim dimmer
+grim grimmer
+flat flatter
+mad madder
+red redder
+sharp sharper
+smart smarter
+kind kinder
+neat neater
+calm calmer
+fair fairer
+mild milder
+wild wilder
+cruel crueler|crueller
+clever cleverer
+narrow narrower
+shallow shallower
+proud prouder
+fresh fresher
+sweet sweeter
+sour sourer
+rough rougher
+smooth smoother
+tough tougher
+loose looser
+tight tighter
+steep steeper
+plain plainer
+broad broader
+green greener
+blue bluer
+black blacker
+white whiter
+near nearer
+new newer
+dull duller
+bold bolder
+cute cuter
+huge huger
+lame lamer
+tame tamer
+vague vaguer
+weird weirder
+thirsty thirstier
+chilly chillier
+"""
+
 _PUNCT = re.compile(r"[^\w\s'-]")
 _SPACE = re.compile(r"\s+")
 
@@ -942,13 +1301,22 @@ def _city_question(city: str) -> str:
     return f"In which country is the city of {city.title()}? Answer with just the country name."
 
 
-def _parse_antonyms() -> tuple[Question, ...]:
+def _plural_question(word: str) -> str:
+    return f'What is the plural of the word "{word}"? Answer with just one word.'
+
+
+def _comparative_question(word: str) -> str:
+    return f'What is the comparative form of the adjective "{word}"? Answer with just one word.'
+
+
+def _parse_words(text: str, prefix: str, ask: Callable[[str], str]) -> tuple[Question, ...]:
+    """``word gold|alternative...`` lines -> questions (the first line of a word wins)."""
     out: dict[str, Question] = {}
-    for line in _ANTONYMS.splitlines():
+    for line in text.strip().splitlines():
         word, rest = line.split(" ", 1)
         answers = rest.split("|")
         if word not in out:
-            out[word] = Question(f"ant-{word}", _antonym_question(word), answers[0], tuple(answers))
+            out[word] = Question(f"{prefix}-{word}", ask(word), answers[0], tuple(answers))
     return tuple(out.values())
 
 
@@ -1033,7 +1401,7 @@ def _parse_languages() -> tuple[Question, ...]:
 FAMILIES: dict[str, Family] = {
     "antonyms": Family(
         name="antonyms",
-        questions=_parse_antonyms(),
+        questions=_parse_words(_ANTONYMS, "ant", _antonym_question),
         shots=(
             (_antonym_question("cold"), "hot"),
             (_antonym_question("tiny"), "huge"),
@@ -1082,6 +1450,28 @@ FAMILIES: dict[str, Family] = {
             (_language_question("germany"), "German"),
             (_language_question("japan"), "Japanese"),
             (_language_question("peru"), "Spanish"),
+        ),
+        canonical=_canon_word,
+        max_new_tokens=6,
+    ),
+    "plurals": Family(
+        name="plurals",
+        questions=_parse_words(_PLURALS, "plur", _plural_question),
+        shots=(
+            (_plural_question("car"), "cars"),
+            (_plural_question("man"), "men"),
+            (_plural_question("story"), "stories"),
+        ),
+        canonical=_canon_word,
+        max_new_tokens=6,
+    ),
+    "comparatives": Family(
+        name="comparatives",
+        questions=_parse_words(_COMPARATIVES, "comp", _comparative_question),
+        shots=(
+            (_comparative_question("slow"), "slower"),
+            (_comparative_question("funny"), "funnier"),
+            (_comparative_question("many"), "more"),
         ),
         canonical=_canon_word,
         max_new_tokens=6,
