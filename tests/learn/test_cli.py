@@ -60,6 +60,13 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     # the learned-aggregator policy is written next to it and reported with its own goal figures
     assert rep["goal_with_aggregator"]["learned_mean_samples"] >= 1
     assert {"learned", "learned+agg"} <= {row["method"] for row in rep["results"]}
+    # both families also get a policy for the default budget of 5 mean samples, saved beside
+    assert set(rep["targets"]) == {"learned", "learned+agg"} and rep["target_samples"] == 5
+    for t in rep["targets"].values():  # 3 iterations may leave a policy that overspends at any cost
+        assert t["met"] == (t["calibration_mean_samples"] <= 5)
+        assert t["met"] or abs(t["cost"] - 0.05) < 1e-12
+    assert (tmp_path / "p-target.safetensors").is_file() and (tmp_path / "p-agg-target.json").is_file()
+    assert {"learned(target=5)", "learned+agg(target=5)"} <= {row["method"] for row in rep["results"]}
     r = runner.invoke(
         app,
         ["eval", "stop", "--bank", str(bank), "--policy", str(tmp_path / "p-agg"), "--budget", "20"]

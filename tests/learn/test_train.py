@@ -61,3 +61,45 @@ def test_bayes_dp_hand_case() -> None:
     assert bs.expected_reward() == pytest.approx(0.5 - 0.1)
     # one vote seen: the posterior that it is the correct answer is E[p] / (E[p] + ...) = 1/2
     assert bs.posterior((1,))[1] == pytest.approx(0.5)
+
+
+def test_calibrated_cost_keeps_the_sample_budget_without_labels(pool) -> None:
+    from orchestrace.learn.banks import Bank, BankQuestion
+    from orchestrace.learn.stop import calibrate_cost, mean_samples
+
+    train = synthetic_bank(150, PARAMS, seed=0)
+    held = synthetic_bank(60, PARAMS, seed=5)
+    # the same questions with every label removed: calibration must not notice
+    blind = Bank("blind", [BankQuestion(q.id, q.question, None, q.samples) for q in held.questions])
+    fast = dict(pool=pool, budget=12, seed=0, iterations=15, steps=5, orders=2)
+    pol, c, used = calibrate_cost(train, held, 3.0, **fast)
+    pol_b, c_b, used_b = calibrate_cost(train, blind, 3.0, **fast)
+    assert (c, used) == (c_b, used_b)
+    np.testing.assert_array_equal(pol.stop_prob(pool.feats[:5, 0]), pol_b.stop_prob(pool.feats[:5, 0]))
+    assert used <= 3.0
+    assert used == mean_samples(pol, tables(held, 12, 2, 1), 12)  # measured on seed + 1 orders
+    loose, c_loose, used_loose = calibrate_cost(train, held, 6.0, **fast)
+    assert c_loose < c and used_loose > used  # a larger budget buys samples at a lower price
+
+
+def test_goal_reads_the_front_at_the_reduction() -> None:
+    from orchestrace.learn.evaluate import Result
+    from orchestrace.learn.stop import summarize_goal
+
+    def res(name: str, family: str, n: float, acc: float) -> Result:
+        return Result(name, family, 0, np.array([n, n]), np.array([acc, acc]))
+
+    results = [
+        res("fixed-40", "fixed-k", 40, 0.70),
+        res("hindsight-oracle", "oracle", 3, 0.70),
+        res("learned", "learned", 6, 0.69),
+        res("learned(c=0.01)", "learned", 4, 0.68),
+        res("learned(c=0.02)", "learned", 2, 0.60),
+        res("learned+agg", "learned+agg", 4.5, 0.75),
+    ]
+    g = summarize_goal(results, reduction=8)  # 40 / 8 = 5 samples: the c=0.01 point
+    assert g["front_accuracy_at_reduction"] == 0.68
+    assert round(g["front_gap_points_at_reduction"], 6) == -2.0
+    assert round(g["sample_reduction_x"], 6) == round(40 / 6, 6)
+    assert summarize_goal(results, reduction=30)["front_accuracy_at_reduction"] is None
+    assert summarize_goal(results, "learned+agg")["front_accuracy_at_reduction"] == 0.75

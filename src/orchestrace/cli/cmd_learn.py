@@ -48,10 +48,23 @@ def _bars() -> Any:
 @train_app.command("stop", cls=RayCommand)
 def train_stop_cmd(
     bank: list[str] = typer.Option(
-        None, "--bank", "-b", help="training bank(s) (.jsonl[.gz]); default: embedded antonyms"
+        None,
+        "--bank",
+        "-b",
+        help="training bank(s) (.jsonl[.gz] or embedded name); default: embedded antonyms, "
+        "countries, continents, capitals, languages",
     ),
-    eval_bank: str = typer.Option(
-        None, "--eval-bank", help="held-out bank (default: embedded countries, or 30% of --bank)"
+    eval_bank: list[str] = typer.Option(
+        None,
+        "--eval-bank",
+        help="held-out bank(s), merged (default: embedded plurals and comparatives, or 30% of --bank)",
+    ),
+    target: float = typer.Option(
+        5.0,
+        "--target-samples",
+        min=0,
+        help="also train each policy family for this mean sample budget, calibrated on the held-out "
+        "samples without their labels (0: off)",
     ),
     cost: float = typer.Option(
         0.003, "--cost", "-c", help="price of one sample in units of one correct answer"
@@ -80,7 +93,7 @@ def train_stop_cmd(
     """Train a stopping policy and write a report (Pareto + learning curves, PNG and JSON).
 
     Examples:
-      orchestrace train stop                       # embedded banks: train antonyms, test countries
+      orchestrace train stop                       # embedded banks: train five families, test two others
       orchestrace train stop --bank my.jsonl --cost 0.005 -o runs/p
       orchestrace train stop --algo ppo --sweep ''
       orchestrace train stop --ray                 # the cost sweep's policies trained as Ray tasks
@@ -99,7 +112,7 @@ def train_stop_cmd(
 
         rep = train_stop(
             bank or None,
-            eval_bank,
+            eval_bank or None,
             out=out,
             report_dir=report,
             cost=cost,
@@ -112,6 +125,7 @@ def train_stop_cmd(
             map_fn=None if ray is None else partial(_ray_map, ray=ray),
             aggregate=aggregate,
             orders=orders,
+            target_samples=target or None,
         )
     g = rep["goal"]
     console.print(
@@ -125,6 +139,13 @@ def train_stop_cmd(
         console.print(
             f"with the learned aggregator: accuracy {ga['learned_accuracy']:.3f} with "
             f"{ga['learned_mean_samples']:.2f} samples ({ga['sample_reduction_x']:.1f}x fewer)"
+        )
+    for name, t in rep["targets"].items():
+        console.print(
+            f"{name} for a budget of {rep['target_samples']:g} samples (c={t['cost']:.4g}): accuracy "
+            f"{t['learned_accuracy']:.3f} with {t['learned_mean_samples']:.2f} samples "
+            f"({t['sample_reduction_x']:.1f}x fewer, {t['accuracy_gap_points']:+.1f} points vs fixed-{budget})"
+            + ("" if t["met"] else " [yellow](no cost in the search range keeps the budget)[/yellow]")
         )
     console.print(f"policy {rep['policy']}  report {rep['report_dir']}  ({rep['seconds']} s)")
 

@@ -19,9 +19,19 @@ import numpy as np
 
 from ..core.errors import OrchestraceError
 from .aggregate import Aggregator, fit_aggregator
-from .banks import Bank, calibrate, default_bank, load_bank
+from .banks import Bank, calibrate, load_bank
 from .baselines import Method, default_methods, sweep_methods
-from .evaluate import Result, bootstrap_ci, pareto_front, results_json, run_rule, run_stopper, tables
+from .evaluate import (
+    Replays,
+    Result,
+    accuracy_at,
+    bootstrap_ci,
+    pareto_front,
+    results_json,
+    run_rule,
+    run_stopper,
+    tables,
+)
 from .features import PrefixTable, feature_names, features
 from .policy import PolicyConfig, StopPolicy
 
@@ -67,10 +77,6 @@ def policy_method(policy: StopPolicy, name: str = "learned", threshold: float | 
         policy_rule(policy, threshold),
         None if agg is None else aggregator_answer(agg),
     )
-
-
-def load_banks(paths: Sequence[str] | None) -> list[Bank]:
-    return [load_bank(p) for p in paths] if paths else [default_bank("antonyms")]
 
 
 def split(bank: Bank, frac: float, seed: int) -> tuple[Bank, Bank]:
@@ -123,6 +129,51 @@ def train_policy(
     )
     res = mod.train(pool, cost, args, cfg, progress)
     return res.policy, res.history
+
+
+def mean_samples(policy: StopPolicy, reps: Replays, budget: int) -> float:
+    """Mean samples a policy draws on replayed questions: needs their samples, never their labels."""
+    rule = policy_rule(policy)
+    return float(np.mean([rule(pt, budget) for row in reps for pt in row]))
+
+
+def calibrate_cost(
+    train_bank: Bank,
+    unlabelled: Bank,
+    target: float,
+    *,
+    pool: Any,
+    budget: int = 40,
+    seed: int = 0,
+    algo: str = "exact",
+    iterations: int | None = None,
+    bounds: tuple[float, float] = (1e-4, 0.05),
+    steps: int = 8,
+    orders: int = 4,
+) -> tuple[StopPolicy, float, float]:
+    """The policy for a sample budget: maximise accuracy subject to mean samples <= ``target``.
+
+    The cost c is the Lagrange multiplier of that constraint, so a bisection on c (log scale) finds
+    the smallest c whose trained policy keeps the budget on ``unlabelled`` questions (their samples
+    replayed in ``orders`` seeded orders; labels are never read). Returns (policy, c, its mean
+    samples there); if even the top of ``bounds`` overspends, the policy at that cost."""
+    reps = tables(unlabelled, budget, orders, seed + 1)
+    lo, hi = np.log(bounds[0]), np.log(bounds[1])
+
+    def fit(c: float) -> tuple[StopPolicy, float, float]:
+        pol, _ = train_policy(
+            train_bank, c, algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool
+        )
+        return pol, c, mean_samples(pol, reps, budget)
+
+    best = None
+    for _ in range(steps):
+        got = fit(float(np.exp((lo + hi) / 2)))
+        if got[2] <= target:
+            hi, best = np.log(got[1]), got
+        else:
+            lo = np.log(got[1])
+    return best or fit(float(np.exp(hi)))
 
 
 def eval_methods(
@@ -178,13 +229,21 @@ def eval_stop(
     return eval_methods(bank, budget, pols, bayes=bayes, map_fn=map_fn, orders=orders)
 
 
-def summarize_goal(results: Sequence[Result], learned: str = "learned") -> dict[str, Any]:
-    """The issue's goal figures: learned vs fixed-40 and vs the hindsight oracle."""
+def summarize_goal(
+    results: Sequence[Result], learned: str = "learned", reduction: float = 8.0
+) -> dict[str, Any]:
+    """The issue's goal figures: learned vs fixed-40 and vs the hindsight oracle, and the best
+    accuracy of the policy family's Pareto front with ``reduction`` times fewer samples."""
     by = {r.method: r for r in results}
     full = by.get("fixed-40") or max((r for r in results if r.family == "fixed-k"), key=lambda r: r.param)
     ours = by[learned]
     oracle = by["hindsight-oracle"]
+    front = pareto_front([(r.mean_samples, r.accuracy) for r in results if r.family == ours.family])
+    at = accuracy_at(front, full.mean_samples / reduction)
     return {
+        "front_reduction_x": reduction,
+        "front_accuracy_at_reduction": None if at == float("-inf") else at,
+        "front_gap_points_at_reduction": None if at == float("-inf") else 100 * (at - full.accuracy),
         "fixed_full_accuracy": full.accuracy,
         "learned_accuracy": ours.accuracy,
         "accuracy_gap_points": 100 * (ours.accuracy - full.accuracy),
@@ -226,9 +285,14 @@ def _train_at_cost(
     )
 
 
+DEFAULT_TRAIN = ("antonyms", "countries", "continents", "capitals", "languages")
+DEFAULT_EVAL = ("plurals", "comparatives")
+TARGET_SAMPLES = 5.0  # the default sample budget: 8x fewer than fixed-40
+
+
 def train_stop(
     bank_paths: Sequence[str] | None = None,
-    eval_path: str | None = None,
+    eval_paths: Sequence[str] | None = None,
     *,
     out: str = "runs/stop/policy",
     report_dir: str | None = None,
@@ -242,31 +306,34 @@ def train_stop(
     map_fn: Callable[[Callable[[float], Any], list[float]], Iterable[Any]] | None = None,
     aggregate: bool = True,
     orders: int = EVAL_ORDERS,
+    target_samples: float | None = TARGET_SAMPLES,
 ) -> dict[str, Any]:
-    """Train on ``bank_paths`` (default: the embedded antonyms bank), evaluate on ``eval_path``
-    (default: the embedded countries bank when training on the default; else a held-out 30% of
-    the training questions), write the policy and a report. Returns the report dict.
+    """Train on ``bank_paths`` (default: five embedded families), evaluate on ``eval_paths``
+    (default: the embedded plurals and comparatives, families never trained on; with
+    ``bank_paths`` alone, a held-out 30% of the training questions), write the policy and a
+    report. Returns the report dict.
 
     Two policy families are trained over the same costs: ``learned`` stops and answers by
     majority vote (pure O5, comparable with every published rule), ``learned+agg`` stops and
     answers with an aggregator fitted on the training banks (O5 + O4). The policies of the cost
     sweep are independent; ``map_fn`` (a Ray map from the CLI's ``--ray``) trains them in
-    parallel, with the same seeds and so the same policies."""
+    parallel, with the same seeds and so the same policies. With ``target_samples`` each family
+    also gets the policy for that sample budget (``calibrate_cost``, on the held-out questions'
+    samples, never their labels), saved next to the main one with a ``-target`` suffix."""
     from .envs.stopvote import build_pool
     from .report import write_report
 
     t0 = time.time()
-    train_banks = load_banks(bank_paths)
+    train_banks = [load_bank(p) for p in bank_paths or DEFAULT_TRAIN]
     for b in train_banks:
         if b.min_samples < budget:
             raise OrchestraceError("OT612", f"bank {b.name!r} has questions with fewer than {budget} samples")
-    if eval_path is not None:
-        train_bank, test_bank = (
-            merge(train_banks, "+".join(b.name for b in train_banks)),
-            load_bank(eval_path),
+    if eval_paths or not bank_paths:
+        test_banks = [load_bank(p) for p in eval_paths or DEFAULT_EVAL]
+        train_bank = merge(train_banks, "+".join(b.name for b in train_banks))
+        test_bank = (
+            test_banks[0] if len(test_banks) == 1 else merge(test_banks, "+".join(b.name for b in test_banks))
         )
-    elif not bank_paths:
-        train_bank, test_bank = train_banks[0], default_bank("countries")
     else:
         parts = [split(b, 0.7, seed) for b in train_banks]
         train_bank = merge([p[0] for p in parts], "+".join(b.name for b in train_banks) + "-train")
@@ -275,6 +342,7 @@ def train_stop(
     agg = fit_aggregator([train_bank], budget, seed=seed) if aggregate else None
     policies: list[tuple[str, StopPolicy]] = []
     curves: dict[str, list[dict[str, float]]] = {}
+    targets: dict[str, dict[str, float]] = {}
     for prefix, aggregator in [("learned", None)] + ([("learned+agg", agg)] if agg else []):
         pool = build_pool(train_bank, budget, 16, seed, aggregator=aggregator)
         common = dict(
@@ -292,10 +360,25 @@ def train_stop(
             pol.config.trained_on = [b.name for b in train_banks]
             policies.append((name, pol))
             curves[name] = hist
-    main = policies[0][1]
-    main.save(out)
-    if agg is not None:
-        policies[len(costs)][1].save(out.removesuffix(".safetensors") + "-agg")
+        if target_samples:
+            pol, c, used = calibrate_cost(
+                train_bank,
+                test_bank,
+                target_samples,
+                pool=pool,
+                budget=budget,
+                seed=seed,
+                algo=algo,
+                iterations=iterations,
+            )
+            pol.config.trained_on = [b.name for b in train_banks]
+            targets[prefix] = {"cost": c, "calibration_mean_samples": used, "met": used <= target_samples}
+            policies.append((f"{prefix}(target={target_samples:g})", pol))
+    base = out.removesuffix(".safetensors")
+    for name, pol in policies:
+        if name in ("learned", "learned+agg") or "(target=" in name:
+            suffix = "-agg" if pol.aggregator is not None else ""
+            pol.save(base + suffix + ("-target" if "(target=" in name else ""))
     results = eval_methods(test_bank, budget, policies, sweeps=True, orders=orders, seed=seed)
     train_time = time.time() - t0
     report = {
@@ -309,12 +392,16 @@ def train_stop(
         "budget": budget,
         "seed": seed,
         "bootstrap": {"resamples": 1000, "seed": seed, "level": 0.95},
-        "policy": out.removesuffix(".safetensors") + ".safetensors",
-        "policy_config": asdict(main.config),
+        "policy": base + ".safetensors",
+        "policy_config": asdict(policies[0][1].config),
         "eval_orders": orders,
         "aggregator": None if agg is None else agg.to_dict(),
         "goal": summarize_goal(results),
         "goal_with_aggregator": summarize_goal(results, "learned+agg") if agg else None,
+        "target_samples": target_samples or None,
+        "targets": {
+            k: {**v, **summarize_goal(results, f"{k}(target={target_samples:g})")} for k, v in targets.items()
+        },
         "learned_ci95": bootstrap_ci(next(r for r in results if r.method == "learned"), seed=seed),
         "results": results_json(results, seed=seed),
         "pareto": {k: [list(p) for p in v] for k, v in fronts(results).items()},
