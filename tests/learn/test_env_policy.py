@@ -73,6 +73,29 @@ def test_pool_majority_and_ties_follow_first_appearance() -> None:
     assert pool.correct[0].tolist() == [False, False, True, False, False, False]
 
 
+def test_unlabelled_questions_score_agreement_with_the_full_budget_majority() -> None:
+    # no gold, no per-sample labels: "right" means the majority of all 6 samples (a: 3 votes to 2)
+    bank = Bank("t", [BankQuestion("q", "?", None, ["b", "a", "a", "b", None, "a"])])
+    assert bank.questions[0].labels == ["b", "a"]
+    pool = build_pool(bank, budget=6, perms=1, seed=0)
+    # b; b,a tie -> b (seen first); a leads; 2-2 -> b; null; a leads 3-2
+    assert pool.answer[0].tolist() == [0, 0, 1, 0, 0, 1]
+    assert pool.correct[0].tolist() == [False, False, True, False, False, True]
+
+
+def test_policy_trained_on_an_unlabelled_bank_does_not_collapse() -> None:
+    from orchestrace.learn.stop import train_policy
+
+    labelled = synthetic_bank(200, SynthParams(samples=16), seed=3)
+    blind = Bank("blind", [BankQuestion(q.id, q.question, None, q.samples) for q in labelled.questions])
+    pool = build_pool(blind, budget=16, perms=4, seed=0)
+    assert pool.correct[:, -1].all()  # at the budget the answer is the full-budget majority
+    policy, _ = train_policy(blind, 0.01, pool=pool, iterations=40, budget=16)
+    stops = policy.stops(pool.feats.reshape(-1, pool.feats.shape[-1])).reshape(pool.feats.shape[:2])
+    first = np.where(stops.any(axis=1), stops.argmax(axis=1), pool.feats.shape[1] - 1) + 1
+    assert first.mean() > 1.5  # before the fix every sample looked wrong and the policy stopped at once
+
+
 def test_policy_save_load_round_trip(tmp_path) -> None:
     pol = StopPolicy.init(PolicyConfig(cost=0.02, hidden=[8, 8]), seed=3)
     x = np.random.default_rng(0).normal(size=(20, N_FEATURES)).astype(np.float32)

@@ -176,7 +176,9 @@ def build_pool(
     aggregator: Aggregator | None = None,
 ) -> EpisodePool:
     """Features of ``perms`` orders of every question; the answer at each decision is the
-    majority vote, or the learned ``aggregator``'s choice (whose features are then appended)."""
+    majority vote, or the learned ``aggregator``'s choice (whose features are then appended).
+    A question without truth counts as answered right when the answer is its full-budget
+    majority (as in evaluation), so unlabelled banks train too."""
     rng = np.random.default_rng(seed)
     pts = decision_points(budget, initial, batch)
     mean_cost = float(np.mean([np.mean(q.cost) if q.cost else 1.0 for q in bank.questions]))
@@ -200,7 +202,11 @@ def build_pool(
             maj = np.array([pt.ids[m] if m != NULL else NULL for m in local[rows]], dtype=np.int64)
             feats.append(f[rows])
             ans.append(maj)
-            corr.append(np.array([q.is_correct(int(m)) for m in maj]))
+            if q.has_truth:
+                corr.append(np.array([q.is_correct(int(m)) for m in maj]))
+            else:  # no gold and no per-sample labels: agreement with the full-budget majority
+                full = pt.ids[pt.majority[-1]] if pt.majority[-1] != NULL else NULL
+                corr.append((maj == full) & (maj != NULL))
             costc.append(pt.cost[rows])
             qidx.append(qi)
             orders.append(order)
