@@ -12,7 +12,7 @@ Prints, from one run:
 3. the four algorithms (exact PG, REINFORCE, PPO, GRPO) at one cost;
 4. wall and CPU time of the default ``orchestrace train stop``.
 
-    python bench/learn_stop.py [--seeds 0 1 2] [--skip-default] [--only-synthetic]
+    python bench/learn_stop.py [--seeds 0 1 2] [--skip-default] [--only-synthetic | --only-transfer] [--json F]
 """
 
 from __future__ import annotations
@@ -44,7 +44,17 @@ from orchestrace.learn.evaluate import (
     run_stopper,
     tables,
 )
-from orchestrace.learn.stop import SWEEP_COSTS, aggregator_answer, merge, policy_method, train_policy
+from orchestrace.learn.stop import (
+    DEFAULT_EVAL,
+    DEFAULT_TRAIN,
+    SWEEP_COSTS,
+    TARGET_SAMPLES,
+    aggregator_answer,
+    calibrate_cost,
+    merge,
+    policy_method,
+    train_policy,
+)
 
 BUDGET = 40
 MAIN_COST = 0.003
@@ -59,10 +69,16 @@ def fmt_ci(ci: tuple[float, float], nd: int = 3) -> str:
 _BASE: dict[str, tuple[list, list]] = {}
 
 
+def test_bank(test_name: str):
+    """An embedded bank, or several merged ('plurals+comparatives')."""
+    parts = [default_bank(n) for n in test_name.split("+")]
+    return parts[0] if len(parts) == 1 else merge(parts, test_name)
+
+
 def baselines(test_name: str) -> tuple[list, list]:
     """Every baseline and its sweep on one test bank (independent of the training seed)."""
     if test_name not in _BASE:
-        test = default_bank(test_name)
+        test = test_bank(test_name)
         reps = tables(test, BUDGET, ORDERS)
         _BASE[test_name] = (
             reps,
@@ -73,15 +89,22 @@ def baselines(test_name: str) -> tuple[list, list]:
 
 def transfer(train_names: list[str], test_name: str, seed: int) -> dict:
     train = merge([default_bank(n) for n in train_names], "+".join(train_names))
-    test = default_bank(test_name)
+    test = test_bank(test_name)
     reps, base = baselines(test_name)
     agg = fit_aggregator([train], BUDGET, seed=seed)
     learned: dict[str, list] = {"learned": [], "learned+agg": []}
+    target: dict[str, tuple] = {}
     for kind, aggregator in (("learned", None), ("learned+agg", agg)):
         pool = build_pool(train, BUDGET, 16, seed, aggregator=aggregator)
         for c in sorted({MAIN_COST, *SWEEP_COSTS}):
             pol, _ = train_policy(train, c, pool=pool, seed=seed)
             learned[kind].append((c, run_rule(test, reps, policy_method(pol, f"{kind}(c={c:g})"), BUDGET)))
+        # the policy for a budget of 5 samples, calibrated on the held-out samples (never labels)
+        pol, c, _used = calibrate_cost(train, test, TARGET_SAMPLES, pool=pool, budget=BUDGET, seed=seed)
+        target[kind] = (
+            c,
+            run_rule(test, reps, policy_method(pol, f"{kind}(target={TARGET_SAMPLES:g})"), BUDGET),
+        )
     agg40 = run_rule(
         test, reps, Method("fixed-40+agg", "fixed-k", 40, fixed_k(40), aggregator_answer(agg)), BUDGET
     )
@@ -113,6 +136,7 @@ def transfer(train_names: list[str], test_name: str, seed: int) -> dict:
         "shortfall": short,
         "diff": paired_diff_ci(main, full, seed=seed),
         "diff_agg": paired_diff_ci(main_agg, full, seed=seed),
+        "target": {k: (c, r, paired_diff_ci(r, full, seed=seed)) for k, (c, r) in target.items()},
     }
 
 
@@ -160,6 +184,7 @@ def print_transfer(train_names: list[str], test_name: str, seeds: list[int]) -> 
     for kind in ("learned", "learned+agg"):
         for _c, r in o["learned"][kind]:
             _row(r.method, r, o["seed"])
+        _row(o["target"][kind][1].method, o["target"][kind][1], o["seed"])
     for o in outs:
         f = o["full"]
         print(
@@ -170,6 +195,10 @@ def print_transfer(train_names: list[str], test_name: str, seeds: list[int]) -> 
             f"aggregator weights {o['aggregator'].weights}; fixed-40+agg {o['agg40'].accuracy:.3f}; "
             f"dominates fronts: {o['dominates']}; worst shortfall in points (<= 0: dominates): {o['shortfall']}"
         )
+        for kind, (c, r, d) in o["target"].items():
+            print(
+                f"seed {o['seed']}: {_goal_line(f'{kind}, budget {TARGET_SAMPLES:g} (c={c:.4g})', r, f, d)}"
+            )
     RECORD.append(
         {
             "train": train_names,
@@ -183,6 +212,7 @@ def print_transfer(train_names: list[str], test_name: str, seeds: list[int]) -> 
                     "aggregator": list(o["aggregator"].weights),
                     "dominates": o["dominates"],
                     "shortfall": o["shortfall"],
+                    "target": {k: {"cost": c, **r.row()} for k, (c, r, _d) in o["target"].items()},
                 }
                 for o in outs
             ],
@@ -270,17 +300,21 @@ def main() -> None:
     ap.add_argument("--json", help="also write every transfer's figures to this file")
     ap.add_argument("--skip-transfer", action="store_true", help="synthetic, algorithms and default job only")
     ap.add_argument("--only-synthetic", action="store_true", help="synthetic banks only")
+    ap.add_argument("--only-transfer", action="store_true", help="real-bank transfers only")
     a = ap.parse_args()
     a.skip_transfer |= a.only_synthetic
     print("SPRT: our reimplementation vs the real consol 0.3.0 package: python bench/consol_crosscheck.py")
     names = [] if a.skip_transfer else list(default_bank_names())
     if not a.skip_transfer:
+        print_transfer(list(DEFAULT_TRAIN), "+".join(DEFAULT_EVAL), a.seeds)
         print_transfer(["antonyms"], "countries", a.seeds)
     for test_name in names:  # leave one family out: train on every other embedded family
         print_transfer([n for n in names if n != test_name], test_name, a.seeds)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(RECORD, f, indent=1)
+    if a.only_transfer:
+        return
     print("\n== synthetic banks: learned vs Bayes-optimal (train 2000 questions, test 4000 fresh ones) ==")
     ratios = []
     settings = [

@@ -37,7 +37,7 @@ from .policy import PolicyConfig, StopPolicy
 
 ALGORITHMS = ("exact", "reinforce", "ppo", "grpo")
 DEFAULT_COST = 0.003
-SWEEP_COSTS = (0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.004, 0.005, 0.01, 0.02)
+SWEEP_COSTS = (0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.004, 0.005, 0.01, 0.02, 0.03)
 EVAL_ORDERS = 8  # each held-out question replayed in 8 orders (bank order + 7 seeded permutations)
 
 
