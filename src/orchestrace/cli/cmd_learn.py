@@ -86,7 +86,7 @@ def train_stop_cmd(
     sweep: str = typer.Option(
         None,
         "--sweep",
-        help="extra costs for the Pareto curve, comma-separated ('' for none; default 9 costs)",
+        help="extra costs for the Pareto curve, comma-separated ('' for none; default 10 costs)",
     ),
     ray: RayOption = None,
 ) -> None:
