@@ -67,6 +67,15 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
         assert t["met"] or abs(t["cost"] - 0.05) < 1e-12
     assert (tmp_path / "p-target.safetensors").is_file() and (tmp_path / "p-agg-target.json").is_file()
     assert {"learned(target=5)", "learned+agg(target=5)"} <= {row["method"] for row in rep["results"]}
+    for t, f in [(rep["targets"]["learned"], "p-target"), (rep["targets"]["learned+agg"], "p-agg-target")]:
+        saved = json.loads((tmp_path / f"{f}.json").read_text())  # a mixture is saved as one
+        assert saved["mixture"] == (
+            None if t["mixture_cost"] is None else {"prob": t["mixture_prob"], "cost": t["mixture_cost"]}
+        )
+        r = runner.invoke(
+            app, ["eval", "stop", "--bank", str(bank), "--policy", str(tmp_path / f), "--budget", "20"]
+        )
+        assert r.exit_code == 0, r.output
     r = runner.invoke(
         app,
         ["eval", "stop", "--bank", str(bank), "--policy", str(tmp_path / "p-agg"), "--budget", "20"]

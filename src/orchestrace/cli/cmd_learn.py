@@ -141,8 +141,13 @@ def train_stop_cmd(
             f"{ga['learned_mean_samples']:.2f} samples ({ga['sample_reduction_x']:.1f}x fewer)"
         )
     for name, t in rep["targets"].items():
+        mixed = (
+            f", on {100 * t['mixture_prob']:.0f}% of questions c={t['mixture_cost']:.4g}"
+            if t["mixture_cost"] is not None
+            else ""
+        )
         console.print(
-            f"{name} for a budget of {rep['target_samples']:g} samples (c={t['cost']:.4g}): accuracy "
+            f"{name} for a budget of {rep['target_samples']:g} samples (c={t['cost']:.4g}{mixed}): accuracy "
             f"{t['learned_accuracy']:.3f} with {t['learned_mean_samples']:.2f} samples "
             f"({t['sample_reduction_x']:.1f}x fewer, {t['accuracy_gap_points']:+.1f} points vs fixed-{budget})"
             + ("" if t["met"] else " [yellow](no cost in the search range keeps the budget)[/yellow]")

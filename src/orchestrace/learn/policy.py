@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -33,15 +33,32 @@ class PolicyConfig:
     aggregator: list[float] | None = (
         None  # learned aggregator weights (``aggregate.CAND_FEATURES``); None: majority
     )
+    # a randomised mixture (a sample budget between two trained costs, ``stop.calibrate_cost``):
+    # per question, the ``alt`` policy trained at cost ``mixture["cost"]`` runs with probability
+    # ``mixture["prob"]``, this one otherwise; None: a single policy
+    mixture: dict[str, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class StopPolicy:
-    """Maps features [N, F] to P(stop) [N]."""
+    """Maps features [N, F] to P(stop) [N]; ``alt`` is the second policy of a mixture."""
 
-    def __init__(self, config: PolicyConfig, weights: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    def __init__(
+        self,
+        config: PolicyConfig,
+        weights: list[tuple[np.ndarray, np.ndarray]],
+        alt: StopPolicy | None = None,
+    ) -> None:
         self.config = config
         self.weights = [(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights]
+        if (alt is None) != (config.mixture is None):
+            raise ValueError("a mixture needs both config.mixture and the alt policy")
+        self.alt = alt
+
+    def mixed_with(self, alt: StopPolicy, prob: float) -> StopPolicy:
+        """This policy, replaced by ``alt`` on a random share ``prob`` of questions."""
+        cfg = replace(self.config, mixture={"prob": float(prob), "cost": alt.config.cost})
+        return StopPolicy(cfg, self.weights, StopPolicy(replace(alt.config, mixture=None), alt.weights))
 
     @property
     def aggregator(self) -> Aggregator | None:
@@ -101,9 +118,10 @@ class StopPolicy:
         base = path.removesuffix(".safetensors").removesuffix(".json")
         cfg = json.dumps(asdict(self.config), indent=2, sort_keys=True)
         tensors = {}
-        for i, (w, b) in enumerate(self.weights):
-            tensors[f"layers.{i}.weight"] = w
-            tensors[f"layers.{i}.bias"] = b
+        for prefix, pol in [("", self)] + ([("alt.", self.alt)] if self.alt is not None else []):
+            for i, (w, b) in enumerate(pol.weights):
+                tensors[f"{prefix}layers.{i}.weight"] = w
+                tensors[f"{prefix}layers.{i}.bias"] = b
         d = os.path.dirname(base)
         if d:
             os.makedirs(d, exist_ok=True)
@@ -140,12 +158,34 @@ class StopPolicy:
         except (TypeError, json.JSONDecodeError) as e:
             raise OrchestraceError("OT622", f"bad policy config: {e}", path=base + ".json") from None
         n = len(config.hidden) + 1
-        try:
-            weights = [(tensors[f"layers.{i}.weight"], tensors[f"layers.{i}.bias"]) for i in range(n)]
-        except KeyError as e:
-            raise OrchestraceError("OT621", f"policy weights lack tensor {e}", path=st) from None
+
+        def layers(prefix: str) -> list[tuple[np.ndarray, np.ndarray]]:
+            try:
+                return [
+                    (tensors[f"{prefix}layers.{i}.weight"], tensors[f"{prefix}layers.{i}.bias"])
+                    for i in range(n)
+                ]
+            except KeyError as e:
+                raise OrchestraceError("OT621", f"policy weights lack tensor {e}", path=st) from None
+
         if list(config.features) != feature_names(config.aggregator is not None):
             raise OrchestraceError(
                 "OT622", "policy was trained on a different feature set", path=base + ".json"
             )
-        return cls(config, weights)
+        alt = None
+        mix = config.mixture
+        if mix is not None:
+            if (
+                not isinstance(mix, dict)
+                or set(mix) != {"prob", "cost"}
+                or not all(isinstance(v, int | float) for v in mix.values())
+                or not 0.0 <= mix["prob"] <= 1.0
+            ):
+                raise OrchestraceError(
+                    "OT622",
+                    'mixture must be {"prob": p in [0, 1], "cost": c}',
+                    path=base + ".json",
+                )
+            alt_cfg = replace(config, cost=float(mix["cost"]), mixture=None)
+            alt = cls(alt_cfg, layers("alt."))
+        return cls(config, layers(""), alt)

@@ -42,7 +42,23 @@ EVAL_ORDERS = 8  # each held-out question replayed in 8 orders (bank order + 7 s
 
 
 def policy_rule(policy: StopPolicy, threshold: float | None = None) -> Callable[[PrefixTable, int], int]:
-    """A learned policy as a stopping rule on replayed samples (numpy only)."""
+    """A learned policy as a stopping rule on replayed samples (numpy only). A mixture draws, per
+    replay, which of its two policies runs (a generator seeded with ``config.seed``, so the same
+    sequence of replays gets the same draws)."""
+    main = _single_rule(policy, threshold)
+    if policy.alt is None or policy.config.mixture is None:
+        return main
+    alt = _single_rule(policy.alt, threshold)
+    prob = policy.config.mixture["prob"]
+    rng = np.random.default_rng(policy.config.seed)
+
+    def rule(pt: PrefixTable, budget: int) -> int:
+        return (alt if rng.random() < prob else main)(pt, budget)
+
+    return rule
+
+
+def _single_rule(policy: StopPolicy, threshold: float | None) -> Callable[[PrefixTable, int], int]:
     from .envs.stopvote import decision_points
 
     agg = policy.aggregator
@@ -137,6 +153,26 @@ def mean_samples(policy: StopPolicy, reps: Replays, budget: int) -> float:
     return float(np.mean([rule(pt, budget) for row in reps for pt in row]))
 
 
+def _samples_each(policy: StopPolicy, reps: Replays, budget: int) -> np.ndarray:
+    rule = policy_rule(policy)
+    return np.array([rule(pt, budget) for row in reps for pt in row], float)
+
+
+def mixture_prob(over: np.ndarray, under: np.ndarray, target: float, seed: int) -> float:
+    """The largest share p of replays on which the overspending policy may run (samples ``over``
+    per replay) instead of the one within budget (``under``) so that the mean stays <= ``target``,
+    with the draws ``policy_rule`` makes (uniforms from ``default_rng(seed)``, one per replay)."""
+    draws = np.random.default_rng(seed).random(len(over))
+    order = np.argsort(draws)
+    u = draws[order]
+    # with share p, exactly the replays whose draw is below p switch: mean after the j lowest
+    means = (under.sum() + np.concatenate([[0.0], np.cumsum((over - under)[order])])) / len(over)
+    j = int(np.flatnonzero(means <= target + 1e-9).max())
+    if j == 0:
+        return 0.0
+    return 1.0 if j == len(u) else float((u[j - 1] + u[j]) / 2)
+
+
 def calibrate_cost(
     train_bank: Bank,
     unlabelled: Bank,
@@ -150,30 +186,44 @@ def calibrate_cost(
     bounds: tuple[float, float] = (1e-4, 0.05),
     steps: int = 8,
     orders: int = 4,
+    mix: bool = True,
 ) -> tuple[StopPolicy, float, float]:
     """The policy for a sample budget: maximise accuracy subject to mean samples <= ``target``.
 
     The cost c is the Lagrange multiplier of that constraint, so a bisection on c (log scale) finds
     the smallest c whose trained policy keeps the budget on ``unlabelled`` questions (their samples
-    replayed in ``orders`` seeded orders; labels are never read). Returns (policy, c, its mean
-    samples there); if even the top of ``bounds`` overspends, the policy at that cost."""
+    replayed in ``orders`` seeded orders; labels are never read). The mean samples of trained
+    policies jumps as c crosses the multiplier, so with ``mix`` the answer is the constrained
+    optimum's randomised form: the policy at that c, replaced on a share of questions by the
+    policy at the largest c that overspends, the share spending the budget exactly
+    (``mixture_prob``). Returns (policy, c, its mean samples there); if even the top of
+    ``bounds`` overspends, the policy at that cost."""
     reps = tables(unlabelled, budget, orders, seed + 1)
     lo, hi = np.log(bounds[0]), np.log(bounds[1])
 
-    def fit(c: float) -> tuple[StopPolicy, float, float]:
+    def fit(c: float) -> tuple[StopPolicy, float, np.ndarray]:
         pol, _ = train_policy(
             train_bank, c, algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool
         )
-        return pol, c, mean_samples(pol, reps, budget)
+        return pol, c, _samples_each(pol, reps, budget)
 
-    best = None
+    best = over = None
     for _ in range(steps):
         got = fit(float(np.exp((lo + hi) / 2)))
-        if got[2] <= target:
+        if got[2].mean() <= target:
             hi, best = np.log(got[1]), got
         else:
-            lo = np.log(got[1])
-    return best or fit(float(np.exp(hi)))
+            lo, over = np.log(got[1]), got
+    if best is None:
+        best = fit(float(np.exp(hi)))
+        if best[2].mean() > target:
+            return best[0], best[1], float(best[2].mean())
+    pol, c, used = best
+    if mix and over is not None:
+        prob = mixture_prob(over[2], used, target, pol.config.seed)
+        if prob > 0:
+            pol = pol.mixed_with(over[0], prob)
+    return pol, c, mean_samples(pol, reps, budget)
 
 
 def eval_methods(
@@ -372,7 +422,14 @@ def train_stop(
                 iterations=iterations,
             )
             pol.config.trained_on = [b.name for b in train_banks]
-            targets[prefix] = {"cost": c, "calibration_mean_samples": used, "met": used <= target_samples}
+            mix = pol.config.mixture or {}
+            targets[prefix] = {
+                "cost": c,
+                "calibration_mean_samples": used,
+                "met": used <= target_samples,
+                "mixture_prob": mix.get("prob", 0.0),
+                "mixture_cost": mix.get("cost"),
+            }
             policies.append((f"{prefix}(target={target_samples:g})", pol))
     base = out.removesuffix(".safetensors")
     for name, pol in policies:
