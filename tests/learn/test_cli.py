@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from orchestrace.cli import app
@@ -87,18 +88,14 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     assert all(abs(row["accuracy"] * 180 - round(row["accuracy"] * 180)) < 1e-3 for row in rows.values())
 
 
-def test_bad_sweep_is_a_clear_error() -> None:
-    cmd = [
-        sys.executable,
-        "-c",
-        "from orchestrace.cli import main; main()",
-        "train",
-        "stop",
-        "--sweep",
-        "0.1,abc",
-    ]
+@pytest.mark.parametrize(
+    ("args", "code", "word"), [(["--sweep", "0.1,abc"], "OT631", "abc"), (["--algo", "sac"], "OT630", "sac")]
+)
+def test_bad_train_option_is_a_clear_error(args, code, word) -> None:
+    cmd = [sys.executable, "-c", "from orchestrace.cli import main; main()", "train", "stop", *args]
     p = subprocess.run(cmd, capture_output=True, text=True)
-    assert p.returncode == 2 and "OT631" in p.stderr and "abc" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 2 and code in p.stderr and word in p.stderr and "Traceback" not in p.stderr
+    assert "━" not in p.stderr  # refused before any training starts
 
 
 def test_user_errors_are_one_line(tmp_path) -> None:

@@ -98,14 +98,18 @@ def train_stop_cmd(
       orchestrace train stop --algo ppo --sweep ''
       orchestrace train stop --ray                 # the cost sweep's policies trained as Ray tasks
     """
-    from ..learn.stop import SWEEP_COSTS, train_stop
+    from importlib import import_module
+
+    from ..learn.stop import ALGORITHMS, SWEEP_COSTS, train_stop
 
     try:
         costs = list(SWEEP_COSTS) if sweep is None else [float(x) for x in sweep.split(",") if x.strip()]
     except ValueError:
         raise OrchestraceError("OT631", f"--sweep must be comma-separated numbers, got {sweep!r}") from None
+    if algo not in ALGORITHMS:
+        raise OrchestraceError("OT630", f"unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
     with _bars() as bars:
-        its = iterations
+        its = iterations or import_module(f"orchestrace.learn.algos.{algo}").Args().iterations
 
         def progress(label: str, _a: int, _b: int) -> Any:
             return bars(label, its or 0)

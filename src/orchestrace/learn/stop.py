@@ -187,6 +187,7 @@ def calibrate_cost(
     steps: int = 8,
     orders: int = 4,
     mix: bool = True,
+    progress: Callable[[float], Callable[[int], None] | None] | None = None,
 ) -> tuple[StopPolicy, float, float]:
     """The policy for a sample budget: maximise accuracy subject to mean samples <= ``target``.
 
@@ -197,13 +198,21 @@ def calibrate_cost(
     optimum's randomised form: the policy at that c, replaced on a share of questions by the
     policy at the largest c that overspends, the share spending the budget exactly
     (``mixture_prob``). Returns (policy, c, its mean samples there); if even the top of
-    ``bounds`` overspends, the policy at that cost."""
+    ``bounds`` overspends, the policy at that cost. ``progress(c)`` may return a per-iteration
+    callback for the training at cost c."""
     reps = tables(unlabelled, budget, orders, seed + 1)
     lo, hi = np.log(bounds[0]), np.log(bounds[1])
 
     def fit(c: float) -> tuple[StopPolicy, float, np.ndarray]:
         pol, _ = train_policy(
-            train_bank, c, algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool
+            train_bank,
+            c,
+            algo=algo,
+            budget=budget,
+            seed=seed,
+            iterations=iterations,
+            pool=pool,
+            progress=progress(c) if progress else None,
         )
         return pol, c, _samples_each(pol, reps, budget)
 
@@ -420,6 +429,11 @@ def train_stop(
                 seed=seed,
                 algo=algo,
                 iterations=iterations,
+                progress=(
+                    (lambda c, p=prefix: progress(f"{p} budget {target_samples:g}: c={c:.3g}", 0, 0))
+                    if progress and map_fn is None
+                    else None
+                ),
             )
             pol.config.trained_on = [b.name for b in train_banks]
             mix = pol.config.mixture or {}
