@@ -204,16 +204,8 @@ def calibrate_cost(
     lo, hi = np.log(bounds[0]), np.log(bounds[1])
 
     def fit(c: float) -> tuple[StopPolicy, float, np.ndarray]:
-        pol, _ = train_policy(
-            train_bank,
-            c,
-            algo=algo,
-            budget=budget,
-            seed=seed,
-            iterations=iterations,
-            pool=pool,
-            progress=progress(c) if progress else None,
-        )
+        common = dict(algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool)
+        pol, _ = train_policy(train_bank, c, progress=progress(c) if progress else None, **common)
         return pol, c, _samples_each(pol, reps, budget)
 
     best = over = None
@@ -321,29 +313,6 @@ def fronts(results: Sequence[Result]) -> dict[str, list[tuple[float, float]]]:
     return {k: pareto_front(v) for k, v in fam.items()}
 
 
-def _train_at_cost(
-    c: float,
-    *,
-    train_bank: Bank,
-    algo: str,
-    budget: int,
-    seed: int,
-    iterations: int | None,
-    pool: Any,
-    progress: Any = None,
-) -> tuple[StopPolicy, list[dict[str, float]]]:
-    return train_policy(
-        train_bank,
-        c,
-        algo=algo,
-        budget=budget,
-        seed=seed,
-        iterations=iterations,
-        pool=pool,
-        progress=progress,
-    )
-
-
 DEFAULT_TRAIN = ("antonyms", "countries", "continents", "capitals", "languages")
 DEFAULT_EVAL = ("plurals", "comparatives")
 TARGET_SAMPLES = 5.0  # the default sample budget: 8x fewer than fixed-40
@@ -404,16 +373,14 @@ def train_stop(
     targets: dict[str, dict[str, float]] = {}
     for prefix, aggregator in [("learned", None)] + ([("learned+agg", agg)] if agg else []):
         pool = build_pool(train_bank, budget, 16, seed, aggregator=aggregator)
-        common = dict(
-            train_bank=train_bank, algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool
-        )
+        common: dict[str, Any] = dict(algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool)
         if map_fn is None:
             bar = (
                 (lambda c, p=prefix: progress(f"{p} {algo} c={c:g}", 0, 0)) if progress else (lambda c: None)
             )
-            trained = [_train_at_cost(c, progress=bar(c), **common) for c in costs]
+            trained = [train_policy(train_bank, c, progress=bar(c), **common) for c in costs]
         else:
-            trained = list(map_fn(partial(_train_at_cost, **common), costs))
+            trained = list(map_fn(partial(train_policy, train_bank, **common), costs))
         for c, (pol, hist) in zip(costs, trained, strict=True):
             name = prefix if c == cost else f"{prefix}(c={c:g})"
             pol.config.trained_on = [b.name for b in train_banks]
@@ -424,11 +391,7 @@ def train_stop(
                 train_bank,
                 test_bank,
                 target_samples,
-                pool=pool,
-                budget=budget,
-                seed=seed,
-                algo=algo,
-                iterations=iterations,
+                **common,
                 progress=(
                     (lambda c, p=prefix: progress(f"{p} budget {target_samples:g}: c={c:.3g}", 0, 0))
                     if progress and map_fn is None
