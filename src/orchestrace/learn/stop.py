@@ -185,7 +185,7 @@ def calibrate_cost(
     iterations: int | None = None,
     bounds: tuple[float, float] = (1e-4, 0.05),
     steps: int = 8,
-    orders: int = 4,
+    orders: int = 16,
     mix: bool = True,
     progress: Callable[[float], Callable[[int], None] | None] | None = None,
 ) -> tuple[StopPolicy, float, float]:
