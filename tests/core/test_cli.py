@@ -65,3 +65,13 @@ def test_user_errors_are_one_line_not_tracebacks(tmp_path):
     assert r.returncode == 2 and b"Traceback" not in r.stderr and b"ring" in r.stderr
     r = run("stats", str(NASTY / "truncated.json"))
     assert r.returncode != 0 and b"Traceback" not in r.stderr and b"OT006" in r.stderr
+
+
+def test_text_output_keeps_brackets_in_paths_and_messages(reference_example, tmp_path):
+    # rich reads [..] as markup: file names and messages quoting user input must print verbatim
+    bad = tmp_path / "run[1].json"
+    bad.write_bytes(b'{"trace_id": "[bold]x"')
+    r = run("validate", str(bad))
+    assert r.returncode == 1 and b"run[1].json" in r.stdout, r.stdout
+    r = run("validate", "--format", "[xml]", str(reference_example))
+    assert r.returncode == 2 and b"[xml]" in r.stderr, r.stderr

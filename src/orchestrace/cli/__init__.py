@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=True)
     except OrchestraceError as e:
-        console_err.print(f"[red]error[/red] {e}", highlight=False, soft_wrap=True)
+        from rich.markup import escape  # messages quote user input, which may hold [brackets]
+
+        console_err.print(f"[red]{escape(str(e))}[/red]", highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         console_err.print("[yellow]interrupted[/yellow]")

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from ..core.errors import OrchestraceError
@@ -84,7 +85,9 @@ def register(app: typer.Typer) -> None:
         )
         if report.unknown:
             top = ", ".join(f"{k}: {n}" for k, n in report.unknown.most_common(8))
-            console_err.print(f"[yellow]note[/yellow] unknown record types skipped: {top}", highlight=False)
+            console_err.print(
+                f"[yellow]note[/yellow] unknown record types skipped: {escape(top)}", highlight=False
+            )
         if report.failed:
             raise typer.Exit(1)
 

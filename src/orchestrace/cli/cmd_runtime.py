@@ -7,6 +7,7 @@ from typing import Annotated
 
 import orjson
 import typer
+from rich.markup import escape
 
 from ..core.errors import OrchestraceError
 from .common import console
@@ -121,7 +122,9 @@ def replay(
             highlight=False,
         )
         return
-    console.print(f"[red]differs[/red] {res.path}: first difference at event index {diff}", highlight=False)
+    console.print(
+        f"[red]differs[/red] {escape(str(res.path))}: first difference at event index {diff}", highlight=False
+    )
     raise typer.Exit(1)
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import orjson
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..core.errors import OrchestraceError
@@ -69,7 +70,9 @@ def ingest_cmd(
     report = ingest(store, files, on_error=on_error, measure=measure, ray=ray)  # type: ignore[arg-type]
     if on_error == "report":
         for f in report.failures:
-            console_err.print(f"[red]invalid[/red] {_failure_line(f)}", highlight=False, soft_wrap=True)
+            console_err.print(
+                f"[red]invalid[/red] {escape(_failure_line(f))}", highlight=False, soft_wrap=True
+            )
     if not quiet:
         failed = (
             f", {report.failed} invalid {'skipped' if on_error == 'skip' else 'not ingested'}"

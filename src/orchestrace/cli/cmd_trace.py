@@ -10,6 +10,7 @@ from typing import Annotated
 
 import orjson
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..core.errors import OrchestraceError
@@ -49,7 +50,7 @@ def validate(
             warns = len(r.findings) - errs
             mark = "[green]valid[/green]" if r.valid else "[red]invalid[/red]"
             console.print(
-                f"{mark}  {r.path}  ({r.traces} trace(s), {errs} error(s), {warns} warning(s))",
+                f"{mark}  {escape(str(r.path))}  ({r.traces} trace(s), {errs} error(s), {warns} warning(s))",
                 highlight=False,
             )
             if quiet:
@@ -61,7 +62,9 @@ def validate(
                     for x in (f"line {f.line}" if f.line else "", "/" if f.pointer == "" else f.pointer or "")
                     if x
                 )
-                console.print(f"  [{color}]{f.code}[/{color}] {loc}: {f.message}", highlight=False)
+                console.print(
+                    f"  [{color}]{f.code}[/{color}] {escape(f'{loc}: {f.message}')}", highlight=False
+                )
             if r.truncated:
                 console.print(f"  ... and {r.truncated} more finding(s) not listed (--max-findings)")
         ok = sum(r.valid for r in results)

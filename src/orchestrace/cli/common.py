@@ -39,7 +39,7 @@ def expand_paths(paths: list[str]) -> Iterator[str]:
                 raise OrchestraceError(
                     "OT001", "directory holds no trace files (.json, .jsonl, .events.jsonl)", path=p
                 )
-        elif any(ch in p for ch in "*?["):
+        elif any(ch in p for ch in "*?[") and not os.path.exists(p):  # a file named a[1].json is a file
             matches = sorted(glob.glob(p, recursive=True))
             if not matches:
                 raise OrchestraceError("OT001", "glob matches no file", path=p)

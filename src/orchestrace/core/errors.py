@@ -23,6 +23,9 @@ class Finding(msgspec.Struct, kw_only=True, omit_defaults=True):
     path: str | None = None
 
     def where(self) -> str:
+        """``path line N /pointer``; empty for a usage error tied to no input."""
+        if self.path is None and self.line is None and not self.pointer:
+            return ""
         parts = [self.path or "<input>"]
         if self.line is not None:
             parts.append(f"line {self.line}")
@@ -31,7 +34,8 @@ class Finding(msgspec.Struct, kw_only=True, omit_defaults=True):
         return ":".join(parts[:1]) + ("" if len(parts) == 1 else " " + " ".join(parts[1:]))
 
     def __str__(self) -> str:
-        return f"{self.where()}: {self.code} {self.severity}: {self.message}"
+        where = self.where()
+        return f"{where + ': ' if where else ''}{self.code} {self.severity}: {self.message}"
 
 
 class OrchestraceError(Exception):
