@@ -49,9 +49,23 @@ def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
             marker=marker,
             color=color,
             label=label,
-            ms=5,
+            ms=9 if fam == "oracle" else 5,
             lw=1.2,
+            zorder=4 if fam == "oracle" else 2,
         )
+    fixed = fam_of.get("fixed-k")
+    if fixed:  # the reference every goal is stated against
+        full = max(fixed)
+        ax.axhline(full[1], color="#888888", ls="--", lw=0.8, label=f"fixed-{full[0]:g} majority accuracy")
+    budget = report.get("target_samples")
+    if budget:
+        ax.axvline(budget, color="#555555", ls=":", lw=0.8, label=f"budget: {budget:g} samples")
+        for r in report["results"]:
+            if "(target=" in r["method"]:
+                color = STYLE["learned+agg" if r["method"].startswith("learned+agg") else "learned"][0]
+                ax.scatter(r["mean_samples"], r["accuracy"], marker="*", s=160, color=color,
+                           edgecolors="black", linewidths=0.6, zorder=5)  # fmt: skip
+        ax.scatter([], [], marker="*", s=100, color="white", edgecolors="black", label="ours at the budget")
     ax.set_xscale("log")
     ax.set_xlabel("mean samples per question (log)")
     ax.set_ylabel("accuracy")
