@@ -111,3 +111,43 @@ def test_features_need_statics_with_an_aggregator() -> None:
     assert features(pt, 3).shape == (3, len(feature_names(False)))
     with pytest.raises(ValueError, match="statics"):
         features(pt, 3, aggregator=Aggregator())
+
+
+def test_concentration_term_by_hand() -> None:
+    # 11 questions, each: its own answer once and "x" once. Votes: x 11, a0..a10 1 each (22);
+    # the 10 commonest answers hold 11 + 9 = 20 of them: concentration 20 / 22
+    bank = Bank("c", [q(i, f"q{i}?", "x", [f"a{i}", "x"]) for i in range(11)])
+    for st in answer_statics(bank):
+        np.testing.assert_allclose(st[:, 2], st[:, 0] * 20 / 22)
+        np.testing.assert_allclose(np.exp(st[:, 0]), [1 / 11, 1.0])  # a_i in 1 of 11; x in all
+
+
+def test_statics_are_per_family_in_a_merged_bank() -> None:
+    from orchestrace.learn.stop import merge
+
+    a = Bank("a", [q(i, f"a{i}?", "x", ["x", f"u{i}"]) for i in range(4)])
+    b = Bank("b", [q(i, f"b{i}?", "x", ["x", "y"]) for i in range(3)])
+    both = merge([a, b], "a+b")
+    for got, want in zip(answer_statics(both), answer_statics(a) + answer_statics(b), strict=True):
+        np.testing.assert_allclose(got, want)
+    # "x" is in all 7 questions; pooled, its prior would still be 1, but "y" would drop to 3/7
+    assert np.exp(answer_statics(both)[4][1, 0]) == pytest.approx(1.0)
+    sub = both.subset([5, 0, 6])
+    assert sub.meta["part_of"] == [1, 0, 1]
+    np.testing.assert_allclose(answer_statics(sub)[0], answer_statics(b.subset([1, 2]))[0])
+
+
+def test_few_shared_answers_are_not_penalised_as_attractors() -> None:
+    """Continents (6 answers serve every question): weights fitted on the six other families used
+    to flip early votes to rare wrong answers (fixed-5: 0.66 vs majority 0.78)."""
+    from orchestrace.learn.banks import default_bank_names
+    from orchestrace.learn.stop import merge
+
+    others = [default_bank(n) for n in default_bank_names() if n != "continents"]
+    agg = fit_aggregator([merge(others, "six")], orders=2, seed=0)
+    assert agg.weights[4] > 0  # concentrated families: a shared answer is evidence, not a lure
+    test = default_bank("continents")
+    reps = tables(test, 40, orders=2)
+    plain = run_rule(test, reps, Method("fixed-5", "fixed-k", 5, fixed_k(5)), 40)
+    weighted = run_rule(test, reps, Method("agg-5", "fixed-k", 5, fixed_k(5), aggregator_answer(agg)), 40)
+    assert weighted.accuracy > plain.accuracy - 0.01

@@ -9,9 +9,10 @@ are cheap and real on small models:
 - the echo: the answer string appears in the question itself ("polite" -> "polite").
 
 The aggregator is a conditional logit over the voted candidates,
-``score(a) = w . [log1p(votes_a), votes_a / valid, log prior_a, echo_a]``, fitted by maximum
-likelihood (the probability of returning a correct candidate) on prefixes of permuted training
-questions. Majority vote is the special case ``w = [1, 0, 0, 0]`` (ties to the first answer).
+``score(a) = w . [log1p(votes_a), votes_a / valid, log prior_a, echo_a, log prior_a x conc]``
+(conc: the family's answer concentration, see ``answer_statics``), fitted by maximum likelihood
+(the probability of returning a correct candidate) on prefixes of permuted training questions.
+Majority vote is the special case ``w = [1, 0, 0, 0, 0]`` (ties to the first answer).
 It also supplies the stopping policy three features of its own posterior.
 """
 
@@ -24,15 +25,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .banks import NULL, Bank
+from .banks import NULL, Bank, BankQuestion
 
-CAND_FEATURES: tuple[str, ...] = ("log_votes", "vote_share", "log_prior", "echo")
+CAND_FEATURES: tuple[str, ...] = ("log_votes", "vote_share", "log_prior", "echo", "log_prior_x_concentration")
 AGG_FEATURE_NAMES: tuple[str, ...] = (
     "agg_top_prob",  # softmax probability of the aggregator's answer among voted candidates
     "agg_margin",  # score gap between the best two candidates (0 with one candidate)
     "agg_leader_prior",  # prior share of the aggregator's answer (see ``answer_statics``)
 )
-MAJORITY = (1.0, 0.0, 0.0, 0.0)
+MAJORITY = (1.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def echoes(label: str, question: str) -> bool:
@@ -41,16 +42,35 @@ def echoes(label: str, question: str) -> bool:
 
 
 def answer_statics(bank: Bank) -> list[np.ndarray]:
-    """Per question, ``[labels, 2]``: log leave-one-out prior and echo flag of each answer."""
+    """Per question, ``[labels, 3]``: log leave-one-out prior, echo flag, and the prior times the
+    family's answer concentration (the share of all its valid samples on its 10 commonest
+    answers). Attractors are wrong where answers are question-specific (antonyms: a concentration
+    of 0.11) and right where a few answers serve every question (continents: 0.86); the product
+    lets one weight vector learn both. Computed per family: a merged bank (``part_of`` in its
+    meta, set by ``stop.merge``) gets each part's own statistics."""
+    part_of = bank.meta.get("part_of") or [0] * len(bank)
+    out: list[np.ndarray] = [np.zeros((0, 3))] * len(bank)
+    for part in sorted(set(part_of)):
+        idx = [i for i, p in enumerate(part_of) if p == part]
+        for i, st in zip(idx, _family_statics([bank.questions[i] for i in idx]), strict=True):
+            out[i] = st
+    return out
+
+
+def _family_statics(questions: Sequence[BankQuestion]) -> list[np.ndarray]:
     seen: Counter[str] = Counter()
-    for q in bank.questions:
+    votes: Counter[str] = Counter()
+    for q in questions:
         seen.update(q.labels)
-    n = max(len(bank), 1)
+        counts = np.bincount(q.answers[q.answers != NULL], minlength=len(q.labels))
+        votes.update({a: int(c) for a, c in zip(q.labels, counts, strict=True)})
+    concentration = sum(c for _, c in votes.most_common(10)) / max(sum(votes.values()), 1)
+    n = max(len(questions), 1)
     out = []
-    for q in bank.questions:
-        prior = np.array([(seen[a] - 1 + 1) / n for a in q.labels], dtype=float)
+    for q in questions:
+        prior = np.log(np.array([seen[a] / n for a in q.labels], dtype=float))
         echo = np.array([echoes(a, q.question) for a in q.labels], dtype=float)
-        out.append(np.stack([np.log(prior), echo], axis=1) if q.labels else np.zeros((0, 2)))
+        out.append(np.stack([prior, echo, prior * concentration], axis=1) if q.labels else np.zeros((0, 3)))
     return out
 
 
@@ -62,11 +82,12 @@ class Aggregator:
 
     def scores(self, counts: np.ndarray, valid: np.ndarray, static: np.ndarray) -> np.ndarray:
         """[T, A] candidate scores (-inf for answers without a vote) of every prefix."""
-        w = np.asarray(self.weights, float)
+        w = np.zeros(len(CAND_FEATURES))
+        w[: len(self.weights)] = self.weights  # weights saved before a feature existed weigh it 0
         v = counts.astype(float)
         s = w[0] * np.log1p(v) + w[1] * v / np.maximum(valid, 1)[:, None]
-        st = np.zeros((v.shape[1], 2))
-        st[: len(static)] = static[: v.shape[1]]
+        st = np.zeros((v.shape[1], len(CAND_FEATURES) - 2))
+        st[: len(static), : static.shape[1]] = static[: v.shape[1]]
         s = s + (st @ w[2:])[None, :]
         return np.where(v > 0, s, -np.inf)
 
@@ -115,16 +136,10 @@ def _candidates(bank: Bank, budget: int, orders: int, seed: int) -> tuple[np.nda
             onehot[np.nonzero(ok)[0], a[ok]] = 1
             v = np.cumsum(onehot, axis=0)
             valid = np.maximum(np.cumsum(ok), 1)[:, None]
-            stat = np.zeros((width, 2))
+            stat = np.zeros((width, 3))
             stat[: len(st)] = st
             x = np.stack(
-                [
-                    np.log1p(v),
-                    v / valid,
-                    np.broadcast_to(stat[:, 0], v.shape),
-                    np.broadcast_to(stat[:, 1], v.shape),
-                ],
-                axis=2,
+                [np.log1p(v), v / valid] + [np.broadcast_to(stat[:, j], v.shape) for j in range(3)], axis=2
             )
             corr = np.zeros(width, dtype=bool)
             corr[: len(q.labels)] = q.answer_correct

@@ -96,7 +96,10 @@ class Bank:
         return min(len(q.samples) for q in self.questions)
 
     def subset(self, idx: Sequence[int], name: str | None = None) -> Bank:
-        return Bank(name or self.name, [self.questions[i] for i in idx], dict(self.meta))
+        meta = dict(self.meta)
+        if "part_of" in meta:  # which merged family each question came from
+            meta["part_of"] = [meta["part_of"][i] for i in idx]
+        return Bank(name or self.name, [self.questions[i] for i in idx], meta)
 
 
 # ---------------------------------------------------------------- reading and writing

@@ -105,7 +105,12 @@ def split(bank: Bank, frac: float, seed: int) -> tuple[Bank, Bank]:
 
 
 def merge(banks: Sequence[Bank], name: str) -> Bank:
-    return Bank(name, [q for b in banks for q in b.questions], {"parts": [b.name for b in banks]})
+    """One bank of several families; ``part_of`` keeps each question's family (answer statistics
+    are per family, ``aggregate.answer_statics``)."""
+    part_of = [k for k, b in enumerate(banks) for _ in b.questions]
+    return Bank(
+        name, [q for b in banks for q in b.questions], {"parts": [b.name for b in banks], "part_of": part_of}
+    )
 
 
 def train_policy(
