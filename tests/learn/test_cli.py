@@ -89,7 +89,8 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "code", "word"), [(["--sweep", "0.1,abc"], "OT631", "abc"), (["--algo", "[b]sac"], "OT630", "[b]sac")]
+    ("args", "code", "word"),
+    [(["--sweep", "0.1,abc"], "OT631", "abc"), (["--algo", "[b]sac"], "OT630", "[b]sac")],
 )
 def test_bad_train_option_is_a_clear_error(args, code, word) -> None:
     cmd = [sys.executable, "-c", "from orchestrace.cli import main; main()", "train", "stop", *args]
