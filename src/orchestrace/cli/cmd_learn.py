@@ -100,14 +100,13 @@ def train_stop_cmd(
     """
     from importlib import import_module
 
-    from ..learn.stop import ALGORITHMS, SWEEP_COSTS, train_stop
+    from ..learn.stop import SWEEP_COSTS, check_algorithm, train_stop
 
     try:
         costs = list(SWEEP_COSTS) if sweep is None else [float(x) for x in sweep.split(",") if x.strip()]
     except ValueError:
         raise OrchestraceError("OT631", f"--sweep must be comma-separated numbers, got {sweep!r}") from None
-    if algo not in ALGORITHMS:
-        raise OrchestraceError("OT630", f"unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
+    check_algorithm(algo)  # before any bar is drawn
     with _bars() as bars:
         its = iterations or import_module(f"orchestrace.learn.algos.{algo}").Args().iterations
 

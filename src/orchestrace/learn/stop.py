@@ -41,14 +41,20 @@ SWEEP_COSTS = (0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.004, 0.005, 0.01, 0.02, 0
 EVAL_ORDERS = 8  # each held-out question replayed in 8 orders (bank order + 7 seeded permutations)
 
 
+def check_algorithm(algo: str) -> None:
+    if algo not in ALGORITHMS:
+        raise OrchestraceError("OT630", f"unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
+
+
 def policy_rule(policy: StopPolicy, threshold: float | None = None) -> Callable[[PrefixTable, int], int]:
     """A learned policy as a stopping rule on replayed samples (numpy only). A mixture draws, per
     replay, which of its two policies runs (a generator seeded with ``config.seed``, so the same
     sequence of replays gets the same draws)."""
     main = _single_rule(policy, threshold)
-    if policy.alt is None or policy.config.mixture is None:
+    if policy.alt is None:
         return main
     alt = _single_rule(policy.alt, threshold)
+    assert policy.config.mixture is not None  # StopPolicy holds both or neither
     prob = policy.config.mixture["prob"]
     rng = np.random.default_rng(policy.config.seed)
 
@@ -132,8 +138,7 @@ def train_policy(
 
     from .envs.stopvote import build_pool
 
-    if algo not in ALGORITHMS:
-        raise OrchestraceError("OT630", f"unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
+    check_algorithm(algo)
     mod = import_module(f"orchestrace.learn.algos.{algo}")
     if pool is not None:
         aggregator = pool.aggregator
@@ -154,8 +159,7 @@ def train_policy(
 
 def mean_samples(policy: StopPolicy, reps: Replays, budget: int) -> float:
     """Mean samples a policy draws on replayed questions: needs their samples, never their labels."""
-    rule = policy_rule(policy)
-    return float(np.mean([rule(pt, budget) for row in reps for pt in row]))
+    return float(_samples_each(policy, reps, budget).mean())
 
 
 def _samples_each(policy: StopPolicy, reps: Replays, budget: int) -> np.ndarray:
@@ -207,9 +211,9 @@ def calibrate_cost(
     callback for the training at cost c."""
     reps = tables(unlabelled, budget, orders, seed + 1)
     lo, hi = np.log(bounds[0]), np.log(bounds[1])
+    common: dict[str, Any] = dict(algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool)
 
     def fit(c: float) -> tuple[StopPolicy, float, np.ndarray]:
-        common = dict(algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool)
         pol, _ = train_policy(train_bank, c, progress=progress(c) if progress else None, **common)
         return pol, c, _samples_each(pol, reps, budget)
 
