@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from orchestrace.learn.banks import Bank, SynthParams, default_bank, synthetic_bank
-from orchestrace.learn.baselines import SPRT_EPS, Sprt, consol_sprt
-from orchestrace.learn.features import prefix_table
+from orchestrace.learn.stopping.banks import Bank, SynthParams, default_bank, synthetic_bank
+from orchestrace.learn.stopping.features import prefix_table
+from orchestrace.learn.stopping.rules import SPRT_EPS, Sprt, consol_sprt
 
 LANGCHAIN = ("langchain_core", "langchain_openai", "langchain_ollama", "langchain_google_genai")
 BUDGET = 40

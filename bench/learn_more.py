@@ -14,7 +14,12 @@ import json
 import time
 from pathlib import Path
 
-from orchestrace.learn.tasks_more import eval_swarm_parallel, train_delegate, train_retry, train_swarm
+from orchestrace.learn.experiments.drivers import (
+    eval_swarm_parallel,
+    train_delegate,
+    train_retry,
+    train_swarm,
+)
 
 
 def _ci(d: dict) -> str:

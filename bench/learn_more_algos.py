@@ -21,7 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrace.learn.tasks_more import train_delegate, train_retry, train_swarm, train_swarm_parallel
+from orchestrace.learn.experiments.drivers import (
+    train_delegate,
+    train_retry,
+    train_swarm,
+    train_swarm_parallel,
+)
 
 RETRY = (("alfworld", 0.25), ("humaneval", 0.1))
 DELEGATE = (("mmlu", 0.1, "route"), ("gsm8k", 0.2, "cascade"))

@@ -28,12 +28,17 @@ import time
 
 import numpy as np
 
-from orchestrace.learn.aggregate import fit_aggregator
-from orchestrace.learn.banks import SynthParams, calibrate, default_bank, default_bank_names, synthetic_bank
-from orchestrace.learn.baselines import Method, default_methods, fixed_k, sweep_methods
-from orchestrace.learn.bayes import BayesStopper
 from orchestrace.learn.envs.stopvote import build_pool
-from orchestrace.learn.evaluate import (
+from orchestrace.learn.stopping.aggregate import fit_aggregator
+from orchestrace.learn.stopping.banks import (
+    SynthParams,
+    calibrate,
+    default_bank,
+    default_bank_names,
+    synthetic_bank,
+)
+from orchestrace.learn.stopping.bayes import BayesStopper
+from orchestrace.learn.stopping.evaluation import (
     accuracy_at,
     bootstrap_ci,
     dominates,
@@ -44,7 +49,8 @@ from orchestrace.learn.evaluate import (
     run_stopper,
     tables,
 )
-from orchestrace.learn.stop import (
+from orchestrace.learn.stopping.rules import Method, default_methods, fixed_k, sweep_methods
+from orchestrace.learn.stopping.training import (
     DEFAULT_EVAL,
     DEFAULT_TRAIN,
     SWEEP_COSTS,

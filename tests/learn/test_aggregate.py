@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from orchestrace.core.validate import validate_trace
-from orchestrace.learn.aggregate import MAJORITY, Aggregator, answer_statics, echoes, fit_aggregator
-from orchestrace.learn.banks import Bank, BankQuestion, default_bank
-from orchestrace.learn.baselines import Method, fixed_k
 from orchestrace.learn.envs.stopvote import StopVoteEnv, stopvote_reward
-from orchestrace.learn.evaluate import run_rule, tables
-from orchestrace.learn.features import feature_names, features
-from orchestrace.learn.policy import StopPolicy
-from orchestrace.learn.stop import aggregator_answer, policy_method, train_policy
+from orchestrace.learn.stopping.aggregate import MAJORITY, Aggregator, answer_statics, echoes, fit_aggregator
+from orchestrace.learn.stopping.banks import Bank, BankQuestion, default_bank
+from orchestrace.learn.stopping.evaluation import run_rule, tables
+from orchestrace.learn.stopping.features import feature_names, features
+from orchestrace.learn.stopping.policy import StopPolicy
+from orchestrace.learn.stopping.rules import Method, fixed_k
+from orchestrace.learn.stopping.training import aggregator_answer, policy_method, train_policy
 
 
 def q(i: int, question: str, gold: str, samples: list[str | None]) -> BankQuestion:
@@ -105,7 +105,7 @@ def test_policy_with_aggregator_trains_saves_and_emits_traces(tmp_path) -> None:
 
 
 def test_features_need_statics_with_an_aggregator() -> None:
-    from orchestrace.learn.features import prefix_table
+    from orchestrace.learn.stopping.features import prefix_table
 
     pt = prefix_table(np.array([0, 1, 0]))
     assert features(pt, 3).shape == (3, len(feature_names(False)))
@@ -123,7 +123,7 @@ def test_concentration_term_by_hand() -> None:
 
 
 def test_statics_are_per_family_in_a_merged_bank() -> None:
-    from orchestrace.learn.stop import merge
+    from orchestrace.learn.stopping.training import merge
 
     a = Bank("a", [q(i, f"a{i}?", "x", ["x", f"u{i}"]) for i in range(4)])
     b = Bank("b", [q(i, f"b{i}?", "x", ["x", "y"]) for i in range(3)])
@@ -140,8 +140,8 @@ def test_statics_are_per_family_in_a_merged_bank() -> None:
 def test_few_shared_answers_are_not_penalised_as_attractors() -> None:
     """Continents (6 answers serve every question): weights fitted on the six other families used
     to flip early votes to rare wrong answers (fixed-5: 0.66 vs majority 0.78)."""
-    from orchestrace.learn.banks import default_bank_names
-    from orchestrace.learn.stop import merge
+    from orchestrace.learn.stopping.banks import default_bank_names
+    from orchestrace.learn.stopping.training import merge
 
     others = [default_bank(n) for n in default_bank_names() if n != "continents"]
     agg = fit_aggregator([merge(others, "six")], orders=2, seed=0)

@@ -7,8 +7,8 @@ import gzip
 import pytest
 
 from orchestrace.core.errors import OrchestraceError
-from orchestrace.learn.banks import Bank, BankQuestion, default_bank, load_bank, save_bank
-from orchestrace.learn.tasks import FAMILIES
+from orchestrace.learn.stopping.banks import Bank, BankQuestion, default_bank, load_bank, save_bank
+from orchestrace.learn.stopping.families import FAMILIES
 
 
 def test_round_trip(tmp_path) -> None:

@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from orchestrace.learn.banks import NULL, Bank, BankQuestion, SynthParams, synthetic_bank
-from orchestrace.learn.baselines import (
+from orchestrace.learn.stopping.banks import NULL, Bank, BankQuestion, SynthParams, synthetic_bank
+from orchestrace.learn.stopping.evaluation import (
+    Result,
+    bootstrap_ci,
+    paired_reward_ratio_ci,
+    pareto_front,
+    run_methods,
+)
+from orchestrace.learn.stopping.features import beta_confidence, prefix_table
+from orchestrace.learn.stopping.rules import (
     Sprt,
     ac_beta,
     ac_dirichlet,
@@ -19,8 +27,6 @@ from orchestrace.learn.baselines import (
     hindsight_oracle,
     majority_share,
 )
-from orchestrace.learn.evaluate import Result, bootstrap_ci, paired_reward_ratio_ci, pareto_front, run_methods
-from orchestrace.learn.features import beta_confidence, prefix_table
 
 
 def pt_of(seq: str):
@@ -67,7 +73,7 @@ def test_esc_windows_and_expected_cost() -> None:
 
 
 def _relabel(a: np.ndarray) -> np.ndarray:
-    from orchestrace.learn.features import relabel
+    from orchestrace.learn.stopping.features import relabel
 
     return relabel(a)
 
@@ -97,7 +103,7 @@ def test_run_methods_and_bootstrap_on_a_bank() -> None:
         BankQuestion("q2", "?", "x", ["y", None, "y", "x"]),
     ]
     bank = Bank("t", qs)
-    from orchestrace.learn.baselines import Method
+    from orchestrace.learn.stopping.rules import Method
 
     res = run_methods(bank, [Method("fixed-1", "fixed-k", 1, fixed_k(1))], 4)[0]
     assert res.correct.tolist() == [True, False] and res.mean_samples == 1
@@ -123,7 +129,7 @@ def test_synthetic_bank_is_seeded_and_calibrated() -> None:
     a = synthetic_bank(20, SynthParams(), seed=3)
     b = synthetic_bank(20, SynthParams(), seed=3)
     assert [q.samples for q in a.questions] == [q.samples for q in b.questions]
-    from orchestrace.learn.banks import calibrate
+    from orchestrace.learn.stopping.banks import calibrate
 
     big = synthetic_bank(1500, SynthParams(a=2.0, b=3.0, null_rate=0.1), seed=0)
     fit = calibrate(big)

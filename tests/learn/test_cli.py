@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrace.cli import app
-from orchestrace.learn.banks import SynthParams, save_bank, synthetic_bank
+from orchestrace.learn.stopping.banks import SynthParams, save_bank, synthetic_bank
 
 runner = CliRunner()
 

@@ -12,9 +12,9 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from orchestrace.learn.banks import NULL, SynthParams, default_bank, synthetic_bank
-from orchestrace.learn.baselines import SPRT_EPS, Sprt, consol_sprt
-from orchestrace.learn.features import prefix_table
+from orchestrace.learn.stopping.banks import NULL, SynthParams, default_bank, synthetic_bank
+from orchestrace.learn.stopping.features import prefix_table
+from orchestrace.learn.stopping.rules import SPRT_EPS, Sprt, consol_sprt
 
 # ln(0.5001 / 0.5) = ln 1.0002 = +1.99980e-4 per vote of the leader,
 # ln(0.4999 / 0.5) = ln 0.9998 = -2.00020e-4 per vote of the runner-up.

@@ -7,10 +7,10 @@ import pytest
 
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.validate import validate_trace
-from orchestrace.learn.banks import Bank, BankQuestion, SynthParams, synthetic_bank
 from orchestrace.learn.envs.stopvote import StopVoteEnv, build_pool, rollout, stopvote_reward
-from orchestrace.learn.features import N_FEATURES
-from orchestrace.learn.policy import PolicyConfig, StopPolicy
+from orchestrace.learn.stopping.banks import Bank, BankQuestion, SynthParams, synthetic_bank
+from orchestrace.learn.stopping.features import N_FEATURES
+from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
 
 
 def small_bank() -> Bank:
@@ -84,7 +84,7 @@ def test_unlabelled_questions_score_agreement_with_the_full_budget_majority() ->
 
 
 def test_policy_trained_on_an_unlabelled_bank_does_not_collapse() -> None:
-    from orchestrace.learn.stop import train_policy
+    from orchestrace.learn.stopping.training import train_policy
 
     labelled = synthetic_bank(200, SynthParams(samples=16), seed=3)
     blind = Bank("blind", [BankQuestion(q.id, q.question, None, q.samples) for q in labelled.questions])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrace.learn.tasks import family
+from orchestrace.learn.stopping.families import family
 
 
 @pytest.mark.slow

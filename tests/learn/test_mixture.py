@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from orchestrace.core.errors import OrchestraceError
-from orchestrace.learn.banks import SynthParams, synthetic_bank
 from orchestrace.learn.envs.stopvote import build_pool
-from orchestrace.learn.evaluate import tables
-from orchestrace.learn.policy import PolicyConfig, StopPolicy
-from orchestrace.learn.stop import (
+from orchestrace.learn.stopping.banks import SynthParams, synthetic_bank
+from orchestrace.learn.stopping.evaluation import tables
+from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
+from orchestrace.learn.stopping.training import (
     _samples_each,
     calibrate_cost,
     mean_samples,

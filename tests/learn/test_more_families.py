@@ -1,7 +1,7 @@
 """The embedded continents, capitals, languages, plurals and comparatives banks: real SmolLM2-135M samples of our own questions.
 
 The accuracies asserted here are recomputed from the bank files and must match the figures in
-``learn/data/README.md``; majority of 40 must beat one sample (the reason the families exist).
+``learn/stopping/data/README.md``; majority of 40 must beat one sample (the reason the families exist).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from orchestrace.learn.banks import DEFAULT_BANKS, Bank, default_bank, load_bank
-from orchestrace.learn.tasks import FAMILIES
+from orchestrace.learn.stopping.banks import DEFAULT_BANKS, Bank, default_bank, load_bank
+from orchestrace.learn.stopping.families import FAMILIES
 
 # name -> (questions, mean single-sample accuracy, majority-of-40 accuracy) as in the README
 DOCUMENTED = {

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from orchestrace.learn.algos import exact, grpo, ppo, reinforce
-from orchestrace.learn.banks import SynthParams, synthetic_bank
-from orchestrace.learn.bayes import BayesStopper
 from orchestrace.learn.envs.stopvote import build_pool
-from orchestrace.learn.evaluate import run_rule, run_stopper, tables
-from orchestrace.learn.stop import policy_method
+from orchestrace.learn.rl import exact, grpo, ppo, reinforce
+from orchestrace.learn.stopping.banks import SynthParams, synthetic_bank
+from orchestrace.learn.stopping.bayes import BayesStopper
+from orchestrace.learn.stopping.evaluation import run_rule, run_stopper, tables
+from orchestrace.learn.stopping.training import policy_method
 
 PARAMS = SynthParams(a=1.0, b=1.0, distractors=3, alpha=0.5, samples=12)
 COST = 0.02
@@ -64,8 +64,8 @@ def test_bayes_dp_hand_case() -> None:
 
 
 def test_calibrated_cost_keeps_the_sample_budget_without_labels(pool) -> None:
-    from orchestrace.learn.banks import Bank, BankQuestion
-    from orchestrace.learn.stop import calibrate_cost, mean_samples
+    from orchestrace.learn.stopping.banks import Bank, BankQuestion
+    from orchestrace.learn.stopping.training import calibrate_cost, mean_samples
 
     train = synthetic_bank(150, PARAMS, seed=0)
     held = synthetic_bank(60, PARAMS, seed=5)
@@ -83,8 +83,8 @@ def test_calibrated_cost_keeps_the_sample_budget_without_labels(pool) -> None:
 
 
 def test_goal_reads_the_front_at_the_reduction() -> None:
-    from orchestrace.learn.evaluate import Result
-    from orchestrace.learn.stop import summarize_goal
+    from orchestrace.learn.stopping.evaluation import Result
+    from orchestrace.learn.stopping.training import summarize_goal
 
     def res(name: str, family: str, n: float, acc: float) -> Result:
         return Result(name, family, 0, np.array([n, n]), np.array([acc, acc]))

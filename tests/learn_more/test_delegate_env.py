@@ -7,7 +7,6 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from orchestrace.core.validate import validate_trace
-from orchestrace.learn.algos_simple import NumpyPolicy, run_episode, train_reinforce
 from orchestrace.learn.datasets import RouteData, load_routellm
 from orchestrace.learn.envs.delegate import (
     DelegateEnv,
@@ -17,6 +16,7 @@ from orchestrace.learn.envs.delegate import (
     route_rewards,
     threshold_router,
 )
+from orchestrace.learn.rl.gym_reinforce import NumpyPolicy, run_episode, train_reinforce
 
 
 def toy(n: int = 200) -> RouteData:

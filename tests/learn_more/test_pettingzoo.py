@@ -6,8 +6,8 @@ import numpy as np
 from pettingzoo.test import parallel_api_test
 
 from orchestrace.core.validate import validate_trace
-from orchestrace.learn.envs.pettingzoo_adapter import SwarmParallelEnv, hier_stage_critical
 from orchestrace.learn.envs.swarm import stage_critical, swarm_reward
+from orchestrace.learn.envs.swarm_parallel import SwarmParallelEnv, hier_stage_critical
 
 
 def test_parallel_api() -> None:
@@ -39,7 +39,7 @@ def test_all_leads_act_and_share_the_trace_reward() -> None:
 
 
 def test_parallel_eval_runs_every_lead() -> None:
-    from orchestrace.learn.tasks_more import eval_swarm_parallel
+    from orchestrace.learn.experiments.drivers import eval_swarm_parallel
 
     r = eval_swarm_parallel(None, eval_tasks=3)
     m = r["methods"]

@@ -7,7 +7,6 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from orchestrace.core.validate import validate_trace
-from orchestrace.learn.algos_simple import run_episode
 from orchestrace.learn.envs.swarm import (
     BASELINES,
     SwarmConfig,
@@ -21,6 +20,7 @@ from orchestrace.learn.envs.swarm import (
     swarm_reward,
     swarm_trace,
 )
+from orchestrace.learn.rl.gym_reinforce import run_episode
 from orchestrace.reward.orchestration import r7_orchestration
 
 

@@ -9,8 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrace.cli import learn_more_commands as cmd
-from orchestrace.learn.tasks_more import split, train_delegate, train_retry, train_swarm
+from orchestrace.cli import experiment_commands as cmd
+from orchestrace.learn.experiments.drivers import split, train_delegate, train_retry, train_swarm
 
 
 def test_split_is_fixed_and_disjoint() -> None:

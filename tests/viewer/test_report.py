@@ -66,7 +66,7 @@ def run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "run"
     (run / "traces").mkdir(parents=True)
     (run / "pareto.json").write_text(json.dumps(eval_rows()))
-    curves = {  # the layout orchestrace.learn.report writes
+    curves = {  # the layout orchestrace.learn.stopping.report writes
         "reinforce": [{"iteration": i, "batch_reward": 0.1 * i, "eval_samples": 40 - i} for i in range(20)],
         "grpo": [{"iteration": i, "batch_reward": 0.12 * i} for i in range(20)],
     }
@@ -125,7 +125,7 @@ def test_learning_curve_formats(tmp_path: Path):
 
 
 def test_learn_package_output_reads(tmp_path: Path):
-    learn = pytest.importorskip("orchestrace.learn.report")
+    learn = pytest.importorskip("orchestrace.learn.stopping.report")
     report = {
         "results": eval_rows()[:-1],
         "pareto": {},

@@ -100,7 +100,7 @@ def train_stop_cmd(
     """
     from importlib import import_module
 
-    from ..learn.stop import SWEEP_COSTS, check_algorithm, train_stop
+    from ..learn.stopping.training import SWEEP_COSTS, check_algorithm, train_stop
 
     try:
         costs = list(SWEEP_COSTS) if sweep is None else [float(x) for x in sweep.split(",") if x.strip()]
@@ -108,7 +108,7 @@ def train_stop_cmd(
         raise OrchestraceError("OT631", f"--sweep must be comma-separated numbers, got {sweep!r}") from None
     check_algorithm(algo)  # before any bar is drawn
     with _bars() as bars:
-        its = iterations or import_module(f"orchestrace.learn.algos.{algo}").Args().iterations
+        its = iterations or import_module(f"orchestrace.learn.rl.{algo}").Args().iterations
 
         def progress(label: str, _a: int, _b: int) -> Any:
             return bars(label, its or 0)
@@ -193,8 +193,8 @@ def eval_stop_cmd(
       orchestrace eval stop --bank my.jsonl --budget 20
       orchestrace eval stop --bank countries --ray        # methods evaluated as Ray tasks
     """
-    from ..learn.evaluate import results_json
-    from ..learn.stop import eval_stop
+    from ..learn.stopping.evaluation import results_json
+    from ..learn.stopping.training import eval_stop
 
     if fmt not in ("table", "json"):
         raise OrchestraceError("OT665", f"unknown format {fmt!r} (table, json)")
@@ -231,8 +231,8 @@ def bank_build_cmd(
       orchestrace bank build -f antonyms -o antonyms.jsonl.gz --limit 50
       orchestrace bank build -f countries -o c.jsonl --base-url http://127.0.0.1:8000/v1 --model qwen
     """
-    from ..learn.banks import RemoteSampler, build_bank, save_bank
-    from ..learn.tasks import family as get_family
+    from ..learn.stopping.banks import RemoteSampler, build_bank, save_bank
+    from ..learn.stopping.families import family as get_family
 
     n = len(get_family(family).questions)
     sampler = RemoteSampler(base_url, model) if base_url else None
@@ -259,7 +259,7 @@ def bank_synth_cmd(
     like: str = typer.Option(None, "--like", help="calibrate the generator to this bank"),
 ) -> None:
     """Write a synthetic bank (parameters documented in ``SynthParams``)."""
-    from ..learn.banks import SynthParams, calibrate, load_bank, save_bank, synthetic_bank
+    from ..learn.stopping.banks import SynthParams, calibrate, load_bank, save_bank, synthetic_bank
 
     params = calibrate(load_bank(like)) if like else SynthParams()
     save_bank(synthetic_bank(questions, params, seed), str(out))
@@ -269,9 +269,9 @@ def bank_synth_cmd(
 @bank_app.command("info")
 def bank_info_cmd(bank: str = typer.Argument(..., help="bank file or embedded name")) -> None:
     """Size, single-sample and majority accuracy of a bank."""
-    from ..learn.banks import calibrate, load_bank
-    from ..learn.baselines import Method, fixed_k
-    from ..learn.evaluate import run_rule, tables
+    from ..learn.stopping.banks import calibrate, load_bank
+    from ..learn.stopping.evaluation import run_rule, tables
+    from ..learn.stopping.rules import Method, fixed_k
 
     b = load_bank(bank)
     k = b.min_samples
@@ -285,16 +285,12 @@ def bank_info_cmd(bank: str = typer.Argument(..., help="bank file or embedded na
 
 
 def _hook_other_decisions() -> None:
-    """Retry / delegate / swarm commands live in their own module when it is installed."""
-    try:
-        from . import learn_more_commands as more
-    except ImportError:
-        return
+    """Retry / delegate / swarm commands (``experiment_commands``) join the train and eval groups."""
+    from . import experiment_commands
+
     for app, verb in ((train_app, "train"), (eval_app, "eval")):
         for what in ("retry", "delegate", "swarm"):
-            fn = getattr(more, f"{verb}_{what}_cmd", None)
-            if fn is not None:
-                app.command(what)(fn)
+            app.command(what)(getattr(experiment_commands, f"{verb}_{what}_cmd"))
 
 
 def register(app: typer.Typer) -> None:

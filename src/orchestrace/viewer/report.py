@@ -7,13 +7,13 @@ Inputs (all optional, at least one; searched anywhere under RUN_DIR; docs/viewer
   "questions", "accuracy_ci95"?, "mean_samples_ci95"?, "family"?}``, or an object
   ``{"points": [rows], "x"?: cost key, "y"?: "accuracy", "title"?}``. The cost key is ``x`` if
   given, else the first of ``cost``, ``mean_samples``, ``usd``, ``tokens`` present (other keys,
-  e.g. the ``fronts`` of ``orchestrace.learn.report``, are ignored: the front is recomputed).
+  e.g. the ``fronts`` of ``orchestrace.learn.stopping.report``, are ignored: the front is recomputed).
   Rows are grouped into curves by ``family``, else by the method name up to its first ``(``,
   ``@``, ``[``, ``=``, ``:`` or space, with a trailing ``-<number>`` read as ``-k``
   (``ac-beta(0.95)`` and ``ac-beta(0.99)`` form one curve, ``fixed-5`` and ``fixed-9`` another).
 - ``learning_curve*.json`` (``learning_curves.json`` too): a list of records ``{"step",
   <metric>: number, ..., "run"?, "seed"?}``, or ``{"records": [...], "x"?: "step", "title"?}``,
-  or ``{run name: [records]}`` (what ``orchestrace.learn.report`` writes). The x key is ``x`` if
+  or ``{run name: [records]}`` (what ``orchestrace.learn.stopping.report`` writes). The x key is ``x`` if
   given, else the first of ``step``, ``iteration``, ``epoch``, ``episode`` that every record has.
   One panel per metric, one line per ``run`` (or ``method``/``label``); several seeds of a run
   are drawn as their mean with a min-max band.

@@ -22,9 +22,9 @@ import gymnasium as gym
 import numpy as np
 
 from ...core.model import Edge, Event, Trace
-from ..aggregate import Aggregator, answer_statics
-from ..banks import NULL, Bank
-from ..features import feature_names, features, replay_table
+from ..stopping.aggregate import Aggregator, answer_statics
+from ..stopping.banks import NULL, Bank
+from ..stopping.features import feature_names, features, replay_table
 
 ORCH = "orchestrator"
 

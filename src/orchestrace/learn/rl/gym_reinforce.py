@@ -8,7 +8,7 @@ policy in numpy (one tiny forward per decision); the update is one torch step pe
     loss = -mean(A_t * log pi(a_t|s_t)) + vf_coef * mean((R - V(s_t))^2) - ent_coef * mean(H(pi(.|s_t)))
 
 Policies save as safetensors + JSON and run without torch (:class:`NumpyPolicy`). PPO and GRPO
-share the rollouts and the training loop: :mod:`orchestrace.learn.algos_simple_pg`.
+share the rollouts and the training loop: :mod:`orchestrace.learn.rl.gym_pg`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ..core.errors import OrchestraceError
+from ...core.errors import OrchestraceError
 
 
 @dataclass
@@ -197,7 +197,7 @@ def reinforce_update(actor: Any, critic: Any, opt: Any, b: Batch, group: int, ba
     bought (sunk costs and task difficulty drop out). The critic is fitted in every case."""
     import torch
 
-    from .algos.common import clip_grad
+    from .common import clip_grad
 
     x = torch.from_numpy(b.obs)
     r = torch.from_numpy(b.ret)
@@ -225,8 +225,8 @@ def reinforce_update(actor: Any, critic: Any, opt: Any, b: Batch, group: int, ba
 
 def train_reinforce(env: gym.Env, train_options: Sequence[dict[str, Any]], **kw: Any) -> TrainResult:
     """REINFORCE with a baseline (:func:`reinforce_update`); keywords as
-    :func:`~orchestrace.learn.algos_simple_pg.train_policy`."""
-    from .algos_simple_pg import train_policy
+    :func:`~orchestrace.learn.rl.gym_pg.train_policy`."""
+    from .gym_pg import train_policy
 
     return train_policy("reinforce", env, train_options, **kw)
 

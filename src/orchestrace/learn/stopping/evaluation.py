@@ -16,8 +16,8 @@ import numpy as np
 
 from .aggregate import answer_statics
 from .banks import NULL, Bank, BankQuestion
-from .baselines import Method
 from .features import PrefixTable, replay_table
+from .rules import Method
 
 
 @dataclass

@@ -4,9 +4,9 @@ the PettingZoo Parallel Swarm (one policy shared by every agent).
 CleanRL-style. Every env pays its reward once, at the end, read from the episode's trace
 (``env.step`` computes it from ``info["trace"]``); the loop only ever sees that number. Each
 iteration draws ``batch // group`` episode starts (options) from the training items, plays each
-``group`` times with the current policy (numpy, :func:`~.algos_simple.collect`) and updates:
+``group`` times with the current policy (numpy, :func:`~.gym_reinforce.collect`) and updates:
 
-* ``reinforce``: :func:`~.algos_simple.reinforce_update` (learned value, group-mean or
+* ``reinforce``: :func:`~.gym_reinforce.reinforce_update` (learned value, group-mean or
   stop-now baseline), one gradient step per batch;
 * ``ppo``: GAE(lambda) with gamma = 1 over a learned critic (reward R at the last decision, 0
   before), clipped surrogate + value loss + entropy bonus, ``epochs`` x ``minibatches`` steps;
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import OrchestraceError
-from .algos_simple import Batch, NumpyPolicy, PolicyMeta, TrainResult, _mlp, _to_numpy, collect
+from ...core.errors import OrchestraceError
+from .gym_reinforce import Batch, NumpyPolicy, PolicyMeta, TrainResult, _mlp, _to_numpy, collect
 
 ALGOS = ("reinforce", "ppo", "grpo")
 
@@ -106,7 +106,7 @@ def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.n
     """PPO-clip epochs over the batch (the critic's squared error joins the loss when given)."""
     import torch
 
-    from .algos.common import clip_grad
+    from .common import clip_grad
 
     obs, act = torch.from_numpy(b.obs), torch.from_numpy(b.act)
     adv_t = torch.from_numpy(adv)
@@ -171,13 +171,13 @@ def train_policy(
     """Train a softmax policy with ``algo`` on episodes drawn (with replacement) from
     ``train_options``; ``group`` rollouts per drawn start (GRPO's group size; REINFORCE's
     group-mean baseline when > 1; PPO ignores grouping in its advantages).
-    ``baseline``, ``vf_coef`` (REINFORCE): see :func:`~.algos_simple.reinforce_update`.
+    ``baseline``, ``vf_coef`` (REINFORCE): see :func:`~.gym_reinforce.reinforce_update`.
     ``init_bias``: initial action logits. ``on_iter(i)`` runs before iteration i collects (used to
     anneal reward weights). Same seed, same policy."""
     import torch
 
-    from .algos.common import Adam
-    from .algos_simple import reinforce_update
+    from .common import Adam
+    from .gym_reinforce import reinforce_update
 
     check_algo(algo)
     torch.manual_seed(seed)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..core.errors import OrchestraceError
+from ...core.errors import OrchestraceError
 
 NULL = -1
 
@@ -210,8 +210,8 @@ def default_bank_names() -> tuple[str, ...]:
 
 
 def default_bank(name: str) -> Bank:
-    """An embedded bank of real SmolLM2-135M samples (see ``learn/data/README.md``)."""
-    res = resources.files("orchestrace.learn") / "data" / f"{name}.jsonl.gz"
+    """An embedded bank of real SmolLM2-135M samples (see ``learn/stopping/data/README.md``)."""
+    res = resources.files("orchestrace.learn.stopping") / "data" / f"{name}.jsonl.gz"
     if not res.is_file():
         raise OrchestraceError("OT611", f"no embedded bank named {name!r}; known: {', '.join(DEFAULT_BANKS)}")
     bank = parse_bank(gzip.decompress(res.read_bytes()), f"<embedded>/{name}.jsonl.gz", name)
@@ -311,11 +311,11 @@ def build_bank(
     """Sample every question of a task family ``samples`` times from ``model`` (default: the
     offline SmolLM2-135M). ``model`` needs ``.sample(messages, n, max_new_tokens=, temperature=,
     seed=) -> list[str]``; the per-question seed is derived from ``seed`` and the question id."""
-    from .tasks import family
+    from .families import family
 
     fam = family(family_name)
     if model is None:
-        from ..runtime.backends.local import LocalModel
+        from ...runtime.backends.local import LocalModel
 
         model = LocalModel()
     questions = fam.questions[:limit] if limit else fam.questions
@@ -342,7 +342,7 @@ class RemoteSampler:
     """n samples of one prompt from an OpenAI-compatible server (one request per sample, seeded)."""
 
     def __init__(self, base_url: str, model: str = "default") -> None:
-        from ..runtime.backends.openai_compat import OpenAICompatBackend
+        from ...runtime.backends.openai_compat import OpenAICompatBackend
 
         self.backend = OpenAICompatBackend(base_url, model=model)
         self.name = model
@@ -352,7 +352,7 @@ class RemoteSampler:
     ) -> list[str]:
         import asyncio
 
-        from ..runtime.backends.base import BackendError, ChatRequest
+        from ...runtime.backends.base import BackendError, ChatRequest
 
         async def one(i: int) -> str:
             req = ChatRequest(

@@ -1480,7 +1480,7 @@ FAMILIES: dict[str, Family] = {
 
 
 def family(name: str) -> Family:
-    from ..core.errors import OrchestraceError
+    from ...core.errors import OrchestraceError
 
     if name not in FAMILIES:
         raise OrchestraceError("OT613", f"unknown task family {name!r}; known: {', '.join(FAMILIES)}")

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..envs.stopvote import EpisodePool, rollout
-from ..policy import PolicyConfig, StopPolicy
+from ..stopping.policy import PolicyConfig, StopPolicy
 from .common import Adam, TrainResult, end_iteration, make_actor, prob_fn
 
 

@@ -17,11 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import OrchestraceError
+from ...core.errors import OrchestraceError
 from .aggregate import Aggregator, fit_aggregator
 from .banks import Bank, calibrate, load_bank
-from .baselines import Method, default_methods, sweep_methods
-from .evaluate import (
+from .evaluation import (
     Replays,
     Result,
     accuracy_at,
@@ -34,6 +33,7 @@ from .evaluate import (
 )
 from .features import PrefixTable, feature_names, features
 from .policy import PolicyConfig, StopPolicy
+from .rules import Method, default_methods, sweep_methods
 
 ALGORITHMS = ("exact", "reinforce", "ppo", "grpo")
 DEFAULT_COST = 0.003
@@ -65,7 +65,7 @@ def policy_rule(policy: StopPolicy, threshold: float | None = None) -> Callable[
 
 
 def _single_rule(policy: StopPolicy, threshold: float | None) -> Callable[[PrefixTable, int], int]:
-    from .envs.stopvote import decision_points
+    from ..envs.stopvote import decision_points
 
     agg = policy.aggregator
 
@@ -132,14 +132,14 @@ def train_policy(
     pool: Any = None,
     aggregator: Aggregator | None = None,
 ) -> tuple[StopPolicy, list[dict[str, float]]]:
-    """Train one policy with one algorithm (module ``learn.algos.<algo>``); with an
+    """Train one policy with one algorithm (module ``learn.rl.<algo>``); with an
     ``aggregator`` the policy also sees its features and is rewarded for its answers."""
     from importlib import import_module
 
-    from .envs.stopvote import build_pool
+    from ..envs.stopvote import build_pool
 
     check_algorithm(algo)
-    mod = import_module(f"orchestrace.learn.algos.{algo}")
+    mod = import_module(f"orchestrace.learn.rl.{algo}")
     if pool is not None:
         aggregator = pool.aggregator
     pool = pool or build_pool(bank, budget, perms, seed, aggregator=aggregator)
@@ -357,7 +357,7 @@ def train_stop(
     parallel, with the same seeds and so the same policies. With ``target_samples`` each family
     also gets the policy for that sample budget (``calibrate_cost``, on the held-out questions'
     samples, never their labels), saved next to the main one with a ``-target`` suffix."""
-    from .envs.stopvote import build_pool
+    from ..envs.stopvote import build_pool
     from .report import write_report
 
     t0 = time.time()

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import OrchestraceError
-from .algos_simple import NumpyPolicy, bootstrap_ci, paired_ci, run_episode
-from .algos_simple_pg import check_algo, train_policy
+from ...core.errors import OrchestraceError
+from ..rl.gym_pg import check_algo, train_policy
+from ..rl.gym_reinforce import NumpyPolicy, bootstrap_ci, paired_ci, run_episode
 
 SPLIT_SEED = 0
 
@@ -51,7 +51,7 @@ def _write(out: str | Path | None, name: str, result: dict[str, Any]) -> None:
 
 
 def _retry_episodes(env: Any, idx: np.ndarray, perms: int) -> list[dict[str, int]]:
-    from .envs.retry import EXCHANGEABLE
+    from ..envs.retry import EXCHANGEABLE
 
     out = []
     for i in idx.tolist():
@@ -62,7 +62,7 @@ def _retry_episodes(env: Any, idx: np.ndarray, perms: int) -> list[dict[str, int
 
 def _retry_eval(env: Any, episodes: list[dict[str, int]], policy: NumpyPolicy, seed: int) -> dict[str, Any]:
     """Greedy policy and every fixed cap on the same held-out episodes."""
-    from .envs.retry import fixed_cap_reward
+    from ..envs.retry import fixed_cap_reward
 
     rew, succ, att = [], [], []
     for opt in episodes:
@@ -123,12 +123,12 @@ def train_retry(
 ) -> dict[str, Any]:
     """One policy (logistic by default: few tasks, few features) per family on 60% of its tasks,
     trained with ``algo`` (REINFORCE: the stop-now baseline, see
-    :func:`~orchestrace.learn.algos_simple.reinforce_update`) from an initial P(give up) of 0.12
+    :func:`~orchestrace.learn.rl.gym_reinforce.reinforce_update`) from an initial P(give up) of 0.12
     per decision (a policy that quits at once never sees late successes); held-out evaluation
     against every fixed retry cap (the cap chosen on the training split, and the best cap in
     hindsight). ``lr``, ``group``, ``ent_coef``: default per algorithm (:data:`RETRY_ALGO`)."""
-    from .datasets import load_retry
-    from .envs.retry import RetryStopEnv
+    from ..datasets import load_retry
+    from ..envs.retry import RetryStopEnv
 
     kw = _algo_kw(RETRY_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
     result: dict[str, Any] = {"env": "RetryStop", "seed": seed, "split_seed": SPLIT_SEED, "families": {},
@@ -195,8 +195,8 @@ def eval_retry(
 ) -> dict[str, Any]:  # fmt: skip
     """A saved RetryStop policy on the held-out split of ``family`` (any family: transfer works
     because the features are task-agnostic), against every fixed cap."""
-    from .datasets import load_retry
-    from .envs.retry import RetryStopEnv
+    from ..datasets import load_retry
+    from ..envs.retry import RetryStopEnv
 
     pol = NumpyPolicy.load(policy, env="RetryStop")
     c = float(pol.meta.extra.get("cost", 0.02)) if cost is None else cost
@@ -221,7 +221,7 @@ def _need_choice(name: str, value: str, allowed: Sequence[str]) -> None:
 def _route_methods(train: Any, test: Any, lam: float, scale: float) -> tuple[dict[str, np.ndarray], float]:
     """Per-query choices of the one-call baselines on ``test``: each single model, the threshold
     router (tau tuned on train) and the hindsight oracle."""
-    from .envs.delegate import route_rewards, threshold_router
+    from ..envs.delegate import route_rewards, threshold_router
 
     out: dict[str, np.ndarray] = {}
     for j, m in enumerate(test.models):
@@ -249,7 +249,7 @@ def _run_env(env: Any, n: int, choose: Any) -> tuple[np.ndarray, np.ndarray, np.
 
 def _delegate_report(train: Any, test: Any, lam: float, scale: float, policy: NumpyPolicy | None,
                      test_env: Any, seed: int) -> dict[str, Any]:  # fmt: skip
-    from .envs.delegate import CascadeEnv, route_rewards, rule_cascade
+    from ..envs.delegate import CascadeEnv, route_rewards, rule_cascade
 
     choices, tau = _route_methods(train, test, lam, scale)
     per = {k: (*route_rewards(test, v, lam, scale), np.ones(len(v))) for k, v in choices.items()}
@@ -329,8 +329,8 @@ def train_delegate(
     routed ``group`` times, the group mean reward as baseline: the advantage compares models on
     the same query; ``lr``, ``group`` default per algorithm, :data:`DELEGATE_ALGO`); held-out
     comparison with every single model, the cost-threshold router and the hindsight oracle."""
-    from .datasets import ROUTE_SOURCES, load_route
-    from .envs.delegate import CascadeEnv, DelegateEnv
+    from ..datasets import ROUTE_SOURCES, load_route
+    from ..envs.delegate import CascadeEnv, DelegateEnv
 
     _need_choice("source", source, ROUTE_SOURCES)
     _need_choice("mode", mode, ("route", "cascade"))
@@ -369,8 +369,8 @@ def eval_delegate(
     data: str | Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Held-out comparison; without ``policy`` only the baselines and the oracle are reported."""
-    from .datasets import ROUTE_SOURCES, load_route
-    from .envs.delegate import CascadeEnv, DelegateEnv, cost_scale
+    from ..datasets import ROUTE_SOURCES, load_route
+    from ..envs.delegate import CascadeEnv, DelegateEnv, cost_scale
 
     _need_choice("source", source, ROUTE_SOURCES)
     pol = NumpyPolicy.load(policy, env="Delegate") if policy is not None else None
@@ -408,7 +408,7 @@ def _swarm_run(env: Any, i: int, choose: Any) -> dict[str, Any]:
 
 def _swarm_eval(env: Any, n: int, methods: dict[str, Any], seed: int) -> dict[str, Any]:
     """Every method on held-out tasks 0..n-1; Critical Steps measured on the trace."""
-    from .envs.swarm import swarm_reward
+    from ..envs.swarm import swarm_reward
 
     out = {}
     for name, choose in methods.items():
@@ -435,7 +435,7 @@ def _swarm_eval(env: Any, n: int, methods: dict[str, Any], seed: int) -> dict[st
 
 
 def _swarm_methods(env: Any, policy: NumpyPolicy | None) -> dict[str, Any]:
-    from .envs.swarm import BASELINES, baseline_ks
+    from ..envs.swarm import BASELINES, baseline_ks
 
     def fixed(name: str) -> Any:
         def choose(_obs: np.ndarray) -> int:
@@ -474,7 +474,7 @@ def _swarm_train(env: Any, algo: str, kw: dict[str, Any], *, seed: int, iters: i
                  extra: dict[str, Any]) -> tuple[Any, list[tuple[float, float]]]:  # fmt: skip
     """Train on PARL rewards with l1 (r_parallel) and l2 (r_finish) decaying linearly to 0 over the
     first ``anneal_frac`` of the iterations (Swarm and the PettingZoo Parallel Swarm alike)."""
-    from ..reward.schedule import Schedule
+    from ...reward.schedule import Schedule
 
     steps = max(1, int(iters * anneal_frac))
     s1 = Schedule(kind="linear", start=l1, end=0.0, steps=steps)
@@ -514,7 +514,7 @@ def train_swarm(
     GRPO play every drawn DAG ``group`` times and use the group mean as the baseline (tasks differ
     a lot in how tight their budget is), and a strong entropy bonus keeps small spawn counts
     explored (defaults per algorithm: :data:`SWARM_ALGO`). Evaluation on DAGs from another seed."""
-    from .envs.swarm import SwarmEnv
+    from ..envs.swarm import SwarmEnv
 
     kw = _algo_kw(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
     env = SwarmEnv(task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2)
@@ -557,10 +557,10 @@ def train_swarm_parallel(
     gradient), each lead's reward the team PARL reward R of the episode's trace (``credit="team"``)
     or its own credit from that trace (``"loo"``, ``"difference"``, ``"shapley"`` at the agent
     unit, a lead's unit being its branch; R - sum of the leads' credits is spread equally, so the
-    leads' rewards sum to R: :func:`~.envs.pettingzoo_adapter.lead_rewards`). ``batch`` counts
+    leads' rewards sum to R: :func:`~..envs.swarm_parallel.lead_rewards`). ``batch`` counts
     env episodes (each gives ``branches`` agent trajectories). Evaluated with
     :func:`eval_swarm_parallel` on held-out tasks against the per-lead fixed rules."""
-    from .envs.pettingzoo_adapter import check_credit, parallel_env
+    from ..envs.swarm_parallel import check_credit, parallel_env
 
     check_credit(credit)
     kw = _algo_kw(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
@@ -582,7 +582,7 @@ def train_swarm_parallel(
 
 def eval_swarm(policy: str | Path | None = None, *, eval_tasks: int = 200, seed: int = 0) -> dict[str, Any]:
     """Held-out DAGs: a saved policy (if given) and every baseline, with measured Critical Steps."""
-    from .envs.swarm import SwarmEnv
+    from ..envs.swarm import SwarmEnv
 
     pol = NumpyPolicy.load(policy, env="Swarm") if policy is not None else None
     r = _swarm_report(SwarmEnv(task_seed=SWARM_TEST_SEED), pol, eval_tasks, seed)
@@ -596,8 +596,8 @@ def eval_swarm_parallel(
     """PettingZoo Parallel Swarm on held-out tasks: every lead acts at once, each running the same
     policy (trained on the single-agent Swarm, or shared by the leads in :func:`train_swarm_parallel`)
     on its own observation, against per-lead baselines."""
-    from .envs.pettingzoo_adapter import SwarmParallelEnv, hier_stage_critical
-    from .envs.swarm import baseline_ks, swarm_reward
+    from ..envs.swarm import baseline_ks, swarm_reward
+    from ..envs.swarm_parallel import SwarmParallelEnv, hier_stage_critical
 
     pol = NumpyPolicy.load(policy, env="Swarm") if isinstance(policy, str | Path) else policy
     env = SwarmParallelEnv(branches=branches, task_seed=SWARM_TEST_SEED)

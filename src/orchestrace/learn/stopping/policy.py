@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import OrchestraceError
+from ...core.errors import OrchestraceError
 from .aggregate import Aggregator
 from .features import FEATURE_NAMES, feature_names
 

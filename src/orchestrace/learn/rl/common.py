@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..envs.stopvote import EpisodePool, rollout
-from ..policy import PolicyConfig, StopPolicy
+from ..stopping.policy import PolicyConfig, StopPolicy
 
 
 class Adam:
