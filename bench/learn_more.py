@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from orchestrace.learn.experiments.drivers import (
+from orchestrace.learn.experiments import (
     eval_swarm_parallel,
     train_delegate,
     train_retry,

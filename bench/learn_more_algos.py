@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrace.learn.experiments.drivers import (
+from orchestrace.learn.experiments import (
     train_delegate,
     train_retry,
     train_swarm,

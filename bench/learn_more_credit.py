@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
-from orchestrace.learn.experiments.drivers import train_swarm_parallel
+from orchestrace.learn.experiments import train_swarm_parallel
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from orchestrace.core.errors import OrchestraceError
 from orchestrace.credit import compute_credit
 from orchestrace.learn.envs.swarm import swarm_reward
 from orchestrace.learn.envs.swarm_parallel import SwarmParallelEnv, lead_view
-from orchestrace.learn.experiments.drivers import SWARM_TEST_SEED, train_swarm_parallel
+from orchestrace.learn.experiments import SWARM_TEST_SEED, train_swarm_parallel
 
 LEADS = ["lead_0", "lead_1", "lead_2"]
 

@@ -39,7 +39,7 @@ def test_all_leads_act_and_share_the_trace_reward() -> None:
 
 
 def test_parallel_eval_runs_every_lead() -> None:
-    from orchestrace.learn.experiments.drivers import eval_swarm_parallel
+    from orchestrace.learn.experiments import eval_swarm_parallel
 
     r = eval_swarm_parallel(None, eval_tasks=3)
     m = r["methods"]

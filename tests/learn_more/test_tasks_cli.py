@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from orchestrace.cli import experiment_commands as cmd
-from orchestrace.learn.experiments.drivers import split, train_delegate, train_retry, train_swarm
+from orchestrace.learn.experiments import split, train_delegate, train_retry, train_swarm
 
 
 def test_split_is_fixed_and_disjoint() -> None:

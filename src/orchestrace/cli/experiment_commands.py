@@ -83,7 +83,7 @@ def train_retry_cmd(
       orchestrace train retry -f alfworld --algo ppo
       orchestrace train retry -f game24 --cost 0.005 -o runs/g24 --format json
     """
-    from ..learn.experiments.drivers import train_retry
+    from ..learn.experiments import train_retry
 
     _check_format(fmt)
     r = train_retry(
@@ -106,7 +106,7 @@ def eval_retry_cmd(
     Example:
       orchestrace eval retry -p runs/retry/retry-alfworld.safetensors -f humaneval
     """
-    from ..learn.experiments.drivers import eval_retry
+    from ..learn.experiments import eval_retry
 
     _check_format(fmt)
     r = eval_retry(policy, family, cost, seed=seed, data=data)
@@ -149,7 +149,7 @@ def train_delegate_cmd(
       orchestrace train delegate -s alpaca --lambda 0.05 --format json
       orchestrace train delegate -s gsm8k --lambda 0.2 --mode cascade --algo ppo
     """
-    from ..learn.experiments.drivers import train_delegate
+    from ..learn.experiments import train_delegate
 
     _check_format(fmt)
     r = train_delegate(
@@ -173,7 +173,7 @@ def eval_delegate_cmd(
     Example:
       orchestrace eval delegate -s mmlu -p runs/delegate/delegate-mmlu.safetensors
     """
-    from ..learn.experiments.drivers import eval_delegate
+    from ..learn.experiments import eval_delegate
 
     _check_format(fmt)
     r = eval_delegate(source, policy, lam, seed=seed, data=data)
@@ -245,7 +245,7 @@ def train_swarm_cmd(
       orchestrace train swarm --parallel --algo grpo   # 3 leads, one shared policy
       orchestrace train swarm --parallel --credit loo  # each lead rewarded by its LOO credit
     """
-    from ..learn.experiments.drivers import train_swarm, train_swarm_parallel
+    from ..learn.experiments import train_swarm, train_swarm_parallel
 
     _check_format(fmt)
     if parallel:
@@ -272,7 +272,7 @@ def eval_swarm_cmd(
       orchestrace eval swarm -p runs/swarm/swarm.safetensors
       orchestrace eval swarm --parallel -p runs/swarm/swarm-parallel.safetensors
     """
-    from ..learn.experiments.drivers import eval_swarm, eval_swarm_parallel
+    from ..learn.experiments import eval_swarm, eval_swarm_parallel
 
     _check_format(fmt)
     if parallel:

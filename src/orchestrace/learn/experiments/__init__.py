@@ -1,0 +1,20 @@
+"""The experiments behind ``orchestrace train|eval retry|delegate|swarm`` (public data, seeded splits)."""
+
+from .common import SPLIT_SEED, split
+from .delegate import eval_delegate, train_delegate
+from .retry import eval_retry, train_retry
+from .swarm import SWARM_TEST_SEED, eval_swarm, eval_swarm_parallel, train_swarm, train_swarm_parallel
+
+__all__ = [
+    "SPLIT_SEED",
+    "SWARM_TEST_SEED",
+    "eval_delegate",
+    "eval_retry",
+    "eval_swarm",
+    "eval_swarm_parallel",
+    "split",
+    "train_delegate",
+    "train_retry",
+    "train_swarm",
+    "train_swarm_parallel",
+]

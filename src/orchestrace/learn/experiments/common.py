@@ -1,0 +1,52 @@
+"""What the RetryStop, Delegate and Swarm experiments share: the seeded split, summaries, result files.
+
+Protocol (all three): a seeded split into training and held-out items (tasks, queries, task
+DAGs), training only sees the training split, every number in a result is measured on the held-out
+split with a percentile bootstrap CI over items, and the seeds are part of the result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...core.errors import OrchestraceError
+from ..rl.gym_pg import check_algo
+from ..rl.gym_reinforce import bootstrap_ci
+
+SPLIT_SEED = 0
+
+
+def split(n: int, frac: float = 0.6, seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded (train, held-out) index split."""
+    idx = np.random.default_rng(seed).permutation(n)
+    k = int(round(n * frac))
+    return np.sort(idx[:k]), np.sort(idx[k:])
+
+
+def summary(x: np.ndarray, seed: int) -> dict[str, Any]:
+    lo, hi = bootstrap_ci(x, seed=seed)
+    return {"mean": float(np.mean(x)), "ci95": [lo, hi]}
+
+
+def algo_kwargs(defaults: dict[str, dict[str, Any]], algo: str, **given: Any) -> dict[str, Any]:
+    """The env's default hyperparameters for ``algo``, overridden by the ``given`` ones not None."""
+    check_algo(algo)
+    return {**defaults[algo], **{k: v for k, v in given.items() if v is not None}}
+
+
+def write_result(out: str | Path | None, name: str, result: dict[str, Any]) -> None:
+    if out is None:
+        return
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text(json.dumps(result, indent=2) + "\n")
+
+
+def need_choice(name: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise OrchestraceError("OT665", f"unknown {name} {value!r} (one of {', '.join(allowed)})")

@@ -1,0 +1,195 @@
+"""Delegate (O2: routing and cascades): train and evaluate which model answers, on RouteLLM / Alpaca outcomes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...core.errors import OrchestraceError
+from ..rl.gym_pg import train_policy
+from ..rl.gym_reinforce import NumpyPolicy, paired_ci, run_episode
+from .common import SPLIT_SEED, algo_kwargs, need_choice, split, summary, write_result
+
+
+def _route_methods(train: Any, test: Any, lam: float, scale: float) -> tuple[dict[str, np.ndarray], float]:
+    """Per-query choices of the one-call baselines on ``test``: each single model, the threshold
+    router (tau tuned on train) and the hindsight oracle."""
+    from ..envs.delegate import route_rewards, threshold_router
+
+    out: dict[str, np.ndarray] = {}
+    for j, m in enumerate(test.models):
+        out[f"single:{m}"] = np.full(len(test.ids), j)
+    best_tau, best_r = 0.0, -np.inf
+    for tau in np.linspace(0.0, 1.0, 41):
+        route = threshold_router(train, float(tau))
+        r = route_rewards(train, np.array([route(g) for g in train.groups]), lam, scale)[0].mean()
+        if r > best_r:
+            best_tau, best_r = float(tau), r
+    route = threshold_router(train, best_tau)
+    out["threshold_router"] = np.array([route(g) for g in test.groups])
+    out["oracle"] = (test.quality - lam * test.cost / scale).argmax(axis=1)
+    return out, best_tau
+
+
+def _run_env(env: Any, n: int, choose: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(reward, quality, cost, calls) per query of a policy played through the env's traces."""
+    out = np.zeros((4, n))
+    for i in range(n):
+        _, _, r, info = run_episode(env, choose, {"query": i})
+        out[:, i] = r, info["quality"], info["cost_usd"], info.get("calls", 1)
+    return out[0], out[1], out[2], out[3]
+
+
+def _delegate_report(train: Any, test: Any, lam: float, scale: float, policy: NumpyPolicy | None,
+                     test_env: Any, seed: int) -> dict[str, Any]:  # fmt: skip
+    from ..envs.delegate import CascadeEnv, route_rewards, rule_cascade
+
+    choices, tau = _route_methods(train, test, lam, scale)
+    per = {k: (*route_rewards(test, v, lam, scale), np.ones(len(v))) for k, v in choices.items()}
+    shares = {k: {m: float(np.mean(v == j)) for j, m in enumerate(test.models)} for k, v in choices.items()}
+    if isinstance(test_env, CascadeEnv):
+        per["rule_cascade"] = _run_env(test_env, len(test.ids), rule_cascade)
+    if policy is not None:
+        per["learned"] = _run_env(test_env, len(test.ids), policy.act)
+    train_single = {
+        m: route_rewards(train, np.full(len(train.ids), j), lam, scale)[0].mean()
+        for j, m in enumerate(train.models)
+    }
+    best_single = "single:" + max(train_single, key=train_single.get)  # type: ignore[arg-type]
+    methods = {}
+    for k, (r, q, c, calls) in per.items():
+        methods[k] = {
+            "reward": summary(r, seed),
+            "quality": float(q.mean()),
+            "usd_per_1k_queries": float(c.mean() * 1000),
+            "quality_per_dollar": float(q.mean() / c.mean()) if c.mean() > 0 else None,
+            "calls_per_query": float(calls.mean()),
+        }
+        if k in shares:
+            methods[k]["share"] = shares[k]
+    res: dict[str, Any] = {
+        "lambda": lam, "cost_scale_usd": scale, "queries_heldout": len(test.ids), "queries_train": len(train.ids),
+        "best_single_model": best_single, "threshold_tau": tau, "methods": methods,
+    }  # fmt: skip
+    if "learned" in per:
+        for base in (best_single, "threshold_router"):
+            d, lo, hi = paired_ci(per["learned"][0], per[base][0], seed=seed)
+            res[f"learned_minus_{base.split(':')[0]}"] = {"mean": d, "ci95": [lo, hi]}
+        lq, lc = per["learned"][1].mean(), per["learned"][2].mean()
+        bq, bc = per[best_single][1].mean(), per[best_single][2].mean()
+        res["vs_best_single"] = {
+            "quality_diff": float(lq - bq),
+            "cost_ratio": float(lc / bc) if bc > 0 else None,
+            "quality_per_dollar_ratio": float((lq / lc) / (bq / bc))
+            if lc > 0 and bc > 0 and bq > 0
+            else None,
+        }
+    return res
+
+
+#: Per-algorithm defaults (``ent_coef`` defaults per mode: 0.02 route, 0.05 cascade). GRPO here
+#: is Dr. GRPO (no std division): a group whose answers are all right differs only by price, and
+#: dividing by its std would weigh a few cents like a wrong answer.
+DELEGATE_ALGO: dict[str, dict[str, Any]] = {
+    "reinforce": {"lr": 3e-3, "group": 4},
+    "ppo": {"lr": 1e-3, "group": 1},
+    "grpo": {"lr": 3e-3, "group": 4, "adv_scale": "none", "epochs": 2, "minibatches": 1},
+}
+
+
+def train_delegate(
+    source: str = "mmlu",
+    lam: float = 0.1,
+    *,
+    seed: int = 0,
+    iters: int = 200,
+    batch: int = 256,
+    algo: str = "reinforce",
+    group: int | None = None,
+    ent_coef: float | None = None,
+    hidden: Sequence[int] = (64,),
+    lr: float | None = None,
+    models: Sequence[str] | None = None,
+    mode: str = "route",
+    out: str | Path | None = None,
+    data: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """``mode="route"``: one model per query; ``mode="cascade"`` (GSM8K: needs logged answers):
+    ask the cheapest model first and decide from its answer whether to escalate.
+
+    Router trained with ``algo`` on 60% of the queries (REINFORCE and GRPO: each drawn query
+    routed ``group`` times, the group mean reward as baseline: the advantage compares models on
+    the same query; ``lr``, ``group`` default per algorithm, :data:`DELEGATE_ALGO`); held-out
+    comparison with every single model, the cost-threshold router and the hindsight oracle."""
+    from ..datasets import ROUTE_SOURCES, load_route
+    from ..envs.delegate import CascadeEnv, DelegateEnv
+
+    need_choice("source", source, ROUTE_SOURCES)
+    need_choice("mode", mode, ("route", "cascade"))
+    ent = (0.05 if mode == "cascade" else 0.02) if ent_coef is None else ent_coef
+    kw = algo_kwargs(DELEGATE_ALGO, algo, lr=lr, group=group, ent_coef=ent)
+    full = load_route(source, data, list(models) if models else None)
+    if mode == "cascade" and full.responses is None:
+        raise OrchestraceError("OT665", f"cascade mode needs logged answers; {source} has none (use gsm8k)")
+    tr, te = split(len(full.ids))
+    train_d, test_d = full.subset(tr), full.subset(te)
+    make = CascadeEnv if mode == "cascade" else DelegateEnv
+    env = make(train_d, lam=lam, scale=None)
+    scale = env.scale
+    res = train_policy(
+        algo, env, [{"query": i} for i in range(len(train_d.ids))], env_name="Delegate", iters=iters,
+        batch=batch, seed=seed, hidden=hidden, progress=progress, **kw,
+        init_bias=(1.0, 0.0) if mode == "cascade" else None,  # cascade: start cheap, accept (P = 0.73)
+        extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale, "mode": mode},
+    )  # fmt: skip
+    suffix = "-cascade" if mode == "cascade" else ""
+    if out is not None:
+        res.policy.save(Path(out) / f"delegate-{source}{suffix}")
+    test_env = make(test_d, lam=lam, scale=scale)
+    r = _delegate_report(train_d, test_d, lam, scale, res.policy, test_env, seed)
+    r.update(
+        env="Delegate", mode=mode, source=source, seed=seed, split_seed=SPLIT_SEED, models=full.models,
+        price_source=full.price_source, train_iters=iters, learning_curve=[c["reward"] for c in res.curve],
+        algo={"name": algo, **kw},
+    )  # fmt: skip
+    write_result(out, f"delegate-{source}{suffix}-result.json", r)
+    return r
+
+
+def eval_delegate(
+    source: str = "mmlu", policy: str | Path | None = None, lam: float | None = None, *, seed: int = 0,
+    data: str | Path | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Held-out comparison; without ``policy`` only the baselines and the oracle are reported."""
+    from ..datasets import ROUTE_SOURCES, load_route
+    from ..envs.delegate import CascadeEnv, DelegateEnv, cost_scale
+
+    need_choice("source", source, ROUTE_SOURCES)
+    pol = NumpyPolicy.load(policy, env="Delegate") if policy is not None else None
+    models = pol.meta.extra.get("models") if pol is not None else None
+    full = load_route(source, data, models)
+    if pol is not None and list(models or []) != full.models:
+        raise OrchestraceError("OT665", f"policy routes among {models}, the data has {full.models}")
+    lam_ = lam if lam is not None else float(pol.meta.extra.get("lambda", 0.1)) if pol is not None else 0.1
+    tr, te = split(len(full.ids))
+    train_d, test_d = full.subset(tr), full.subset(te)
+    scale = cost_scale(train_d)
+    mode = pol.meta.extra.get("mode", "route") if pol is not None else "route"
+    test_env = (CascadeEnv if mode == "cascade" else DelegateEnv)(test_d, lam=lam_, scale=scale)
+    r = _delegate_report(train_d, test_d, lam_, scale, pol, test_env, seed)
+    r.update(
+        env="Delegate",
+        mode=mode,
+        source=source,
+        seed=seed,
+        models=full.models,
+        price_source=full.price_source,
+    )
+    return r
+
+
+# ============================================================================ Swarm

@@ -1,0 +1,252 @@
+"""Swarm (O1 spawn width): train and evaluate how many workers to spawn per task DAG stage, single and parallel (PettingZoo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..rl.gym_pg import train_policy
+from ..rl.gym_reinforce import NumpyPolicy, paired_ci, run_episode
+from .common import algo_kwargs, summary, write_result
+
+SWARM_TRAIN_SEED, SWARM_TEST_SEED = 0, 1  # task generators: held-out DAGs come from another seed
+
+
+def _swarm_run(env: Any, i: int, choose: Any) -> dict[str, Any]:
+    _, _, _, info = run_episode(env, choose, {"task": i})
+    return info
+
+
+def _swarm_eval(env: Any, n: int, methods: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Every method on held-out tasks 0..n-1; Critical Steps measured on the trace."""
+    from ..envs.swarm import swarm_reward
+
+    out = {}
+    for name, choose in methods.items():
+        rows = []
+        for i in range(n):
+            info = _swarm_run(env, i, choose)
+            m = swarm_reward(info["trace"], parallel_cap=env.cfg.parallel_cap, measure=True)
+            rows.append([m["r_perf"], m["r_parallel"], m["r_finish"], m["critical_steps"] / info["serial_critical"],
+                         float(not info["late"]), info["spawned"] / info["stages_run"], m["critical_steps"],
+                         info["serial_critical"]])  # fmt: skip
+        a = np.array(rows)
+        out[name] = {
+            "r_perf": summary(a[:, 0], seed),
+            "r_parallel": float(a[:, 1].mean()),
+            "finish_rate": float(a[:, 2].mean()),
+            "critical_over_serial": summary(a[:, 3], seed),
+            "on_budget": float(a[:, 4].mean()),
+            "spawned_per_stage": float(a[:, 5].mean()),
+            "critical_steps": float(a[:, 6].mean()),
+            "serial_critical_steps": float(a[:, 7].mean()),
+            "_r_perf": a[:, 0],
+        }
+    return out
+
+
+def _swarm_methods(env: Any, policy: NumpyPolicy | None) -> dict[str, Any]:
+    from ..envs.swarm import BASELINES, baseline_ks
+
+    def fixed(name: str) -> Any:
+        def choose(_obs: np.ndarray) -> int:
+            ks = baseline_ks(name, env._task, env.cfg)
+            return ks[len(env._ks)]
+
+        return choose
+
+    methods: dict[str, Any] = {} if policy is None else {"learned": policy.act}
+    methods.update({b: fixed(b) for b in BASELINES})
+    return methods
+
+
+def _swarm_report(env: Any, policy: NumpyPolicy | None, n: int, seed: int) -> dict[str, Any]:
+    ev = _swarm_eval(env, n, _swarm_methods(env, policy), seed)
+    res: dict[str, Any] = {"tasks_heldout": n, "methods": {}}
+    for k, v in ev.items():
+        res["methods"][k] = {kk: vv for kk, vv in v.items() if not kk.startswith("_")}
+    if policy is not None:
+        for base in ("serial", "makespan_heuristic", "max_agents"):
+            d, lo, hi = paired_ci(ev["learned"]["_r_perf"], ev[base]["_r_perf"], seed=seed)
+            res[f"learned_minus_{base}_r_perf"] = {"mean": d, "ci95": [lo, hi]}
+    return res
+
+
+#: Per-algorithm defaults (REINFORCE and GRPO: every drawn DAG played ``group`` times).
+SWARM_ALGO: dict[str, dict[str, Any]] = {
+    "reinforce": {"lr": 1e-2, "group": 8, "ent_coef": 0.1},
+    "ppo": {"lr": 3e-3, "group": 1, "ent_coef": 0.1},
+    "grpo": {"lr": 3e-3, "group": 8, "ent_coef": 0.1, "adv_scale": "group"},
+}
+
+
+def _swarm_train(env: Any, algo: str, kw: dict[str, Any], *, seed: int, iters: int, batch: int, l1: float,
+                 l2: float, anneal_frac: float, train_tasks: int, progress: bool,
+                 extra: dict[str, Any]) -> tuple[Any, list[tuple[float, float]]]:  # fmt: skip
+    """Train on PARL rewards with l1 (r_parallel) and l2 (r_finish) decaying linearly to 0 over the
+    first ``anneal_frac`` of the iterations (Swarm and the PettingZoo Parallel Swarm alike)."""
+    from ...reward.schedule import Schedule
+
+    steps = max(1, int(iters * anneal_frac))
+    s1 = Schedule(kind="linear", start=l1, end=0.0, steps=steps)
+    s2 = Schedule(kind="linear", start=l2, end=0.0, steps=steps)
+    weights: list[tuple[float, float]] = []
+
+    def anneal(it: int) -> None:
+        env.set_weights(s1(it), s2(it))
+        weights.append((s1(it), s2(it)))
+
+    res = train_policy(
+        algo, env, [{"task": i} for i in range(train_tasks)], env_name="Swarm", iters=iters, batch=batch, seed=seed,
+        hidden=(32,), on_iter=anneal, progress=progress,
+        extra={"l1": l1, "l2": l2, "anneal_frac": anneal_frac, "config": vars(env.cfg), **extra}, **kw,
+    )  # fmt: skip
+    return res, weights[:: max(1, iters // 20)]
+
+
+def train_swarm(
+    *,
+    seed: int = 0,
+    iters: int = 300,
+    batch: int = 64,
+    l1: float = 0.2,
+    l2: float = 1.0,
+    anneal_frac: float = 0.8,
+    algo: str = "reinforce",
+    group: int | None = None,
+    ent_coef: float | None = None,
+    lr: float | None = None,
+    train_tasks: int = 2000,
+    eval_tasks: int = 200,
+    out: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """``algo`` on PARL rewards with annealed l1, l2 (see :func:`_swarm_train`); REINFORCE and
+    GRPO play every drawn DAG ``group`` times and use the group mean as the baseline (tasks differ
+    a lot in how tight their budget is), and a strong entropy bonus keeps small spawn counts
+    explored (defaults per algorithm: :data:`SWARM_ALGO`). Evaluation on DAGs from another seed."""
+    from ..envs.swarm import SwarmEnv
+
+    kw = algo_kwargs(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
+    env = SwarmEnv(task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2)
+    res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
+                                anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress, extra={})  # fmt: skip
+    if out is not None:
+        res.policy.save(Path(out) / "swarm")
+    test_env = SwarmEnv(task_seed=SWARM_TEST_SEED)
+    r = _swarm_report(test_env, res.policy, eval_tasks, seed)
+    r.update(
+        env="Swarm", seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED,
+        config=vars(env.cfg), train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac},
+        algo={"name": algo, **kw, "batch": batch}, learning_curve=[c["reward"] for c in res.curve], weights=weights,
+    )  # fmt: skip
+    write_result(out, "swarm-result.json", r)
+    return r
+
+
+def train_swarm_parallel(
+    *,
+    seed: int = 0,
+    iters: int = 200,
+    batch: int = 32,
+    branches: int = 3,
+    l1: float = 0.2,
+    l2: float = 1.0,
+    anneal_frac: float = 0.8,
+    algo: str = "reinforce",
+    group: int | None = None,
+    ent_coef: float | None = None,
+    lr: float | None = None,
+    train_tasks: int = 2000,
+    eval_tasks: int = 100,
+    credit: str = "team",
+    out: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """PettingZoo Parallel Swarm, trained through ``parallel_env``'s reset/step with a dict of
+    actions: one policy (and critic) shared by every lead (parameter sharing, independent policy
+    gradient), each lead's reward the team PARL reward R of the episode's trace (``credit="team"``)
+    or its own credit from that trace (``"loo"``, ``"difference"``, ``"shapley"`` at the agent
+    unit, a lead's unit being its branch; R - sum of the leads' credits is spread equally, so the
+    leads' rewards sum to R: :func:`~..envs.swarm_parallel.lead_rewards`). ``batch`` counts
+    env episodes (each gives ``branches`` agent trajectories). Evaluated with
+    :func:`eval_swarm_parallel` on held-out tasks against the per-lead fixed rules."""
+    from ..envs.swarm_parallel import check_credit, parallel_env
+
+    check_credit(credit)
+    kw = algo_kwargs(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
+    env = parallel_env(branches=branches, task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2, credit=credit)
+    res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
+                                anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress,
+                                extra={"trained_on": "SwarmParallel", "branches": branches, "credit": credit})  # fmt: skip
+    if out is not None:
+        res.policy.save(Path(out) / "swarm-parallel")
+    r = eval_swarm_parallel(res.policy, branches=branches, eval_tasks=eval_tasks, seed=seed)
+    r.update(
+        seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED, config=vars(env.cfg),
+        train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac}, algo={"name": algo, **kw, "batch": batch},
+        credit=credit, learning_curve=[c["reward"] for c in res.curve], weights=weights,
+    )  # fmt: skip
+    write_result(out, "swarm-parallel-result.json", r)
+    return r
+
+
+def eval_swarm(policy: str | Path | None = None, *, eval_tasks: int = 200, seed: int = 0) -> dict[str, Any]:
+    """Held-out DAGs: a saved policy (if given) and every baseline, with measured Critical Steps."""
+    from ..envs.swarm import SwarmEnv
+
+    pol = NumpyPolicy.load(policy, env="Swarm") if policy is not None else None
+    r = _swarm_report(SwarmEnv(task_seed=SWARM_TEST_SEED), pol, eval_tasks, seed)
+    r.update(env="Swarm", seed=seed, test_task_seed=SWARM_TEST_SEED)
+    return r
+
+
+def eval_swarm_parallel(
+    policy: str | Path | NumpyPolicy | None = None, *, branches: int = 3, eval_tasks: int = 100, seed: int = 0
+) -> dict[str, Any]:
+    """PettingZoo Parallel Swarm on held-out tasks: every lead acts at once, each running the same
+    policy (trained on the single-agent Swarm, or shared by the leads in :func:`train_swarm_parallel`)
+    on its own observation, against per-lead baselines."""
+    from ..envs.swarm import baseline_ks, swarm_reward
+    from ..envs.swarm_parallel import SwarmParallelEnv, hier_stage_critical
+
+    pol = NumpyPolicy.load(policy, env="Swarm") if isinstance(policy, str | Path) else policy
+    env = SwarmParallelEnv(branches=branches, task_seed=SWARM_TEST_SEED)
+
+    def rule(name: str) -> Any:
+        def choose(agent: str, _obs: np.ndarray) -> int:
+            b = env.possible_agents.index(agent)
+            return baseline_ks(name, env._tasks[b], env.cfg)[env._s]
+
+        return choose
+
+    methods: dict[str, Any] = {"makespan_heuristic": rule("makespan_heuristic"), "serial": rule("serial"),
+                               "max_agents": rule("max_agents")}  # fmt: skip
+    if pol is not None:
+        methods = {"learned_per_lead": lambda _a, o: pol.act(o), **methods}
+    out: dict[str, Any] = {
+        "env": "SwarmParallel",
+        "branches": branches,
+        "tasks_heldout": eval_tasks,
+        "methods": {},
+    }
+    for name, choose in methods.items():
+        rows = []
+        for i in range(eval_tasks):
+            obs, _ = env.reset(options={"task": i})
+            while env.agents:
+                obs, _, _, _, infos = env.step({a: choose(a, obs[a]) for a in env.agents})
+            info = next(iter(infos.values()))
+            m = swarm_reward(info["trace"], parallel_cap=env.cfg.parallel_cap, measure=True)
+            serial = sum(
+                hier_stage_critical([t.stages[s] for t in env._tasks], [0] * branches) for s in range(env._n)
+            )
+            rows.append(
+                [m["r_perf"], m["r_finish"], m["critical_steps"] / (serial + 1), float(not info["late"])]
+            )
+        a = np.array(rows)
+        out["methods"][name] = {"r_perf": summary(a[:, 0], seed), "finish_rate": float(a[:, 1].mean()),
+                                "critical_over_serial": float(a[:, 2].mean()), "on_budget": float(a[:, 3].mean())}  # fmt: skip
+    return out
