@@ -1,0 +1,155 @@
+"""The RL loop through traces, generic over what is learned (a decision policy, or model weights).
+
+One iteration: run the program with the current policy and record traces -> compute reward and
+credit from those traces and update -> evaluate the new policy -> it becomes the current one.
+A :class:`LoopStep` supplies the three verbs; :func:`run_loop` owns the rest: one folder per
+iteration (``iter-001/`` holds its traces, the policy it produced and ``iteration.json``),
+``curves.json`` + ``curves.png`` rewritten after every iteration, and resumption: an iteration
+counts as done only once its ``iteration.json`` is written (atomically, last), so a killed run
+restarts after the last completed one with that iteration's policy.
+
+Iteration 0 is the starting policy's evaluation (no traces, no update), so every curve has a
+baseline point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..core.errors import OrchestraceError
+
+ITERATION_FILE = "iteration.json"
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """What one iteration did: where its traces and policy are, its training and held-out figures."""
+
+    iteration: int
+    policy: str | None  # the policy this iteration produced (None: the starting one, iteration 0)
+    traces: list[str] = field(default_factory=list)
+    train: dict[str, float] = field(default_factory=dict)  # from the recorded traces (reward, loss...)
+    eval: dict[str, float] = field(default_factory=dict)  # held-out figures of ``policy``
+
+
+class LoopStep(Protocol):
+    """The three verbs of an iteration; every path it writes is under the folder it is given."""
+
+    def collect(self, iteration: int, policy: str | None, out_dir: Path) -> list[str]:
+        """Run the program with ``policy`` (None: the program's default) on training inputs;
+        return the recorded trace paths."""
+        ...
+
+    def update(
+        self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
+    ) -> tuple[str, dict[str, float]]:
+        """Reward and credit from ``traces``, one policy update; return the new policy's path and
+        training figures."""
+        ...
+
+    def evaluate(self, policy: str | None, out_dir: Path) -> dict[str, float]:
+        """Held-out figures of ``policy``."""
+        ...
+
+
+def iteration_dir(out: str | Path, iteration: int) -> Path:
+    return Path(out) / f"iter-{iteration:03d}"
+
+
+def completed(out: str | Path) -> list[IterationRecord]:
+    """The completed iterations under ``out``, in order (a gap ends the list)."""
+    records = []
+    i = 0
+    while (p := iteration_dir(out, i) / ITERATION_FILE).is_file():
+        try:
+            records.append(IterationRecord(**json.loads(p.read_text(encoding="utf-8"))))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise OrchestraceError("OT680", f"unreadable loop iteration record: {e}", path=str(p)) from None
+        i += 1
+    return records
+
+
+def _write_json_atomic(path: Path, data: object) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_curves(out: str | Path, records: list[IterationRecord]) -> tuple[Path, Path]:
+    """``curves.json`` (one record per iteration: every train_* and eval_* figure) and ``curves.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [
+        {"iteration": r.iteration, **{f"train_{k}": v for k, v in r.train.items()}}
+        | {f"eval_{k}": v for k, v in r.eval.items()}
+        for r in records
+    ]
+    out = Path(out)
+    js = out / "curves.json"
+    _write_json_atomic(js, rows)
+    keys = sorted({k for row in rows for k in row if k != "iteration"})
+    fig, axes = plt.subplots(
+        len(keys) or 1, 1, figsize=(6, 1.8 * max(len(keys), 1)), sharex=True, squeeze=False
+    )
+    for ax, k in zip(axes[:, 0], keys, strict=False):
+        pts = [(row["iteration"], row[k]) for row in rows if k in row]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=4)
+        ax.set_ylabel(k, fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("iteration")
+    fig.tight_layout()
+    png = out / "curves.png"
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return js, png
+
+
+def run_loop(
+    step: LoopStep,
+    out: str | Path,
+    iterations: int,
+    *,
+    start_policy: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[IterationRecord]:
+    """Run (or resume) ``iterations`` update iterations under ``out``; return every record.
+
+    ``progress(done, total)`` is called after each iteration (a progress bar in the CLI).
+    """
+    if iterations < 0:
+        raise OrchestraceError("OT681", f"iterations must be >= 0, got {iterations}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = completed(out)
+    if not records:
+        d = iteration_dir(out, 0)
+        d.mkdir(exist_ok=True)
+        rec0 = IterationRecord(0, start_policy, eval=step.evaluate(start_policy, d))
+        _write_json_atomic(d / ITERATION_FILE, asdict(rec0))
+        records = [rec0]
+        write_curves(out, records)
+    current = records[-1].policy if records[-1].policy is not None else start_policy
+    for i in range(len(records), iterations + 1):
+        d = iteration_dir(out, i)
+        if d.exists():  # a killed iteration: start it again from scratch
+            shutil.rmtree(d)
+        d.mkdir()
+        traces = step.collect(i, current, d)
+        new_policy, train = step.update(i, current, traces, d)
+        rec = IterationRecord(i, new_policy, traces, train, step.evaluate(new_policy, d))
+        _write_json_atomic(d / ITERATION_FILE, asdict(rec))
+        records.append(rec)
+        write_curves(out, records)
+        current = new_policy
+        if progress is not None:
+            progress(i, iterations)
+    return records

@@ -1,0 +1,68 @@
+"""The generic loop driver: per-iteration folders, curves, and resumption after the last completed iteration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrace.core.errors import OrchestraceError
+from orchestrace.learn.loop import completed, run_loop
+
+
+class Counter:
+    """A 'policy' is a JSON file holding a number; each update adds the number of traces collected."""
+
+    def __init__(self) -> None:
+        self.collected: list[tuple[int, str | None]] = []
+
+    def collect(self, iteration: int, policy: str | None, out_dir: Path) -> list[str]:
+        self.collected.append((iteration, policy))
+        paths = []
+        for k in range(2):
+            p = out_dir / f"run-{k}.events.jsonl"
+            p.write_text("{}\n")
+            paths.append(str(p))
+        return paths
+
+    def update(
+        self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
+    ) -> tuple[str, dict[str, float]]:
+        value = json.loads(Path(policy).read_text())["value"] if policy else 0
+        p = out_dir / "policy.json"
+        p.write_text(json.dumps({"value": value + len(traces)}))
+        return str(p), {"reward": float(iteration)}
+
+    def evaluate(self, policy: str | None, out_dir: Path) -> dict[str, float]:
+        return {"value": float(json.loads(Path(policy).read_text())["value"]) if policy else 0.0}
+
+
+def test_loop_writes_iterations_curves_and_resumes(tmp_path: Path) -> None:
+    step = Counter()
+    recs = run_loop(step, tmp_path, 2)
+    assert [r.iteration for r in recs] == [0, 1, 2]
+    assert [r.eval["value"] for r in recs] == [0.0, 2.0, 4.0]
+    assert step.collected[0] == (1, None)
+    assert step.collected[1] == (2, str(tmp_path / "iter-001" / "policy.json"))
+    curves = json.loads((tmp_path / "curves.json").read_text())
+    assert [c["eval_value"] for c in curves] == [0.0, 2.0, 4.0]
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    # a killed third iteration left a folder without its record: resuming redoes only it
+    (tmp_path / "iter-003").mkdir()
+    (tmp_path / "iter-003" / "junk").write_text("x")
+    step2 = Counter()
+    recs = run_loop(step2, tmp_path, 3)
+    assert step2.collected == [(3, str(tmp_path / "iter-002" / "policy.json"))]
+    assert [r.eval["value"] for r in recs] == [0.0, 2.0, 4.0, 6.0]
+    assert not (tmp_path / "iter-003" / "junk").exists()
+    assert len(completed(tmp_path)) == 4
+
+
+def test_unreadable_iteration_record_names_the_file(tmp_path: Path) -> None:
+    run_loop(Counter(), tmp_path, 1)
+    bad = tmp_path / "iter-001" / "iteration.json"
+    bad.write_text("{not json")
+    with pytest.raises(OrchestraceError) as e:
+        run_loop(Counter(), tmp_path, 2)
+    assert str(bad) in str(e.value)
