@@ -148,7 +148,10 @@ def test_export_parses_as_otlp_and_round_trips(data: Path, tmp_path: Path) -> No
     lines = out.read_text().splitlines()
     assert len(lines) == 1
     req = json.loads(lines[0])
-    assert _check_otlp_request(req) == n == 1 + len(tr.agents()) + len(tr.events)
+    # tool calls (and spawns) with token usage get the model call behind them as their own LLM span
+    llm_calls = sum(e.type in ("tool_call", "spawn") and e.tokens > 0 for e in tr.events)
+    assert llm_calls > 0
+    assert _check_otlp_request(req) == n == 1 + len(tr.agents()) + len(tr.events) + llm_calls
     spans = req["resourceSpans"][0]["scopeSpans"][0]["spans"]
     names = {s["name"].split(" ")[0] for s in spans}
     assert {"invoke_agent", "execute_tool", "chat", "spawn", "return"} <= names
@@ -245,9 +248,15 @@ def test_export_posts_to_an_otlp_http_endpoint(data: Path) -> None:
 
     class Receiver(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            raw = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers["Content-Type"] == "application/x-protobuf":
+                msg = ExportTraceServiceRequest()
+                msg.ParseFromString(raw)
+                body = _hex_ids(MessageToDict(msg))
+            else:
+                body = json.loads(raw)
             received.append((body, dict(self.headers)))
-            ok = self.path == "/v1/traces" and self.headers["Content-Type"] == "application/json"
+            ok = self.path == "/v1/traces"
             self.send_response(200 if ok else 400)
             self.end_headers()
             self.wfile.write(b"{}")
@@ -260,9 +269,17 @@ def test_export_posts_to_an_otlp_http_endpoint(data: Path) -> None:
     try:
         traces = [next(importers.load(f)) for f in sorted((data / "chatdev/WareHouse").glob("*/*.log"))[:2]]
         url = f"http://127.0.0.1:{server.server_port}/v1/traces"
-        n = export_otlp(traces, url, headers="Authorization=Basic abc")
+        n = export_otlp(traces, url, headers="Authorization=Basic abc", epoch=1.7e9)
         assert len(received) == 2 and sum(_check_otlp_request(b) for b, _ in received) == n
         assert received[0][1]["Authorization"] == "Basic abc"
+        assert received[0][1]["Content-Type"] == "application/x-protobuf"  # the OTLP default
+        assert export_otlp(traces, url, encoding="json", epoch=1.7e9) == n
+        assert received[2][1]["Content-Type"] == "application/json"
+        # the protobuf body decodes to the very message the JSON body describes
+        as_msg = [ParseDict(_b64_ids(b), ExportTraceServiceRequest()) for b, _ in received]
+        assert as_msg[0] == as_msg[2] and as_msg[1] == as_msg[3] and as_msg[0] != as_msg[1]
+        with pytest.raises(OrchestraceError, match="encoding must be one of"):
+            export_otlp(traces, url, encoding="xml")
         with pytest.raises(OrchestraceError, match="HTTP 400"):
             export_otlp(traces[:1], f"http://127.0.0.1:{server.server_port}/wrong")
     finally:

@@ -1,4 +1,4 @@
-"""Traces as OpenTelemetry spans in the OTLP/JSON encoding (viewable in Jaeger, Phoenix, Langfuse).
+"""Traces as OpenTelemetry spans, OTLP/HTTP protobuf or OTLP/JSON (Phoenix, Jaeger, Langfuse, Collector).
 
 Layout of one trace (one OTel trace id, derived from ``trace_id``):
 
@@ -8,22 +8,29 @@ Layout of one trace (one OTel trace id, derived from ``trace_id``):
   child of the span of the event that spawned it, else of the root;
 - per event a span under its agent's span: ``execute_tool <tool>`` for tool calls (lasting until
   the matching result), ``chat <model>`` for events with token usage, otherwise
-  ``<type> <agent>``; ``gen_ai.*`` attributes carry model, tokens, tool name and call id;
+  ``<type> <agent>``; ``gen_ai.*`` attributes carry provider, model, tokens, tool name and call id;
+- token usage sits on LLM spans only: a tool call (or spawn) with usage gets the model call
+  behind it as a sibling ``chat <model>`` span, so Phoenix's token totals count it;
 - every dependency edge as a span link (``orchestrace.edge.type``) on its destination span.
 
 OpenInference kinds (``openinference.span.kind`` AGENT/TOOL/LLM/CHAIN, ``llm.token_count.*``)
-are set as well, so Phoenix shows agents, tools and model calls without a mapping step.
+are set as well, so Phoenix shows agents, tools and model calls without a mapping step. With
+content kept, text goes into ``input.value``/``output.value`` and the GenAI message attributes
+(docs/importers.md lists every attribute written).
 
 Each event span also carries the event itself as JSON (``orchestrace.event``) so that importing
 the file again gives back the same events and edges. Content is left out unless
 ``include_content=True`` (``content_ref`` stays). Ids follow OTLP/JSON: lowercase hex,
-int64 values as decimal strings, enums as integers.
+int64 values as decimal strings, enums as integers; :func:`to_protobuf` turns a request into
+the official ``opentelemetry-proto`` message.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,12 +38,13 @@ from typing import Any
 import orjson
 
 from ..core.model import Event, Trace, event_to_dict, trace_to_dict
+from .context import event_prompts, task_text
 
 SCOPE = {"name": "orchestrace", "version": "0.1.0"}
 SPAN_KIND_INTERNAL = 1
 SPAN_KIND_CLIENT = 3
 STATUS_OK, STATUS_ERROR = 1, 2
-DEFAULT_EPOCH = 1_700_000_000.0  # used when a trace does not say when it started
+_ANSWER_TYPES = ("return", "aggregate", "message")
 
 
 def _hex(seed: str, nbytes: int) -> str:
@@ -65,16 +73,80 @@ def _ns(seconds: float) -> str:
     return str(int(round(seconds * 1e9)))
 
 
-def _event_span_name(e: Event) -> tuple[str, dict[str, Any], int]:
-    """Span name, GenAI (and OpenInference) attributes and span kind of one event."""
+_PROVIDER_BY_PREFIX = (
+    (("gpt", "o1", "o3", "o4", "codex", "text-", "davinci"), "openai"),
+    (("claude",), "anthropic"),
+    (("gemini",), "gcp.gemini"),
+    (("mistral", "codestral", "magistral"), "mistral_ai"),
+    (("deepseek",), "deepseek"),
+    (("grok",), "x_ai"),
+)
+_PROVIDER_BY_SYSTEM = {"codex": "openai", "claude-code": "anthropic", "gemini-cli": "gcp.gemini"}
+
+
+def provider_of(model: str | None, system: str | None) -> str | None:
+    """``gen_ai.provider.name`` from the model name, else from the recording harness; None if unknown."""
+    m = (model or "").lower().rsplit("/", 1)[-1]
+    for prefixes, name in _PROVIDER_BY_PREFIX:
+        if m.startswith(prefixes):
+            return name
+    return _PROVIDER_BY_SYSTEM.get(system or "")
+
+
+def _messages(role: str, text: str) -> str:
+    """One GenAI semconv message list (``gen_ai.input.messages`` / ``gen_ai.output.messages``)."""
+    return orjson.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}]).decode()
+
+
+def _llm_attrs(e: Event, provider: str | None, prompt: str | None) -> dict[str, Any]:
+    """GenAI + OpenInference attributes of the model call that produced ``e`` (tokens live here)."""
+    total = (e.tokens_in or 0) + (e.tokens_out or 0)
+    a: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": e.model,
+        "gen_ai.response.model": e.model,
+        "gen_ai.usage.input_tokens": e.tokens_in,
+        "gen_ai.usage.output_tokens": e.tokens_out,
+        "openinference.span.kind": "LLM",
+        "llm.provider": provider,
+        "llm.model_name": e.model,
+        "llm.token_count.prompt": e.tokens_in,
+        "llm.token_count.completion": e.tokens_out,
+        "llm.token_count.total": total,
+    }
+    if prompt is not None:
+        a.update(_io(prompt, e.content))
+        a["gen_ai.input.messages"] = _messages("user", prompt)
+        a["llm.input_messages.0.message.role"] = "user"
+        a["llm.input_messages.0.message.content"] = prompt
+        if e.content is not None:
+            a["gen_ai.output.messages"] = _messages("assistant", e.content)
+            a["llm.output_messages.0.message.role"] = "assistant"
+            a["llm.output_messages.0.message.content"] = e.content
+    return a
+
+
+def _io(inp: str | None, out: str | None) -> dict[str, Any]:
+    """OpenInference ``input.value`` / ``output.value`` (Phoenix's input and output panes)."""
     a: dict[str, Any] = {}
-    if e.tokens_in is not None or e.tokens_out is not None:  # the model call that produced the event
-        a["gen_ai.request.model"] = e.model
-        a["gen_ai.usage.input_tokens"] = e.tokens_in
-        a["gen_ai.usage.output_tokens"] = e.tokens_out
-        a["llm.model_name"] = e.model
-        a["llm.token_count.prompt"] = e.tokens_in
-        a["llm.token_count.completion"] = e.tokens_out
+    if inp is not None:
+        a["input.value"], a["input.mime_type"] = inp, "text/plain"
+    if out is not None:
+        a["output.value"], a["output.mime_type"] = out, "text/plain"
+    return a
+
+
+def _event_span_name(
+    e: Event, provider: str | None, prompt: str | None, result: Event | None
+) -> tuple[str, dict[str, Any], int]:
+    """Span name, GenAI (and OpenInference) attributes and span kind of one event.
+
+    Token usage goes on LLM spans only: a ``tool_call`` or ``spawn`` that carries the usage of
+    the model call behind it gets that call as a separate ``chat`` span (see :func:`_llm_span`).
+    ``prompt`` is the rebuilt context when content is exported, else None.
+    """
+    a: dict[str, Any] = {}
     if e.type in ("tool_call", "tool_result"):
         a["gen_ai.tool.name"] = e.tool
         a["gen_ai.tool.call.id"] = e.call_id
@@ -82,36 +154,59 @@ def _event_span_name(e: Event) -> tuple[str, dict[str, Any], int]:
         a["gen_ai.operation.name"] = "execute_tool"
         a["openinference.span.kind"] = "TOOL"
         a["tool.name"] = e.tool
+        if prompt is not None:
+            out = result.content if result is not None else None
+            a["gen_ai.tool.call.arguments"] = e.content
+            a["gen_ai.tool.call.result"] = out
+            a.update(_io(e.content, out))
         return f"execute_tool {e.tool}", a, SPAN_KIND_INTERNAL
     if e.type == "spawn":
         a["gen_ai.operation.name"] = "create_agent"
         a["gen_ai.agent.name"] = e.to
         a["openinference.span.kind"] = "CHAIN"
+        if prompt is not None:
+            a.update(_io(e.content, None))
         return f"spawn {e.agent}", a, SPAN_KIND_INTERNAL
-    if "gen_ai.usage.input_tokens" in a:
-        a["gen_ai.operation.name"] = "chat"
-        a["openinference.span.kind"] = "LLM"
+    if e.tokens_in is not None or e.tokens_out is not None:  # the model call that produced the event
+        a.update(_llm_attrs(e, provider, prompt))
         return f"chat {e.model or e.agent}", a, SPAN_KIND_CLIENT
     a["openinference.span.kind"] = "CHAIN"
+    if prompt is not None:
+        a.update(_io(prompt, e.content))
     return f"{e.type} {e.agent}", a, SPAN_KIND_INTERNAL
 
 
-def trace_to_otlp(tr: Trace, *, include_content: bool = False, epoch: float | None = None) -> dict[str, Any]:
-    """One ``ExportTraceServiceRequest`` (as a JSON-ready dict) for one trace."""
+def _needs_llm_span(e: Event) -> bool:
+    return e.type in ("tool_call", "spawn") and (e.tokens_in is not None or e.tokens_out is not None)
+
+
+def trace_to_otlp(
+    tr: Trace,
+    *,
+    include_content: bool = False,
+    epoch: float | None = None,
+    project: str | None = None,
+) -> dict[str, Any]:
+    """One ``ExportTraceServiceRequest`` (as an OTLP/JSON dict) for one trace.
+
+    Time zero is ``epoch`` when given, else the trace's ``metadata.t0_unix``, else now.
+    ``project`` names the Phoenix project (``openinference.project.name``) and ``service.name``.
+    """
     meta = tr.metadata or {}
-    t0 = epoch if epoch is not None else meta.get("t0_unix") or DEFAULT_EPOCH
+    t0 = epoch if epoch is not None else meta.get("t0_unix") or time.time()
     tid = _hex("trace:" + tr.trace_id, 16)
     ev_span = {e.id: _hex(f"event:{tr.trace_id}:{e.id}", 8) for e in tr.events}
     root = _hex(f"root:{tr.trace_id}", 8)
     end_of = {e.id: (e.t_end if e.t_end is not None else e.t) for e in tr.events}
-    result_t: dict[str, float] = {}
+    result_of: dict[str, Event] = {}
     for e in tr.events:
         if e.type == "tool_result" and e.call_id:
-            result_t.setdefault(e.call_id, e.t)
+            result_of.setdefault(e.call_id, e)
     for e in tr.events:  # tool spans last until their result
-        if e.type == "tool_call" and e.call_id in result_t:
-            end_of[e.id] = max(end_of[e.id], result_t[e.call_id])
+        if e.type == "tool_call" and e.call_id in result_of:
+            end_of[e.id] = max(end_of[e.id], result_of[e.call_id].t)
     t_max = max(end_of.values()) if end_of else 0.0
+    prompts = event_prompts(tr) if include_content else [None] * len(tr.events)
     # agent spans: parent is the spawn that created the agent
     agents: dict[str, dict[str, Any]] = {}
     spawn_of: dict[str, Event] = {}
@@ -122,17 +217,24 @@ def trace_to_otlp(tr: Trace, *, include_content: bool = False, epoch: float | No
         span["start"] = min(span["start"], e.t)
         span["end"] = max(span["end"], end_of[e.id])
     agent_span = {a: _hex(f"agent:{tr.trace_id}:{a}", 8) for a in agents}
+    common = {"gen_ai.conversation.id": tr.trace_id}
     spans: list[dict[str, Any]] = []
     top = trace_to_dict(tr)
     top.pop("events")
     top.pop("edges")
     root_attrs: dict[str, Any] = {
+        **common,
+        "openinference.span.kind": "CHAIN",
+        "session.id": tr.trace_id,
         "orchestrace.trace_id": tr.trace_id,
         "orchestrace.task_id": tr.task_id,
         "orchestrace.system": tr.system,
         "orchestrace.topology": tr.topology,
         "orchestrace.trace": orjson.dumps(top, option=orjson.OPT_SORT_KEYS).decode(),
     }
+    if include_content:
+        answer = next((e.content for e in reversed(tr.events) if e.content and e.type in _ANSWER_TYPES), None)
+        root_attrs.update(_io(task_text(tr), answer))
     for k, v in tr.rewards.items():
         root_attrs[f"orchestrace.reward.{k}"] = float(v)
     for k, v in tr.costs.items():
@@ -144,8 +246,10 @@ def trace_to_otlp(tr: Trace, *, include_content: bool = False, epoch: float | No
         sp = spawn_of.get(a)
         parent = ev_span[sp.id] if sp is not None else root
         attrs = {
+            **common,
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": a,
+            "gen_ai.agent.id": f"{tr.trace_id}/{a}",
             "openinference.span.kind": "AGENT",
             "orchestrace.agent": a,
         }
@@ -172,12 +276,42 @@ def trace_to_otlp(tr: Trace, *, include_content: bool = False, epoch: float | No
                 "attributes": _attrs({"orchestrace.edge.type": x.type}),
             }
         )
-    for e in tr.events:
-        name, gen_ai, kind = _event_span_name(e)
+    for e, prompt in zip(tr.events, prompts, strict=True):
+        provider = provider_of(e.model, tr.system)
+        who = {**common, "gen_ai.agent.name": e.agent, "gen_ai.agent.id": f"{tr.trace_id}/{e.agent}"}
+        if _needs_llm_span(e):
+            llm = {**who, **_llm_attrs(e, provider, prompt)}
+            if prompt is not None and e.type == "tool_call":  # the model's output was this call
+                call = {"type": "tool_call", "id": e.call_id, "name": e.tool, "arguments": e.content}
+                llm["gen_ai.output.messages"] = orjson.dumps(
+                    [{"role": "assistant", "parts": [call]}]
+                ).decode()
+            llm["orchestrace.event_id"] = e.id
+            sid = _hex(f"llm:{tr.trace_id}:{e.id}", 8)
+            spans.append(
+                _span(
+                    tid,
+                    sid,
+                    agent_span[e.agent],
+                    f"chat {e.model or e.agent}",
+                    t0,
+                    e.t,
+                    e.t,
+                    llm,
+                    SPAN_KIND_CLIENT,
+                )
+            )
+        result = result_of.get(e.call_id or "") if e.type == "tool_call" else None
+        name, gen_ai, kind = _event_span_name(e, provider, prompt, result)
         d = event_to_dict(e)
         if not include_content:
             d.pop("content", None)
-        attrs = {**gen_ai, "orchestrace.event.type": e.type, "orchestrace.event": orjson.dumps(d).decode()}
+        attrs = {
+            **who,
+            **gen_ai,
+            "orchestrace.event.type": e.type,
+            "orchestrace.event": orjson.dumps(d).decode(),
+        }
         if e.content_ref:
             attrs["orchestrace.content_ref"] = e.content_ref
         s = _span(tid, ev_span[e.id], agent_span[e.agent], name, t0, e.t, end_of[e.id], attrs, kind)
@@ -188,7 +322,11 @@ def trace_to_otlp(tr: Trace, *, include_content: bool = False, epoch: float | No
         spans.append(s)
     resource = {
         "attributes": _attrs(
-            {"service.name": tr.system or "orchestrace", "orchestrace.schema": "orchestrace/1"}
+            {
+                "service.name": project or tr.system or "orchestrace",
+                "openinference.project.name": project,
+                "orchestrace.schema": "orchestrace/1",
+            }
         )
     }
     return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": SCOPE, "spans": spans}]}]}
@@ -219,61 +357,115 @@ def _span(
     return s
 
 
+ENCODINGS = ("protobuf", "json")
+
+
 def _options(options: dict[str, Any]) -> dict[str, Any]:
     """Options from Python or from the CLI (``--opt include_content=true``, strings)."""
+    from ..core.errors import OrchestraceError
+
     out: dict[str, Any] = {}
     for k, v in options.items():
         if k == "include_content":
             out[k] = v.strip().lower() in ("1", "true", "yes", "on") if isinstance(v, str) else bool(v)
         elif k == "epoch":
             out[k] = None if v is None else float(v)
+        elif k == "project":
+            out[k] = None if v is None else str(v)
         else:
-            from ..core.errors import OrchestraceError
-
-            raise OrchestraceError("OT020", f"unknown otlp option {k!r}; known: include_content, epoch")
+            raise OrchestraceError(
+                "OT020", f"unknown otlp option {k!r}; known: include_content, epoch, project"
+            )
     return out
 
 
 def iter_otlp(traces: Iterable[Trace], **options: Any) -> Iterator[dict[str, Any]]:
+    """One request per trace; traces that do not say when they started share one export time."""
     opts = _options(options)
+    epoch = opts.pop("epoch", None)
+    now = time.time()
     for tr in traces:
-        yield trace_to_otlp(tr, **opts)
+        t0 = epoch if epoch is not None else (tr.metadata or {}).get("t0_unix") or now
+        yield trace_to_otlp(tr, epoch=t0, **opts)
+
+
+def to_protobuf(req: dict[str, Any]) -> Any:
+    """The OTLP/JSON request as the official ``ExportTraceServiceRequest`` protobuf message.
+
+    OTLP/JSON writes ids as hex, protobuf's JSON mapping reads bytes as base64: ids are recoded,
+    everything else parses as it is.
+    """
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    def b64(h: str) -> str:
+        return base64.b64encode(bytes.fromhex(h)).decode()
+
+    recoded = {"resourceSpans": []}
+    for rs in req["resourceSpans"]:
+        scopes = []
+        for ss in rs["scopeSpans"]:
+            spans = []
+            for sp in ss["spans"]:
+                sp = {**sp, "traceId": b64(sp["traceId"]), "spanId": b64(sp["spanId"])}
+                if "parentSpanId" in sp:
+                    sp["parentSpanId"] = b64(sp["parentSpanId"])
+                if "links" in sp:
+                    sp["links"] = [
+                        {**x, "traceId": b64(x["traceId"]), "spanId": b64(x["spanId"])} for x in sp["links"]
+                    ]
+                spans.append(sp)
+            scopes.append({**ss, "spans": spans})
+        recoded["resourceSpans"].append({**rs, "scopeSpans": scopes})
+    return ParseDict(recoded, ExportTraceServiceRequest())
 
 
 def export_otlp(traces: Iterable[Trace], out: str, **options: Any) -> int:
-    """Write OTLP/JSON: one ``ExportTraceServiceRequest`` per line (``.jsonl``, the OTel Collector
-    file format) or one request holding every trace (any other name); or, when ``out`` is an
-    ``http(s)://`` URL, POST one request per trace to that OTLP/HTTP endpoint (e.g. Jaeger or a
-    Collector at ``http://localhost:4318/v1/traces``). Returns spans written.
+    """Write OTLP spans; returns spans written.
 
-    Options: ``include_content`` (default False), ``epoch`` (POSIX seconds of t = 0 when the
-    trace's ``metadata.t0_unix`` is absent), ``headers`` for HTTP (``"k=v,k2=v2"`` or a dict,
-    e.g. an ``Authorization`` header for Langfuse) and ``timeout`` (seconds, default 10).
+    - an ``http(s)://`` URL: POST one request per trace to that OTLP/HTTP endpoint (Phoenix at
+      ``http://127.0.0.1:6006/v1/traces``, a Collector or Jaeger at ``:4318/v1/traces``), as
+      protobuf (``application/x-protobuf``, the OTLP default) or with ``encoding=json``;
+    - a ``.pb`` / ``.binpb`` file: one binary protobuf ``ExportTraceServiceRequest`` holding every trace;
+    - a ``.jsonl`` file: OTLP/JSON, one request per line (the OTel Collector file format);
+    - any other name: one OTLP/JSON request holding every trace.
+
+    Options: ``include_content`` (default False: no text leaves the machine), ``epoch`` (POSIX
+    seconds of t = 0; default the trace's ``metadata.t0_unix``, else the time of export),
+    ``project`` (Phoenix project / ``service.name``), and for HTTP ``encoding``
+    (``protobuf``/``json``), ``headers`` (``"k=v,k2=v2"`` or a dict, e.g. an ``Authorization``
+    header for Langfuse) and ``timeout`` (seconds, default 10).
     """
+    from ..core.errors import OrchestraceError
+
     p = os.fspath(out)
-    http = {k: options.pop(k) for k in ("headers", "timeout") if k in options}
+    http = {k: options.pop(k) for k in ("headers", "timeout", "encoding") if k in options}
     if p.startswith(("http://", "https://")):
         return _post(iter_otlp(traces, **options), p, **http)
     if http:
-        from ..core.errors import OrchestraceError
-
         raise OrchestraceError(
-            "OT020", "headers/timeout apply only when the output is an http(s):// endpoint"
+            "OT020", "headers/timeout/encoding apply only when the output is an http(s):// endpoint"
         )
     if p != "-":
         Path(p).parent.mkdir(parents=True, exist_ok=True)
     n = 0
     lines = p.endswith(".jsonl")
+    binary = p.endswith((".pb", ".binpb"))
     merged: list[dict[str, Any]] = []
-    with open(p if p != "-" else "/dev/stdout", "wb") as f:
+    tmp = p + ".part" if p != "-" else "/dev/stdout"
+    with open(tmp, "wb") as f:
         for req in iter_otlp(traces, **options):
             n += _count(req)
             if lines:
                 f.write(orjson.dumps(req) + b"\n")
             else:
                 merged.extend(req["resourceSpans"])
-        if not lines:
+        if binary:
+            f.write(to_protobuf({"resourceSpans": merged}).SerializeToString())
+        elif not lines:
             f.write(orjson.dumps({"resourceSpans": merged}) + b"\n")
+    if p != "-":
+        os.replace(tmp, p)  # no half-written file on error
     return n
 
 
@@ -281,21 +473,31 @@ def _count(req: dict[str, Any]) -> int:
     return sum(len(s["spans"]) for rs in req["resourceSpans"] for s in rs["scopeSpans"])
 
 
-def _post(requests: Iterable[dict[str, Any]], url: str, headers: Any = None, timeout: Any = 10) -> int:
-    """POST each request as ``application/json`` (OTLP/HTTP); a refused request is a user error."""
+def _post(
+    requests: Iterable[dict[str, Any]],
+    url: str,
+    headers: Any = None,
+    timeout: Any = 10,
+    encoding: str = "protobuf",
+) -> int:
+    """POST each request (OTLP/HTTP, protobuf or JSON); a refused request is a user error."""
     import urllib.error
     import urllib.request
 
     from ..core.errors import OrchestraceError
 
-    hdrs = {"Content-Type": "application/json"}
+    if encoding not in ENCODINGS:
+        raise OrchestraceError("OT020", f"encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
+    ctype = "application/x-protobuf" if encoding == "protobuf" else "application/json"
+    hdrs = {"Content-Type": ctype}
     if isinstance(headers, str):
         hdrs.update(kv.split("=", 1) for kv in headers.split(",") if "=" in kv)
     elif isinstance(headers, dict):
         hdrs.update({str(k): str(v) for k, v in headers.items()})
     n = 0
     for req in requests:
-        r = urllib.request.Request(url, data=orjson.dumps(req), headers=hdrs, method="POST")
+        body = to_protobuf(req).SerializeToString() if encoding == "protobuf" else orjson.dumps(req)
+        r = urllib.request.Request(url, data=body, headers=hdrs, method="POST")
         try:
             with urllib.request.urlopen(r, timeout=float(timeout)) as resp:
                 resp.read()
