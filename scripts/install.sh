@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up orchestrace in ./.venv from the project's own files (idempotent; fast when already done).
 #   bash scripts/install.sh          runtime + learning stack
-#   bash scripts/install.sh --test   also the system tools the tests use (chromium, strace; needs root)
+#   bash scripts/install.sh --test   also what only the tests use: Arize Phoenix (OTLP ingest test;
+#                                    ~35 s, +350 MB, no torch) and chromium, strace (needs root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -19,6 +20,8 @@ pip install -q --no-deps consol==0.3.0
 pip install -q --no-deps -e .
 python -c "import torch; assert torch.version.cuda is None, 'a CUDA build of torch was installed'"
 if [ "${1:-}" = "--test" ]; then
+  pip install -q -r requirements-test.txt
+  python -c "import torch; assert torch.version.cuda is None, 'a CUDA build of torch was installed'"
   if ! command -v chromium >/dev/null 2>&1 || ! command -v strace >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium strace >/dev/null
