@@ -6,6 +6,7 @@ import orjson
 import pytest
 from tracekit import ev, mk
 
+from orchestrace.core.errors import OrchestraceError
 from orchestrace.export import get_exporter
 from orchestrace.export.trainer import samples
 
@@ -72,9 +73,18 @@ def test_sample_streams_per_agent_and_role():
 
 def test_trl_and_verl_files(tmp_path):
     n = get_exporter("trl")(task_group(), str(tmp_path / "trl"), method="drmas", unit="message")
-    assert n == 12 and sorted(os.listdir(tmp_path / "trl")) == ["planner.jsonl", "solver.jsonl"]
+    # the 4 tool calls whose text was withheld (content_ref only) cannot be trained on: left out
+    assert n == 8 and sorted(os.listdir(tmp_path / "trl")) == ["planner.jsonl", "solver.jsonl"]
     rows = [orjson.loads(x) for x in (tmp_path / "trl" / "solver.jsonl").read_bytes().splitlines()]
-    assert {"prompt", "completion", "advantage", "group_id", "unit"} <= set(rows[0])
+    assert {"prompt", "completion", "advantage", "group_id", "unit", "reward"} <= set(rows[0])
+    assert all(r["completion"] for r in rows)
+    withheld = task_group()
+    for tr in withheld:
+        for e in tr.events:
+            e.content = None
+    with pytest.raises(OrchestraceError, match="no sample has completion text"):
+        get_exporter("trl")(withheld, str(tmp_path / "none"))
+    assert not (tmp_path / "none").exists()
     import pyarrow.parquet as pq
 
     assert (
@@ -166,5 +176,92 @@ def test_trl_grpo_two_steps_on_our_export(tmp_path, monkeypatch):
     assert len(served) == 8 and set(served) == {r["completion"] for r in rows if r["completion"]}
     logged = [h for h in trainer.state.log_history if "reward" in h]
     assert logged and all(h["reward_std"] > 0 for h in logged)  # right and wrong answers in each group
+    changed = sum(not torch.equal(before[k], v) for k, v in model.named_parameters())
+    assert changed > 0
+
+
+def _codex_rows(data, tmp_path, **opts):
+    from orchestrace.importers import codex
+
+    tr = next(codex.load(next((data / "codex").glob("rollout-*.jsonl")), keep_content=True))
+    get_exporter("trl")([tr], str(tmp_path / "trl"), group="turn", **opts)
+    return tr, [orjson.loads(x) for x in (tmp_path / "trl" / "codex.jsonl").read_bytes().splitlines()]
+
+
+def test_trl_rows_from_a_real_codex_log(data, tmp_path):
+    """One real session (one trace, one task): per-turn groups ranked by each tool call's outcome."""
+    tr, rows = _codex_rows(data, tmp_path)
+    session = tr.task_id
+    assert rows and all(r["completion"] for r in rows)
+    assert not any(r["prompt"] == session for r in rows)  # the real context, not the session id
+    by_id = {e.id: e for e in tr.events}
+    e = by_id[rows[0]["event_id"]]
+    assert rows[0]["completion"] == e.content and "show tools" in rows[0]["prompt"]
+    groups = {}
+    for r in rows:
+        groups.setdefault(r["group_id"], []).append(r)
+    mixed = [g for g in groups.values() if len({r["reward"] for r in g}) > 1]
+    assert mixed  # failed, duplicate and good calls in one turn: a real advantage signal
+    for g in mixed:
+        assert abs(sum(r["advantage"] for r in g)) < 1e-6 and any(r["advantage"] < 0 for r in g)
+        assert all(
+            (a["advantage"] > b["advantage"]) == (a["reward"] > b["reward"])
+            for a in g
+            for b in g
+            if a["reward"] != b["reward"]
+        )
+
+
+def test_trl_grpo_two_steps_on_real_log_rows(data, tmp_path, monkeypatch):
+    """TRL's GRPOTrainer on rows exported from a real Codex log: non-zero advantages, weights move."""
+    for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "TRL_EXPERIMENTAL_SILENCE"):
+        monkeypatch.setenv(k, "1")
+    monkeypatch.setenv("WANDB_DISABLED", "true")
+    import torch
+
+    torch.set_num_threads(2)
+    from trl import GRPOConfig, GRPOTrainer
+
+    from orchestrace.export.trainer import trl_replay
+
+    _, rows = _codex_rows(data, tmp_path, max_prompt_chars=150)
+    rows = [r for r in rows if r["group_id"].endswith("::turn:1::codex")]
+    model, tok = _tiny_lm_and_tokenizer([r["prompt"] + " " + r["completion"] for r in rows[:60]], tmp_path)
+    dataset, replay, reward_func = trl_replay(rows, tok, group_size=16)
+    served = []
+
+    def rollout_func(prompts, trainer):
+        out = replay(prompts, trainer)
+        served.extend(out["completion_ids"])
+        return out
+
+    before = {k: v.clone() for k, v in model.named_parameters()}
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        max_steps=2,
+        per_device_train_batch_size=16,
+        num_generations=16,
+        max_completion_length=24,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        seed=0,
+        beta=0.0,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward_func],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tok,
+        rollout_func=rollout_func,
+    )
+    trainer.train()
+    assert trainer.state.global_step == 2
+    assert len(served) == 32 and max(len(ids) for ids in served) == 24  # max_completion_length honoured
+    logged = [h for h in trainer.state.log_history if "reward_std" in h]
+    assert logged and any(h["reward_std"] > 0 for h in logged)
     changed = sum(not torch.equal(before[k], v) for k, v in model.named_parameters())
     assert changed > 0
