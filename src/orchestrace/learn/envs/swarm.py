@@ -49,6 +49,7 @@ FEATURE_NAMES = (
     *(f"width_is_{w}" for w in range(1, 9)),  # one-hot width (8 = 8 or more): narrow stages stand apart
 )
 N_FEATURES = len(FEATURE_NAMES)
+DUR_MIN, DUR_MAX = 2, 10  # agent steps of one subtask
 
 
 @dataclass
@@ -86,7 +87,7 @@ def make_task(seed: int, index: int, cfg: SwarmConfig) -> SwarmTask:
             if rng.random() < cfg.narrow_p
             else int(rng.integers(3, cfg.max_width + 1))
         )
-        stages.append([2 + int(x) for x in rng.binomial(8, 0.4, size=w)])
+        stages.append([DUR_MIN + int(x) for x in rng.binomial(DUR_MAX - DUR_MIN, 0.4, size=w)])
         if s == 0:
             deps.append([[] for _ in range(w)])
         else:
@@ -307,6 +308,25 @@ def swarm_trace(
     return tr, {"critical": crit, "late": late, "ok": n_ok, "stages_run": stages_run}
 
 
+def observation_space(cfg: SwarmConfig, leads: int = 0) -> gym.spaces.Box:
+    """A finite Box that holds every :func:`stage_features` value under ``cfg`` (why: agents and
+    ``check_env`` need real bounds). ``leads`` > 0: budget terms count a hierarchy of that many
+    lead agents (the PettingZoo env). Bounds are worst cases, not typical ranges."""
+    k, w, n = cfg.max_agents, cfg.max_width, cfg.max_stages
+    stage_max = 3 + k + DUR_MAX * w  # stage_critical: decision, messages, heaviest agent, return, aggregate
+    crit_max = n * stage_max if leads == 0 else 1 + n * (3 + leads + stage_max)
+    budget_min = max(1, int(np.ceil(cfg.budget_frac * cfg.min_stages * (2 + DUR_MIN))))
+    budget_max = int(np.ceil(cfg.budget_frac * n * (2 + DUR_MAX * w)))
+    low = np.zeros(N_FEATURES, np.float32)
+    high = np.ones(N_FEATURES, np.float32)
+    low[4] = 1 - crit_max / budget_min  # budget_left
+    low[8] = min(0, budget_min - crit_max)  # slack
+    high[:4] = [w / k, DUR_MAX * w / (cfg.ctx_sub * k / 2), DUR_MAX / cfg.ctx_sub, DUR_MAX / cfg.ctx_sub]
+    high[7] = max(1.0, n * DUR_MAX * w / cfg.ctx_main)  # main_ctx_used
+    high[8] = budget_max
+    return gym.spaces.Box(low, high, (N_FEATURES,), np.float32)
+
+
 def stage_features(task: SwarmTask, s: int, crit: int, ctx_used: int, cfg: SwarmConfig) -> np.ndarray:
     durs = task.stages[s]
     budget = budget_of(task, cfg)
@@ -347,7 +367,7 @@ class SwarmEnv(gym.Env):
         self.cfg = cfg or SwarmConfig()
         self.task_seed = task_seed
         self.l1, self.l2 = l1, l2
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (N_FEATURES,), np.float32)
+        self.observation_space = observation_space(self.cfg)
         self.action_space = gym.spaces.Discrete(self.cfg.max_agents + 1)
 
     def set_weights(self, l1: float, l2: float) -> None:

@@ -37,6 +37,7 @@ from .swarm import (
     stage_features,
     swarm_reward,
 )
+from .swarm import observation_space as swarm_observation_space
 
 #: "team" (shared reward) or a credit method whose value for one trace depends on that trace alone
 LEAD_CREDIT = ("team", "loo", "difference", "shapley")
@@ -111,7 +112,7 @@ class SwarmParallelEnv(ParallelEnv):
 
     @functools.cache  # noqa: B019 (PettingZoo's documented pattern: spaces per agent are constant)
     def observation_space(self, agent: str) -> gym.spaces.Space:
-        return gym.spaces.Box(-np.inf, np.inf, (N_FEATURES,), np.float32)
+        return swarm_observation_space(self.cfg, leads=self.branches)
 
     @functools.cache  # noqa: B019
     def action_space(self, agent: str) -> gym.spaces.Space:
