@@ -54,6 +54,14 @@ def train_stop_cmd(
         help="training bank(s) (.jsonl[.gz] or embedded name); default: embedded antonyms, "
         "countries, continents, capitals, languages",
     ),
+    traces: list[str] = typer.Option(
+        None,
+        "--traces",
+        help="train on recorded vote runs instead of banks (glob, quoted, e.g. 'runs/*.events.jsonl')",
+    ),
+    eval_traces: list[str] = typer.Option(
+        None, "--eval-traces", help="held-out vote runs (glob; default: --eval-bank, or 30% of --traces)"
+    ),
     eval_bank: list[str] = typer.Option(
         None,
         "--eval-bank",
@@ -95,6 +103,7 @@ def train_stop_cmd(
     Examples:
       orchestrace train stop                       # embedded banks: train five families, test two others
       orchestrace train stop --bank my.jsonl --cost 0.005 -o runs/p
+      orchestrace train stop --traces 'runs/vote/*.events.jsonl' --budget 8 -o runs/p
       orchestrace train stop --algo ppo --sweep ''
       orchestrace train stop --ray                 # the cost sweep's policies trained as Ray tasks
     """
@@ -129,6 +138,8 @@ def train_stop_cmd(
             aggregate=aggregate,
             orders=orders,
             target_samples=target or None,
+            train_traces=traces or None,
+            eval_traces=eval_traces or None,
         )
     g = rep["goal"]
     console.print(
@@ -264,6 +275,19 @@ def bank_synth_cmd(
     params = calibrate(load_bank(like)) if like else SynthParams()
     save_bank(synthetic_bank(questions, params, seed), str(out))
     console.print(f"wrote {questions} synthetic questions to {out}: {params}")
+
+
+@bank_app.command("traces")
+def bank_traces_cmd(
+    bank: str = typer.Argument(..., help="bank (.jsonl[.gz] or embedded name)"),
+    out: str = typer.Option(..., "-o", "--out", help="folder for one vote trace per question"),
+) -> None:
+    """Write a bank as vote traces (one per question; ``train stop --traces`` reads them back exactly)."""
+    from ..learn.stopping.banks import load_bank
+    from ..learn.stopping.traces import bank_to_traces
+
+    paths = bank_to_traces(load_bank(bank), out)
+    console.print(f"wrote {len(paths)} traces to {out}")
 
 
 @bank_app.command("info")

@@ -65,6 +65,13 @@ def run(
     budget_seconds: Annotated[
         float | None, typer.Option(help="Stop the run after this many seconds.")
     ] = None,
+    policy: Annotated[
+        list[str],
+        typer.Option(
+            "--policy",
+            help="DECISION=PATH: a learned policy answers that decision (e.g. stop=runs/stop/policy).",
+        ),
+    ] = [],  # noqa: B006
 ) -> None:
     """Run an example multi-agent system and record its trace (+ a call cache beside it).
 
@@ -72,7 +79,8 @@ def run(
       orchestrace run debate --seed 1\n
       orchestrace run centralized --backend scripted --clock logical -o runs/c.events.jsonl\n
       orchestrace run pec --base-url http://127.0.0.1:8000/v1 --model qwen --budget-tokens 5000\n
-      orchestrace run debate --set word=tall --set n=5
+      orchestrace run debate --set word=tall --set n=5\n
+      orchestrace run vote --set question='"Capital of France?"' --policy stop=runs/stop/policy
     """
     from ..runtime.orchestrator import Budget
     from ..runtime.runner import backend_spec
@@ -82,9 +90,15 @@ def run(
         raise OrchestraceError("OT010", f"--clock must be wall or logical, got {clock!r}")
     out = out or os.path.join("runs", f"{example.replace(':', '_')}-s{seed}.events.jsonl")
     spec = backend_spec(backend, base_url=base_url, model=model, seed=seed)
+    trace_policies = None
+    if policy:
+        from ..learn.policies import load_trace_policies
+
+        trace_policies = load_trace_policies(policy)
     res = run_program(
         example,
         out,
+        trace_policies=trace_policies,
         config=_config(set_),
         seed=seed,
         backend=spec,

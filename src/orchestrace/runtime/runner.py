@@ -24,6 +24,7 @@ from .backends.base import Backend, content_key
 from .cache import CallCache, Calls, Intervention, Mode, cache_path, parse_intervention
 from .examples import EXAMPLES
 from .examples.common import Setup
+from .learned import TraceDecider, WithTracePolicies, check_trace_policies
 from .orchestrator import Budget, Orchestrator, RetryPolicy
 from .recorder import Clock, Recorder
 
@@ -109,9 +110,16 @@ async def execute(
     source: CallCache | None = None,
     intervention: Intervention | None = None,
     metadata: dict[str, Any] | None = None,
+    trace_policies: dict[str, TraceDecider] | None = None,
 ) -> RunResult:
-    """Run ``program`` once and write its trace to ``out`` and its calls beside it."""
+    """Run ``program`` once and write its trace to ``out`` and its calls beside it.
+
+    ``trace_policies`` (decision -> policy reading the trace so far) answer those decisions
+    instead of the program's policy; which one acted is in the metadata and in every decision event.
+    """
     config = dict(config or {})
+    if trace_policies:
+        check_trace_policies(trace_policies)
     setup: Setup = load_program(program)(config)
     budget = budget or Budget()
     spec = backend if isinstance(backend, dict) else {"kind": getattr(backend, "name", "custom")}
@@ -134,6 +142,8 @@ async def execute(
             "budget": msgspec.to_builtins(budget.__dict__),
         },
     }
+    if trace_policies:
+        meta["runtime"]["policies"] = {k: d.name for k, d in trace_policies.items()}
     warmup = getattr(live, "warmup", None)
     if warmup is not None:  # load a local model before the clock starts
         await warmup()
@@ -151,10 +161,11 @@ async def execute(
         reference=reference,
     )
     calls = Calls(rec, live, mode=mode, store=store, source=source, intervention=intervention)
+    policy = WithTracePolicies(setup.policy, trace_policies, rec) if trace_policies else setup.policy
     orch = Orchestrator(
         rec,
         calls,
-        setup.policy,
+        policy,
         task=setup.task,
         seed=seed,
         tools=setup.tools,

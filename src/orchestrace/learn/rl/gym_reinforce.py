@@ -24,6 +24,9 @@ import numpy as np
 
 from ...core.errors import OrchestraceError
 
+#: the decision a policy answers, by the environment it was trained on (``orchestrace.decision``)
+ENV_DECISION = {"RetryStop": "retry_stop", "Delegate": "delegate", "Swarm": "spawn"}
+
 
 @dataclass
 class PolicyMeta:
@@ -71,7 +74,10 @@ class NumpyPolicy:
         for i, (w, b) in enumerate(self.weights):
             tensors[f"l{i}.weight"], tensors[f"l{i}.bias"] = w, b
         cfg = json.dumps(asdict(self.meta))
-        save_file(tensors, str(base) + ".safetensors", metadata={"config": cfg})
+        decision = ENV_DECISION.get(self.meta.env, self.meta.env)
+        save_file(
+            tensors, str(base) + ".safetensors", metadata={"config": cfg, "orchestrace.decision": decision}
+        )
         Path(str(base) + ".json").write_text(json.dumps(asdict(self.meta), indent=2) + "\n")
         return Path(str(base) + ".safetensors")
 

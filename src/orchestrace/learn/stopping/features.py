@@ -7,6 +7,8 @@ All prefixes of one answer sequence are computed at once (``PrefixTable``), vect
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,3 +151,25 @@ def features(
 
 def feature_names(aggregator: bool) -> list[str]:
     return list(FEATURE_NAMES) + (list(AGG_FEATURE_NAMES) if aggregator else [])
+
+
+def answer_ids(answers: Sequence[str | None]) -> np.ndarray:
+    """Answers (strings, None for a null sample) as ids by first appearance: what features see."""
+    seen: dict[str, int] = {}
+    return np.array([NULL if a is None else seen.setdefault(a, len(seen)) for a in answers], dtype=np.int64)
+
+
+def prefix_features(
+    answers: Sequence[str | None], budget: int, cost: Sequence[float] | None = None, mean_cost: float = 1.0
+) -> np.ndarray:
+    """[N_FEATURES] features of a trace prefix: the workers' answers so far, in order. The same
+    :func:`prefix_table` and :func:`features` as training and offline evaluation, on one prefix."""
+    if not answers:
+        raise ValueError("features need at least one answer")
+    pt = prefix_table(answer_ids(answers), None if cost is None else np.asarray(cost, float))
+    return features(pt, budget, mean_cost)[-1]
+
+
+def features_hash(x: np.ndarray) -> str:
+    """Short hash of a feature vector's float32 bytes (equal hashes: bit-identical features)."""
+    return hashlib.sha256(np.ascontiguousarray(x, dtype=np.float32).tobytes()).hexdigest()[:16]

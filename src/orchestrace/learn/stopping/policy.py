@@ -125,7 +125,11 @@ class StopPolicy:
         d = os.path.dirname(base)
         if d:
             os.makedirs(d, exist_ok=True)
-        save_file(tensors, base + ".safetensors", metadata={"orchestrace.policy": cfg})
+        save_file(
+            tensors,
+            base + ".safetensors",
+            metadata={"orchestrace.policy": cfg, "orchestrace.decision": "stop"},
+        )
         with open(base + ".json", "w") as f:
             f.write(cfg + "\n")
         return base + ".safetensors", base + ".json"

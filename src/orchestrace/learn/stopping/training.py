@@ -344,8 +344,11 @@ def train_stop(
     aggregate: bool = True,
     orders: int = EVAL_ORDERS,
     target_samples: float | None = TARGET_SAMPLES,
+    train_traces: Sequence[str] | None = None,
+    eval_traces: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Train on ``bank_paths`` (default: five embedded families), evaluate on ``eval_paths``
+    """Train on ``bank_paths`` (default: five embedded families) or on the vote traces matching
+    ``train_traces`` (globs; ``traces.bank_from_traces``), evaluate on ``eval_paths`` / ``eval_traces``
     (default: the embedded plurals and comparatives, families never trained on; with
     ``bank_paths`` alone, a held-out 30% of the training questions), write the policy and a
     report. Returns the report dict.
@@ -359,14 +362,24 @@ def train_stop(
     samples, never their labels), saved next to the main one with a ``-target`` suffix."""
     from ..envs.stopvote import build_pool
     from .report import write_report
+    from .traces import bank_from_traces
 
+    if train_traces and bank_paths:
+        raise OrchestraceError("OT631", "give training data as --bank or as --traces, not both")
     t0 = time.time()
-    train_banks = [load_bank(p) for p in bank_paths or DEFAULT_TRAIN]
+    if train_traces:
+        train_banks = [bank_from_traces(train_traces)]
+    else:
+        train_banks = [load_bank(p) for p in bank_paths or DEFAULT_TRAIN]
     for b in train_banks:
         if b.min_samples < budget:
             raise OrchestraceError("OT612", f"bank {b.name!r} has questions with fewer than {budget} samples")
-    if eval_paths or not bank_paths:
-        test_banks = [load_bank(p) for p in eval_paths or DEFAULT_EVAL]
+    if eval_traces or eval_paths or not (bank_paths or train_traces):
+        test_banks = (
+            [bank_from_traces(eval_traces)]
+            if eval_traces
+            else [load_bank(p) for p in eval_paths or DEFAULT_EVAL]
+        )
         train_bank = merge(train_banks, "+".join(b.name for b in train_banks))
         test_bank = (
             test_banks[0] if len(test_banks) == 1 else merge(test_banks, "+".join(b.name for b in test_banks))

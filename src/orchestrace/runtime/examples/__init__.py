@@ -3,10 +3,12 @@
 - ``centralized``: an orchestrator fans sub-tasks out to parallel workers and joins the answers.
 - ``pec``: planner -> executor (with a calculator tool) -> critic, looping until the critic accepts.
 - ``debate``: debaters answer, read each other's answers, and answer again; majority vote decides.
+- ``vote``: self-consistency in parallel waves, asking the stop decision after every finished worker.
 """
 
 EXAMPLES = {
     "centralized": "orchestrace.runtime.examples.centralized:build",
     "pec": "orchestrace.runtime.examples.pec:build",
     "debate": "orchestrace.runtime.examples.debate:build",
+    "vote": "orchestrace.runtime.examples.vote:build",
 }

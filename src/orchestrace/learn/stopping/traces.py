@@ -1,0 +1,220 @@
+"""Vote traces <-> stop training data: the answers in order, the decisions taken, the gold.
+
+A run of the ``vote`` program (``orchestrace.runtime.examples.vote``) is one StopVote episode:
+its workers' final ``return`` events, in trace order, are the samples; its ``should_stop``
+decision events are the decisions a trace policy took; the gold answer and the task family are in
+the run's config (``metadata.runtime.config``). A sample bank is one view over such traces:
+:func:`bank_to_traces` writes one trace per question (every sample a worker answer) and
+:func:`bank_from_traces` reads them back, so ``--bank`` and ``--traces`` give the same data.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.errors import OrchestraceError
+from ...core.model import Event, Trace
+from .banks import Bank, BankQuestion
+
+VOTE_PROGRAM = "vote"
+
+
+@dataclass(frozen=True)
+class StopDecisionEvent:
+    """One ``should_stop`` decision as recorded: where, by which policy, on how many answers."""
+
+    event: str
+    index: int  # position of the event in the trace
+    act: bool
+    policy: str
+    prob: float
+    features_hash: str
+    samples: int
+
+
+@dataclass(frozen=True)
+class VoteEpisode:
+    path: str
+    trace_id: str
+    family: str | None
+    question_id: str
+    question: str
+    gold: str | None
+    answers: list[str | None]  # canonical answers of the finished workers, in trace order
+    answer_index: list[int]  # trace position of each answer's return event
+    costs: list[float] | None
+    correct: list[bool] | None  # per-answer verifier marks, when the trace has them instead of a gold
+    decisions: list[StopDecisionEvent]
+    budget: int | None
+    bank: str | None  # the bank the trace was written from (``bank_to_traces``), if any
+    bank_index: int | None  # and the question's position in it
+
+
+def _config(tr: Trace) -> dict[str, Any]:
+    rt = (tr.metadata or {}).get("runtime") or {}
+    return rt.get("config") or {}
+
+
+def _canonicaliser(family: str | None, qid: str | None) -> Callable[[str], str | None]:
+    """How a worker's text becomes a vote: the family's rule for that question (aliases map to the
+    gold), or the vote program's own (first line, lower case) when the family is unknown."""
+    if family is None:
+        from ...runtime.examples.vote import first_line
+
+        return first_line
+    from .families import Question
+    from .families import family as get_family
+
+    fam = get_family(family)
+    q = next((q for q in fam.questions if q.id == qid), Question("", "", "", ()))
+    return lambda text: fam.canonical(text, q)
+
+
+def _answer(e: Event, canon: Callable[[str], str | None]) -> str | None:
+    """A worker's answer: recorded exactly (``attrs.answer``) or canonicalised from its text; a
+    failed or dropped worker is a null answer."""
+    attrs = e.attrs or {}
+    if "answer" in attrs:
+        return attrs["answer"]
+    if e.status not in (None, "ok") or attrs.get("dropped"):
+        return None
+    return canon(e.content or "")
+
+
+def episode_from_trace(tr: Trace, path: str = "<trace>") -> VoteEpisode:
+    """The StopVote episode of one vote trace; a clear error when the trace is not one."""
+    cfg = _config(tr)
+    program = ((tr.metadata or {}).get("runtime") or {}).get("program")
+    if program != VOTE_PROGRAM:
+        raise OrchestraceError(
+            "OT614",
+            f"trace {tr.trace_id!r} is not a run of the vote program (metadata.runtime.program is {program!r}); "
+            "a stop trainer needs the workers' answers of a vote run",
+            path=path,
+            pointer="/metadata/runtime/program",
+        )
+    family, qid = cfg.get("family"), cfg.get("question_id")
+    canon = _canonicaliser(family, qid)
+    last: dict[str, int] = {}
+    for i, e in enumerate(tr.events):
+        if e.type == "return" and e.role == "worker":
+            last[e.agent] = i
+    order = sorted(last.values())
+    answers = [_answer(tr.events[i], canon) for i in order]
+    costs = [float((tr.events[i].attrs or {}).get("sample_cost", 1.0)) for i in order]
+    marks = [(tr.events[i].attrs or {}).get("correct") for i in order]
+    decisions = []
+    for i, e in enumerate(tr.events):
+        a = e.attrs or {}
+        if e.type == "orchestrator_decision" and a.get("decision") == "should_stop":
+            decisions.append(
+                StopDecisionEvent(
+                    e.id, i, a.get("value") == "stop", str(a.get("policy")), float(a.get("prob", 0.0)),
+                    str(a.get("features_hash")), int(a.get("samples", 0)),
+                )
+            )  # fmt: skip
+    has_cost = any("sample_cost" in (tr.events[i].attrs or {}) for i in order)
+    budget = cfg.get("budget")
+    return VoteEpisode(
+        path=path,
+        trace_id=tr.trace_id,
+        family=family,
+        question_id=str(qid if qid is not None else tr.task_id),
+        question=str(cfg.get("question") or tr.task_id),  # the program's task is its question
+        gold=cfg.get("gold"),
+        answers=answers,
+        answer_index=order,
+        costs=costs if has_cost else None,
+        correct=[bool(m) for m in marks] if marks and all(m is not None for m in marks) else None,
+        decisions=decisions,
+        budget=budget if isinstance(budget, int) else None,
+        bank=cfg.get("bank"),
+        bank_index=cfg.get("bank_index") if isinstance(cfg.get("bank_index"), int) else None,
+    )
+
+
+def trace_paths(pattern: str | Sequence[str]) -> list[str]:
+    """Trace files matching a glob (or several); an error when none match."""
+    pats = [pattern] if isinstance(pattern, str) else list(pattern)
+    paths = sorted({p for pat in pats for p in glob.glob(pat, recursive=True)})
+    if not paths:
+        raise OrchestraceError("OT615", f"no trace files match {', '.join(pats)!r}")
+    return paths
+
+
+def load_episodes(pattern: str | Sequence[str]) -> list[VoteEpisode]:
+    from ...core.io import load_one
+
+    return [episode_from_trace(load_one(p), p) for p in trace_paths(pattern)]
+
+
+def bank_from_episodes(episodes: Sequence[VoteEpisode], name: str) -> Bank:
+    """A bank with one question per episode (episodes of one question id must not repeat)."""
+    seen: dict[str, str] = {}
+    questions = []
+    for ep in episodes:
+        if ep.question_id in seen:
+            raise OrchestraceError(
+                "OT616",
+                f"question {ep.question_id!r} appears in two traces ({seen[ep.question_id]}); "
+                "a bank holds one sample sequence per question",
+                path=ep.path,
+            )
+        seen[ep.question_id] = ep.path
+        if not ep.answers:
+            raise OrchestraceError("OT614", "the trace has no worker answer to learn from", path=ep.path)
+        questions.append(
+            BankQuestion(ep.question_id, ep.question, ep.gold, list(ep.answers), ep.correct, ep.costs)
+        )
+    families = sorted({ep.family for ep in episodes if ep.family})
+    return Bank(name, questions, {"family": families[0]} if len(families) == 1 else {})
+
+
+def bank_from_traces(pattern: str | Sequence[str], name: str | None = None) -> Bank:
+    """``train stop --traces``: the bank the vote traces under ``pattern`` hold."""
+    eps = load_episodes(pattern)
+    if all(ep.bank_index is not None for ep in eps):  # written from a bank: its question order
+        eps.sort(key=lambda ep: (ep.bank or "", ep.bank_index))
+    names = sorted({ep.bank or ep.family or "traces" for ep in eps})
+    return bank_from_episodes(eps, name or "+".join(names))
+
+
+def bank_to_traces(bank: Bank, out_dir: str) -> list[str]:
+    """One vote trace per question: its samples as worker answers (``attrs.answer`` keeps the
+    canonical answer exactly), the gold and family in the config; returns the paths."""
+    from ...runtime.recorder import Recorder
+    from .families import FAMILIES
+
+    os.makedirs(out_dir, exist_ok=True)
+    family = bank.meta.get("family") or bank.name
+    paths = []
+    for i, q in enumerate(bank.questions):
+        cfg = {"question": q.question, "question_id": q.id, "gold": q.gold, "bank": bank.name,
+               "bank_index": i, "budget": len(q.samples)}  # fmt: skip
+        if family in FAMILIES:
+            cfg["family"] = family
+        path = os.path.join(out_dir, f"{_safe(q.id)}.events.jsonl")
+        meta = {"runtime": {"program": VOTE_PROGRAM, "config": cfg, "source": f"bank:{bank.name}"}}
+        with Recorder(path, task_id=q.question, trace_id=f"bank-{q.id}", topology="centralized",
+                      metadata=meta, clock="logical") as rec:  # fmt: skip
+            for k, s in enumerate(q.samples):
+                name = f"w{k}"
+                rec.spawn(name, role="worker", parent=rec.root_agent)
+                attrs: dict[str, Any] = {"answer": s}
+                if q.cost is not None:
+                    attrs["sample_cost"] = float(q.cost[k])
+                if q.correct is not None:
+                    attrs["correct"] = bool(q.correct[k])
+                last = rec.ret(s, frm=name, role="worker", attrs=attrs)
+                rec.despawn(name, parent=rec.root_agent, after=[last])
+            rec.stop("budget")
+        paths.append(path)
+    return paths
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

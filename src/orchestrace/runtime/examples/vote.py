@@ -1,0 +1,111 @@
+"""Self-consistency by vote, in parallel waves: ``width`` workers sample the question at once, each
+answering once, until ``budget`` answers; the stop decision is asked after every finished worker,
+so a stop policy can end the run early (cancelling the rest of a wave). The final answer is the
+majority of the answers so far (first line, lower case, punctuation stripped; ties: seen first).
+
+Config: ``question`` (str; default: the antonym of "hot"), ``fewshot`` (list of [question, answer]
+example turns; default: the antonym examples), ``budget``
+(default 8), ``width`` (default 1), ``max_tokens`` (8), ``temperature`` (0.7), ``system``. Other
+keys (e.g. ``family``, ``question_id``, ``gold``) are kept in the trace's metadata for whoever
+scores the run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from ...core.errors import OrchestraceError
+from ..backends.scripted import ScriptedBackend
+from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
+from .common import ANTONYM_FEWSHOT, Setup
+
+_ANTONYM_SHOTS = [
+    [ANTONYM_FEWSHOT.format(w=q), a] for q, a in (("big", "small"), ("open", "closed"), ("light", "dark"))
+]
+
+_PUNCT = re.compile(r"[^\w\s'-]")
+
+
+def first_line(text: str | None) -> str | None:
+    """The answer as voted on: first line, lower case, punctuation stripped (None if empty)."""
+    if not text or not text.strip():
+        return None
+    line = _PUNCT.sub(" ", text.strip().splitlines()[0].lower())
+    return " ".join(line.split()) or None
+
+
+class VotePolicy(BasePolicy):
+    name = "vote"
+
+    def __init__(self, question: str, fewshot: list[dict[str, str]], budget: int, width: int, *,
+                 system: str, max_tokens: int, temperature: float) -> None:  # fmt: skip
+        super().__init__("continue")
+        self.question, self.fewshot = question, fewshot
+        self.budget, self.width = budget, width
+        self.system, self.max_tokens, self.temperature = system, max_tokens, temperature
+        self.spawned = 0
+
+    def spawn(self, s: RunState) -> list[AgentSpec]:
+        k = min(self.width, self.budget - self.spawned)
+        specs = [
+            AgentSpec(f"w{self.spawned + i}", "worker", self.system, self.temperature, self.max_tokens,
+                      fewshot=self.fewshot)
+            for i in range(k)
+        ]  # fmt: skip
+        self.spawned += k
+        return specs
+
+    def delegate(self, s: RunState) -> list[Task]:
+        answered = {r.agent for r in s.results}
+        return [Task(name, self.question) for name in s.agents if name not in answered]
+
+    def aggregate(self, s: RunState, results: list[Result]) -> str | None:
+        votes = [a for a in (first_line(r.text) for r in s.results) if a]
+        if not votes:
+            return None
+        counts = Counter(votes)
+        best = max(counts.values())
+        return next(a for a in votes if counts[a] == best)
+
+    def stop(self, s: RunState) -> str | None:
+        return "budget" if len(s.results) >= self.budget else None
+
+
+def _int(config: dict[str, Any], key: str, default: int) -> int:
+    v = config.get(key, default)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise OrchestraceError("OT604", f"vote: config {key!r} must be a positive integer, got {v!r}")
+    return v
+
+
+def build(config: dict[str, Any]) -> Setup:
+    question = config.get("question", ANTONYM_FEWSHOT.format(w="hot"))
+    if not isinstance(question, str) or not question.strip():
+        raise OrchestraceError("OT604", "vote: config 'question' must be a non-empty string")
+    shots = config.get("fewshot", _ANTONYM_SHOTS)
+    if not isinstance(shots, list) or not all(
+        isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in shots
+    ):
+        raise OrchestraceError("OT604", "vote: config 'fewshot' must be a list of [question, answer] pairs")
+    fewshot = [
+        m for q, a in shots for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})
+    ]
+    policy = VotePolicy(
+        question,
+        fewshot,
+        _int(config, "budget", 8),
+        _int(config, "width", 1),
+        system=str(config.get("system", "You are a careful assistant. Answer briefly.")),
+        max_tokens=_int(config, "max_tokens", 8),
+        temperature=float(config.get("temperature", 0.7)),
+    )
+    return Setup(
+        policy=policy,
+        task=question,
+        topology="centralized",
+        scripted=lambda seed: ScriptedBackend(
+            choices=list(config.get("scripted_choices") or ["cold", "cold", "warm", "cool"]), seed=seed
+        ),
+    )
