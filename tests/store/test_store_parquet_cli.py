@@ -168,3 +168,31 @@ def test_ray_option_without_value() -> None:
     ]:
         assert runner.invoke(cmd, args).exit_code == 0
         assert seen.pop() == (want, ["a"])
+
+
+def test_lake_with_an_empty_table_by_trace_start_day(tmp_path: Path) -> None:
+    """Polars and pyarrow read every table, an empty one included; partitions are start days."""
+    from orchestrace.core.io import save
+    from orchestrace.gen import generate
+
+    traces = [generate(seed=s, size=20) for s in range(3)]
+    traces[0].metadata = {"t0_unix": 1_746_962_815.0}  # 2025-05-11 11:26:55 UTC
+    traces[1].metadata = {"t0_unix": 1_747_007_999.0}  # 2025-05-11 23:59:59 UTC
+    save(traces, tmp_path / "t.jsonl")
+    store = str(tmp_path / "s.duckdb")
+    ingest(store, [str(tmp_path / "t.jsonl")])
+    out = tmp_path / "lake"
+    counts = export_parquet(store, str(out))
+    stored = stats(store)
+    assert counts == stored and stored["credits"] == 0  # generated traces carry no credit
+    assert [p.name for p in (out / "credits").rglob("*.parquet")] == ["empty.parquet"]
+    for name in TABLES:
+        lazy = pl.scan_parquet(str(out / name / "**" / "*.parquet"), hive_partitioning=True)
+        assert lazy.select(pl.len()).collect().item() == stored[name], name
+        table = pads.dataset(str(out / name), format="parquet", partitioning="hive").to_table()
+        assert table.num_rows == stored[name], name
+        cols = {c for c, _ in TABLES[name]} | {"system", "date"}
+        assert cols <= set(lazy.collect_schema().names()) and cols <= set(table.column_names), name
+    today = query(store, "SELECT max(date) AS d FROM traces").to_pylist()[0]["d"]
+    parts = {p.parent.name for p in (out / "events").rglob("*.parquet")}
+    assert parts == {"date=2025-05-11", f"date={today.isoformat()}"}  # the undated one: ingest day

@@ -4,8 +4,11 @@ Plain Parquet with string/number columns (JSON columns become strings), so DuckD
 (``read_parquet('DIR/events/**/*.parquet', hive_partitioning=true)``), Polars
 (``pl.scan_parquet('DIR/events/**/*.parquet', hive_partitioning=True)``), pyarrow
 (``pyarrow.dataset.dataset('DIR/events', partitioning='hive')``), Spark and Ray Data read it
-without our code. A table is written to a temporary folder and renamed into place, so a failed
-export (disk full) never leaves a half-written table.
+without our code. A table without rows is one ``empty.parquet`` with its columns (and
+``system``/``date`` as plain columns), so ``scan_parquet`` and ``dataset`` still read it. ``date``
+is the trace's own start day (see :func:`orchestrace.store.rows.trace_date`). A table is written
+to a temporary folder and renamed into place, so a failed export (disk full) never leaves a
+half-written table.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from .db import connect, store_error
 from .schema import TABLES
 
 UNKNOWN_SYSTEM = "unknown"
+EMPTY_FILE = "empty.parquet"  # what an empty table holds (readers fail on a folder with no file)
 _ORDER = {
     "traces": "trace_id",
     "events": "trace_id, idx",
@@ -80,8 +84,12 @@ def export_parquet(
                 f"(FORMAT parquet, PARTITION_BY (system, date), COMPRESSION {compression}, OVERWRITE_OR_IGNORE)"
             ).fetchall()
             counts[n] = int(rows[0][0]) if rows else 0
-            if counts[n] == 0:
+            if counts[n] == 0:  # still a readable table: one Parquet file with the columns, no rows
                 os.makedirs(dest, exist_ok=True)
+                empty = os.path.join(dest, EMPTY_FILE)
+                con.execute(
+                    f"COPY ({_select(n)} LIMIT 0) TO '{_sql_str(empty)}' (FORMAT parquet, COMPRESSION {compression})"
+                )
         for n in names:
             final = os.path.join(out, n)
             if os.path.exists(final):

@@ -48,7 +48,7 @@ _EVENT_FIELDS: dict[str, str] = {
 EVENT_COLUMN_TO_FIELD: dict[str, str] = {c: f for f, c in _EVENT_FIELDS.items()}
 _KNOWN = frozenset((*_EVENT_FIELDS, "attrs", "credit"))
 _HEADER_KEYS = ("schema_version", "task_id", "system", "topology", "rewards", "costs", "metrics", "metadata")
-_DATE_KEYS = ("date", "started_at", "start_time", "created_at", "timestamp")
+_DATE_KEYS = ("t0_unix", "date", "started_at", "start_time", "created_at", "timestamp")
 _ARROW = {
     "VARCHAR": pa.string(),
     "JSON": pa.string(),
@@ -104,7 +104,9 @@ def digest(data: dict[str, Any]) -> str:
 
 
 def trace_date(data: dict[str, Any], today: dt.date) -> dt.date:
-    """The partition date: an ISO date/time or epoch seconds under a usual metadata key, else ``today``."""
+    """The partition date, the day the trace started (UTC): ``metadata.t0_unix`` (what importers
+    record), else an ISO date/time or epoch seconds under a usual metadata key, else ``today``
+    (the ingest day, for traces that do not say when they ran, e.g. generated ones)."""
     meta = data.get("metadata")
     if isinstance(meta, dict):
         for k in _DATE_KEYS:
