@@ -116,13 +116,20 @@ def test_reward_credit_export(workdir: Path, reference_schema: dict) -> None:
     spans = json.loads((workdir / "spans.json").read_text())
     assert spans["resourceSpans"]
 
+    res = run(
+        "export", "credited.jsonl", "--to", "trl", "-o", "trl", "--opt", "method=shapley",
+        "--opt", "unit=agent", "--opt", "channel=hybrid", cwd=workdir,
+    )  # fmt: skip
+    # imported without content: no completion text to train on, a one-line error and no output
+    assert res.returncode != 0 and "Traceback" not in res.stderr and "--keep-content" in res.stderr
+    assert not (workdir / "trl").exists()
     ok(
         run(
-            "export", "credited.jsonl", "--to", "trl", "-o", "trl", "--opt", "method=shapley",
+            "export", "credited.jsonl", "--to", "samples", "-o", "samples", "--opt", "method=shapley",
             "--opt", "unit=agent", "--opt", "channel=hybrid", cwd=workdir,
         )
     )  # fmt: skip
-    rows = [json.loads(x) for f in (workdir / "trl").glob("*.jsonl") for x in f.read_text().splitlines()]
+    rows = [json.loads(x) for f in (workdir / "samples").glob("*.jsonl") for x in f.read_text().splitlines()]
     by_event = {(tr.trace_id, e.id): e.credit["shapley/agent"] for tr in credited for e in tr.events}
     assert rows and all(r["advantage"] == by_event[(r["trace_id"], r["event_id"])] for r in rows)
 

@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 
 from orchestrace import importers
+from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.model import Trace
 from orchestrace.core.validate import validate_trace
 from orchestrace.credit import assign_credit, partition_gap, unit_keys
@@ -154,9 +155,13 @@ def test_otlp_export_round_trips(credited: dict[str, list[Trace]], tmp_path: Pat
     assert len(back.events) == len(picks[2].events)
 
 
-def test_trl_streams_carry_the_credit(credited: dict[str, list[Trace]], tmp_path: Path) -> None:
+def test_sample_streams_carry_the_credit(credited: dict[str, list[Trace]], tmp_path: Path) -> None:
     traces = credited["chatdev"]
-    n = get_exporter("trl")(traces, str(tmp_path), method="shapley", unit="agent", channel="hybrid")
+    # content was not kept: TRL rows would have no completion text, so that export refuses
+    with pytest.raises(OrchestraceError, match="no sample has completion text"):
+        get_exporter("trl")(traces, str(tmp_path / "trl"), method="shapley", unit="agent", channel="hybrid")
+    tmp_path = tmp_path / "samples"
+    n = get_exporter("samples")(traces, str(tmp_path), method="shapley", unit="agent", channel="hybrid")
     credit = {(tr.trace_id, e.id): e.credit["shapley/agent"] for tr in traces for e in tr.events}
     files = {f.stem: [json.loads(x) for x in f.read_text().splitlines()] for f in tmp_path.glob("*.jsonl")}
     rows = [row for rs in files.values() for row in rs]
@@ -165,4 +170,4 @@ def test_trl_streams_carry_the_credit(credited: dict[str, list[Trace]], tmp_path
         assert {r["agent"].replace(" ", "_") for r in rs} == {stem}
     for row in rows:
         assert row["advantage"] == credit[(row["trace_id"], row["event_id"])]
-        assert row["completion"] == "" and row["completion_ref"].startswith("sha256:")  # no content kept
+        assert row["response"] is None and row["response_ref"].startswith("sha256:")  # no content kept
