@@ -66,3 +66,33 @@ def test_unreadable_iteration_record_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(OrchestraceError) as e:
         run_loop(Counter(), tmp_path, 2)
     assert str(bad) in str(e.value)
+
+
+def test_loop_stop_two_iterations_scripted_and_resumes(tmp_path: Path) -> None:
+    """``orchestrace loop stop`` on a tiny config: traces, policy and figures per iteration; a
+    second call with more iterations resumes after the last completed one."""
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import app
+    from orchestrace.core.io import load_one
+    from orchestrace.learn.stopping.traces import episode_from_trace
+
+    out = tmp_path / "loop"
+    args = ["loop", "stop", "--backend", "scripted", "--questions", "3", "--budget", "4", "-o", str(out)]
+    r = CliRunner().invoke(app, [*args, "--iterations", "2"])
+    assert r.exit_code == 0, r.output
+    recs = completed(out)
+    assert [x.iteration for x in recs] == [0, 1, 2]
+    for x in recs[1:]:
+        assert len(x.traces) == 3 and x.policy and Path(x.policy).exists()
+        eps = [episode_from_trace(load_one(p), p) for p in x.traces]
+        assert all(ep.decisions for ep in eps)  # the learned policy acted in every run
+        assert x.train["mean_samples"] == sum(len(ep.answers) for ep in eps) / 3
+        assert 0.0 <= x.eval["accuracy"] <= 1.0 and 1.0 <= x.eval["mean_samples"] <= 4.0
+    curves = json.loads((out / "curves.json").read_text())
+    assert [c["iteration"] for c in curves] == [0, 1, 2]
+    first = (out / "iter-001" / "iteration.json").read_text()
+    r = CliRunner().invoke(app, [*args, "--iterations", "3"])
+    assert r.exit_code == 0, r.output
+    assert (out / "iter-001" / "iteration.json").read_text() == first  # not redone
+    assert [x.iteration for x in completed(out)] == [0, 1, 2, 3]

@@ -23,6 +23,9 @@ eval_app = typer.Typer(
     help="Evaluate orchestration policies against published baselines.", no_args_is_help=True
 )
 bank_app = typer.Typer(help="Sample banks: what StopVote replays.", no_args_is_help=True)
+loop_app = typer.Typer(
+    help="The RL loop: run with the current policy, learn from the traces, redeploy.", no_args_is_help=True
+)
 
 
 @contextmanager
@@ -308,6 +311,48 @@ def bank_info_cmd(bank: str = typer.Argument(..., help="bank file or embedded na
     )
 
 
+@loop_app.command("stop")
+def loop_stop_cmd(
+    tasks: str = typer.Option(
+        "antonyms", "--tasks", help="question family (training and held-out questions)"
+    ),
+    iterations: int = typer.Option(3, "--iterations", "-k", min=0),
+    questions: int = typer.Option(8, "--questions", min=1, help="training runs per iteration"),
+    budget: int = typer.Option(8, "--budget", min=2, help="most answers per run"),
+    width: int = typer.Option(1, "--width", min=1, help="workers sampling at once (parallel waves)"),
+    cost: float = typer.Option(0.01, "--cost", help="price of one answer in units of one correct answer"),
+    lr: float = typer.Option(0.01, "--lr"),
+    seed: int = typer.Option(0, "--seed"),
+    backend: str = typer.Option("local", "--backend", help="local (SmolLM2-135M) or scripted"),
+    base_url: str = typer.Option(None, "--base-url", help="any OpenAI-compatible server instead"),
+    model: str = typer.Option("default", "--model", help="model name sent to --base-url"),
+    out: str = typer.Option("runs/loop/stop", "-o", "--out", help="loop folder (resumed if it exists)"),
+) -> None:
+    """Learn the stop decision from the vote runs it drives; resumable; curves in OUT/curves.png.
+
+    Examples:
+      orchestrace loop stop --tasks antonyms --iterations 3
+      orchestrace loop stop --tasks capitals --width 2 --base-url http://127.0.0.1:8000/v1
+    """
+    from ..learn.stopping.loop import StopLoopConfig, loop_stop
+    from ..runtime.runner import backend_spec
+
+    spec = (
+        None
+        if backend == "local" and not base_url
+        else backend_spec(backend, base_url=base_url, model=model, seed=seed)
+    )
+    cfg = StopLoopConfig(tasks, iterations, questions, budget, width, cost, lr, seed=seed, backend=spec)
+    with _bars() as bars:
+        advance = bars(f"loop stop ({tasks})", iterations)
+        recs = loop_stop(cfg, out, progress=lambda _i, _n: advance())
+    for r in recs:
+        ev = ", ".join(f"{k} {v:.3f}" for k, v in r.eval.items())
+        tr = ", ".join(f"{k} {v:.3f}" for k, v in r.train.items())
+        console.print(f"iteration {r.iteration}: train ({tr})  held-out ({ev})", highlight=False)
+    console.print(f"curves {out}/curves.png  policy {recs[-1].policy}")
+
+
 def _hook_other_decisions() -> None:
     """Retry / delegate / swarm commands (``experiment_commands``) join the train and eval groups."""
     from . import experiment_commands
@@ -322,3 +367,4 @@ def register(app: typer.Typer) -> None:
     app.add_typer(train_app, name="train")
     app.add_typer(eval_app, name="eval")
     app.add_typer(bank_app, name="bank")
+    app.add_typer(loop_app, name="loop")

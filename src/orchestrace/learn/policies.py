@@ -78,7 +78,7 @@ class LearnedStop:
 
     decision = "stop"
 
-    def __init__(self, policy: StopPolicy, name: str, path: str) -> None:
+    def __init__(self, policy: StopPolicy, name: str, path: str, *, explore: bool = False) -> None:
         if policy.aggregator is not None:
             raise OrchestraceError(
                 "OT623",
@@ -87,6 +87,7 @@ class LearnedStop:
                 path=path,
             )
         self.policy, self.name, self.path = policy, name, path
+        self.explore = explore  # sample the action (seeded by the run and the step) instead of thresholding
 
     def for_run(self, trace_id: str) -> StopPolicy:
         """A mixture draws which of its two policies runs once per run (seeded by the trace id)."""
@@ -103,7 +104,11 @@ class LearnedStop:
         pol = self.for_run(trace.trace_id)
         x = prefix_features(ep.answers, pol.config.budget, ep.costs)
         p = float(pol.stop_prob(x[None])[0])
-        act = p >= pol.config.threshold
+        if self.explore:
+            h = hashlib.sha256(f"{pol.config.seed}|{trace.trace_id}|{len(ep.answers)}".encode()).digest()
+            act = int.from_bytes(h[:8], "little") / 2**64 < p
+        else:
+            act = p >= pol.config.threshold
         return TraceDecision(act, p if act else 1.0 - p, features_hash(x), len(ep.answers))
 
 

@@ -1,0 +1,201 @@
+"""``orchestrace loop stop``: learn the stop decision from the vote runs it drives.
+
+Each iteration (``learn.loop.run_loop``): run the ``vote`` program on training questions of a
+family with the current stop policy, sampling its actions (recorded as ``should_stop`` events);
+read every run back from its trace (the answers, the decisions, the gold in the config); reward
+= 1 if the majority at the stop is the gold, minus ``cost`` per sample; credit every decision of a
+run with that reward minus the batch mean (REINFORCE with a mean baseline), recomputing each
+decision's features from the trace prefix (the function training, offline evaluation and the
+runtime share); a few Adam steps; save. The new policy is evaluated greedily on the family's
+held-out questions from its embedded bank (real SmolLM2-135M samples), offline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...core.errors import OrchestraceError
+from ..loop import IterationRecord, run_loop
+from .families import family as get_family
+from .features import feature_names, prefix_features
+from .policy import PolicyConfig, StopPolicy
+from .traces import VoteEpisode, episode_from_trace
+
+
+@dataclass(frozen=True)
+class StopLoopConfig:
+    family: str = "antonyms"
+    iterations: int = 3
+    questions: int = 8  # training runs per iteration
+    budget: int = 8
+    width: int = 1
+    cost: float = 0.01
+    lr: float = 0.01
+    epochs: int = 20
+    seed: int = 0
+    backend: dict[str, Any] | None = None  # None: the local SmolLM2 (see runtime.runner.backend_spec)
+    eval_questions: int = 60  # held-out questions of the embedded bank evaluated each iteration
+
+
+def split_questions(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded 70/30 split of a family's question indices into (train, held-out)."""
+    idx = np.random.default_rng(seed).permutation(n)
+    k = int(round(0.7 * n))
+    return np.sort(idx[:k]), np.sort(idx[k:])
+
+
+def reward(ep: VoteEpisode, cost: float) -> tuple[float, bool]:
+    """Correct majority at the stop (ties: the answer seen first) minus ``cost`` per sample."""
+    votes = [a for a in ep.answers if a is not None]
+    best = None
+    if votes:
+        counts = {a: votes.count(a) for a in votes}
+        best = max(votes, key=lambda a: (counts[a], -votes.index(a)))
+    ok = best is not None and best == ep.gold
+    return float(ok) - cost * len(ep.answers), ok
+
+
+def decision_batch(episodes: list[VoteEpisode], budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features, actions and episode ids of every recorded stop decision (features from the trace)."""
+    xs, acts, ids = [], [], []
+    for k, ep in enumerate(episodes):
+        if not ep.decisions:
+            raise OrchestraceError(
+                "OT614", "the run has no should_stop decision: was it run with a stop policy?", path=ep.path
+            )
+        for d in ep.decisions:
+            seen = [a for a, i in zip(ep.answers, ep.answer_index, strict=True) if i < d.index]
+            xs.append(prefix_features(seen, budget))
+            acts.append(float(d.act))
+            ids.append(k)
+    return np.array(xs, np.float32), np.array(acts, np.float32), np.array(ids)
+
+
+def reinforce_update(
+    policy: StopPolicy, episodes: list[VoteEpisode], cost: float, lr: float, epochs: int
+) -> tuple[StopPolicy, dict[str, float]]:
+    """One REINFORCE update from recorded runs (mean-reward baseline); returns the new policy."""
+    import torch
+
+    from ..rl.common import Adam
+
+    rewards = np.array([reward(ep, cost)[0] for ep in episodes])
+    x, a, ids = decision_batch(episodes, policy.config.budget)
+    adv = torch.from_numpy((rewards - rewards.mean())[ids].astype(np.float32))
+    actor = policy.torch_actor()
+    opt = Adam(actor.parameters(), lr=lr)
+    xt, at = torch.from_numpy(x), torch.from_numpy(a)
+    for _ in range(epochs):
+        logits = actor(xt).squeeze(-1)
+        logp = at * torch.nn.functional.logsigmoid(logits) + (1 - at) * torch.nn.functional.logsigmoid(
+            -logits
+        )
+        loss = -(adv * logp).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    new = StopPolicy.from_torch(policy.config, actor)
+    acc = float(np.mean([reward(ep, cost)[1] for ep in episodes]))
+    return new, {
+        "reward": float(rewards.mean()),
+        "accuracy": acc,
+        "mean_samples": float(np.mean([len(ep.answers) for ep in episodes])),
+        "decisions": float(len(a)),
+    }
+
+
+class StopLoop:
+    """The :class:`~orchestrace.learn.loop.LoopStep` of the stop decision on the vote program."""
+
+    def __init__(self, cfg: StopLoopConfig) -> None:
+        from .banks import default_bank, default_bank_names
+
+        self.cfg = cfg
+        self.fam = get_family(cfg.family)
+        self.train_idx, self.test_idx = split_questions(len(self.fam.questions), cfg.seed)
+        self.bank = None
+        if cfg.family in default_bank_names():
+            ids = {self.fam.questions[i].id for i in self.test_idx}
+            full = default_bank(cfg.family)
+            keep = [k for k, q in enumerate(full.questions) if q.id in ids][: cfg.eval_questions]
+            self.bank = full.subset(keep, f"{cfg.family}-heldout")
+        self._backend: Any = None
+
+    def start_policy(self, path: Path) -> str:
+        config = PolicyConfig(features=feature_names(False), budget=self.cfg.budget, cost=self.cfg.cost,
+                              algorithm="reinforce-traces", trained_on=[self.fam.name], seed=self.cfg.seed)  # fmt: skip
+        pol = StopPolicy.init(config, self.cfg.seed)
+        pol.save(str(path))
+        return str(path) + ".safetensors"
+
+    def _live_backend(self) -> Any:
+        if self.cfg.backend is not None:
+            return self.cfg.backend
+        if self._backend is None:  # one model for every run of the loop
+            from ...runtime.backends.smollm2 import SmolLM2Backend
+
+            self._backend = SmolLM2Backend(threads=1)
+        return self._backend
+
+    def collect(self, iteration: int, policy: str | None, out_dir: Path) -> list[str]:
+        from ...runtime.runner import execute
+        from ..policies import LearnedStop
+
+        assert policy is not None
+        pol = StopPolicy.load(policy)
+        rng = np.random.default_rng([self.cfg.seed, iteration])
+        picks = rng.choice(self.train_idx, size=min(self.cfg.questions, len(self.train_idx)), replace=False)
+        paths = []
+        for k, qi in enumerate(picks.tolist()):
+            q = self.fam.questions[qi]
+            config = {"question": q.question, "fewshot": [list(s) for s in self.fam.shots], "family": self.fam.name,
+                      "question_id": q.id, "gold": q.gold, "budget": self.cfg.budget, "width": self.cfg.width,
+                      "max_tokens": self.fam.max_new_tokens}  # fmt: skip
+            out = str(out_dir / f"run-{k:03d}.events.jsonl")
+            learned = LearnedStop(pol, Path(policy).stem, policy, explore=True)
+            asyncio.run(
+                execute("vote", out, config=config, seed=self.cfg.seed * 1000 + iteration * 100 + k,
+                        backend=self._live_backend(), trace_id=f"loop-i{iteration}-{k}", trace_policies={"stop": learned})
+            )  # fmt: skip
+            paths.append(out)
+        return paths
+
+    def update(
+        self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
+    ) -> tuple[str, dict[str, float]]:
+        from ...core.io import load_one
+
+        assert policy is not None
+        episodes = [episode_from_trace(load_one(p), p) for p in traces]
+        new, figures = reinforce_update(
+            StopPolicy.load(policy), episodes, self.cfg.cost, self.cfg.lr, self.cfg.epochs
+        )
+        new.save(str(out_dir / "policy"))
+        return str(out_dir / "policy.safetensors"), figures
+
+    def evaluate(self, policy: str | None, out_dir: Path) -> dict[str, float]:
+        """Greedy accuracy and mean samples on the held-out questions of the embedded bank."""
+        from .evaluation import run_rule, tables
+        from .training import policy_method
+
+        if self.bank is None or policy is None:
+            return {}
+        pol = StopPolicy.load(policy)
+        res = run_rule(self.bank, tables(self.bank, self.cfg.budget), policy_method(pol), self.cfg.budget)
+        return {"accuracy": float(res.correct.mean()), "mean_samples": float(res.n_used.mean())}
+
+
+def loop_stop(cfg: StopLoopConfig, out: str, progress: Any = None) -> list[IterationRecord]:
+    """Run or resume the stop loop under ``out`` (``iter-NNN/`` folders, curves.json/png)."""
+    step = StopLoop(cfg)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    start = Path(out) / "start-policy"
+    start_path = str(start) + ".safetensors"
+    if not Path(start_path).exists():
+        step.start_policy(start)
+    return run_loop(step, out, cfg.iterations, start_policy=start_path, progress=progress)
