@@ -84,7 +84,7 @@ def stages(data: Path, out: Path) -> list:
     for target, dest, opts in (
         ("survey", out / "s.jsonl", {"warn": lambda _: None}),
         ("otlp", out / "o.json", {}),
-        ("trl", out / "trl", {"method": "shapley", "unit": "agent", "channel": "hybrid"}),
+        ("samples", out / "samples", {"method": "shapley", "unit": "agent", "channel": "hybrid"}),
     ):
         t = clock()
         n = get_exporter(target)(traces, str(dest), **opts)
