@@ -7,7 +7,11 @@ interface) is disabled and it may not fetch anything from outside (see phoenix_s
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -38,8 +42,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
-    """Base URL of a Phoenix server of our own, and the gRPC port it was told (and must not open)."""
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int, Path]]:
+    """Base URL of a Phoenix server of our own, the gRPC port it was told (and must not open), and
+    the strace log of its sockets."""
     port, grpc_port = _free_port(), _free_port()
     work = tmp_path_factory.mktemp("phoenix")
     env = {
@@ -53,9 +58,14 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int
         "PHOENIX_DISABLE_AGENT_ASSISTANT": "true",
     }
     log = open(work / "server.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("phoenix_server.py"))], env=env, stdout=log, stderr=log
-    )
+    cmd = [sys.executable, str(Path(__file__).with_name("phoenix_server.py"))]
+    strace = shutil.which("strace")
+    if strace is None and os.environ.get("CI"):
+        pytest.fail("strace is required for this test under CI (scripts/install.sh --test installs it)")
+    if strace is not None:  # record every bind()/connect() of the server and its threads
+        cmd = [strace, "-f", "-qq", "-e", "trace=connect,bind", "-o", str(work / "net.log"), *cmd]
+    # its own process group: strace does not pass SIGTERM on, so the group is signalled at the end
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -67,10 +77,14 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail("Phoenix did not start:\n" + (work / "server.log").read_text()[-2000:])
                 time.sleep(1)
-        yield url, grpc_port
+        yield url, grpc_port, work / "net.log"
     finally:
-        proc.terminate()
-        proc.wait(30)
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
         log.close()
 
 
@@ -119,8 +133,8 @@ def _check(url: str, project: str, traces: list[Trace], **options: object) -> li
     return spans
 
 
-def test_phoenix_ingests_generated_traces(phoenix: tuple[str, int]) -> None:
-    url, grpc_port = phoenix
+def test_phoenix_ingests_generated_traces(phoenix: tuple[str, int, Path]) -> None:
+    url, grpc_port, _ = phoenix
     traces = [generate(seed=s, size=30, topology=t) for s, t in enumerate(("hierarchical", "swarm"))]
     spans = _check(url, "orchestrace-gen", traces)
     # spawn tree: every agent span of a spawned agent hangs under the spawn event's span
@@ -135,7 +149,9 @@ def test_phoenix_ingests_generated_traces(phoenix: tuple[str, int]) -> None:
         assert s.connect_ex(("127.0.0.1", grpc_port)) != 0
 
 
-def test_phoenix_ingests_a_real_codex_session_with_content(phoenix: tuple[str, int], data: Path) -> None:
+def test_phoenix_ingests_a_real_codex_session_with_content(
+    phoenix: tuple[str, int, Path], data: Path
+) -> None:
     from orchestrace.importers import codex
 
     tr = next(codex.load(next((data / "codex").glob("rollout-*.jsonl")), keep_content=True))
@@ -149,3 +165,17 @@ def test_phoenix_ingests_a_real_codex_session_with_content(phoenix: tuple[str, i
     tools = [s for s in spans if s["span_kind"] == "TOOL"]
     assert all(s["attributes"]["output.value"] for s in tools if "output.value" in s["attributes"])
     assert sum("output.value" in s["attributes"] for s in tools) >= 100
+
+
+_ADDR = re.compile(r'inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)"')
+
+
+def test_phoenix_stayed_on_loopback(phoenix: tuple[str, int, Path]) -> None:
+    """Every address the server bound or connected to, over both tests above, is loopback."""
+    net = phoenix[2]
+    if not net.exists():
+        pytest.skip("strace not installed: socket addresses not recorded")
+    addrs = [a or b for a, b in _ADDR.findall(net.read_text())]
+    assert addrs, "strace saw no IP socket at all: the check would prove nothing"
+    outside = sorted({a for a in addrs if not ipaddress.ip_address(a).is_loopback})
+    assert outside == [], f"Phoenix used addresses outside loopback: {outside}"
