@@ -286,3 +286,51 @@ def test_export_posts_to_an_otlp_http_endpoint(data: Path) -> None:
         server.shutdown()
     with pytest.raises(OrchestraceError, match="cannot reach"):
         export_otlp(traces[:1], f"http://127.0.0.1:{server.server_port}/v1/traces", timeout=2)
+
+
+def test_genai_and_openinference_attributes_on_a_real_codex_session(data: Path) -> None:
+    """Tokens only on LLM spans (sum = the session's tokens); text in the panes Phoenix reads."""
+    from orchestrace.importers import codex
+
+    tr = next(codex.load(next((data / "codex").glob("rollout-*.jsonl")), keep_content=True))
+    req = next(iter_otlp([tr], include_content=True, project="mine"))
+    resource = {a["key"]: a["value"] for a in req["resourceSpans"][0]["resource"]["attributes"]}
+    assert resource["openinference.project.name"] == resource["service.name"] == {"stringValue": "mine"}
+    spans = req["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    attrs = [{a["key"]: next(iter(a["value"].values())) for a in s["attributes"]} for s in spans]
+    kind = [a.get("openinference.span.kind") for a in attrs]
+    assert all(k in ("CHAIN", "AGENT", "TOOL", "LLM") for k in kind)  # the root included
+    usage = [a for a in attrs if "gen_ai.usage.input_tokens" in a or "llm.token_count.total" in a]
+    assert all(a["openinference.span.kind"] == "LLM" for a in usage)
+    assert sum(int(a["llm.token_count.total"]) for a in usage) == tr.costs["tokens"]
+    assert all(a["gen_ai.provider.name"] == "openai" and a["gen_ai.response.model"] for a in usage)
+    assert all(a["gen_ai.conversation.id"] == tr.trace_id for a in attrs)
+    tools = [a for a in attrs if a.get("openinference.span.kind") == "TOOL"]
+    calls = {e.call_id: e for e in tr.events if e.type == "tool_call"}
+    results = {e.call_id: e for e in tr.events if e.type == "tool_result"}
+    for a in tools:
+        call_id = a["gen_ai.tool.call.id"]
+        assert a["input.value"] == a["gen_ai.tool.call.arguments"] == calls[call_id].content
+        if call_id in results and results[call_id].content:
+            assert a["output.value"] == results[call_id].content
+    llm = [a for a in usage if "llm.input_messages.0.message.content" in a]
+    assert llm and all(a["input.value"] == a["llm.input_messages.0.message.content"] for a in llm)
+    assert json.loads(llm[0]["gen_ai.input.messages"])[0]["parts"][0]["content"] == llm[0]["input.value"]
+    # without content, no text at all
+    bare = json.dumps(next(iter_otlp([tr])))
+    assert "input.value" not in bare and "gen_ai.input.messages" not in bare
+
+
+def test_binary_protobuf_file(data: Path, tmp_path: Path) -> None:
+    files = sorted((data / "who-and-when/Who&When/Algorithm-Generated").glob("*.json"))[:3]
+    traces = [next(importers.load(f)) for f in files]
+    n = export_otlp(traces, str(tmp_path / "spans.pb"), epoch=1.7e9)
+    msg = ExportTraceServiceRequest()
+    msg.ParseFromString((tmp_path / "spans.pb").read_bytes())
+    assert len(msg.resource_spans) == 3 and _check_otlp_request(_hex_ids(MessageToDict(msg))) == n
+    export_otlp(traces, str(tmp_path / "spans.json"), epoch=1.7e9)
+    as_json = ParseDict(
+        _b64_ids(json.loads((tmp_path / "spans.json").read_text())), ExportTraceServiceRequest()
+    )
+    assert as_json == msg
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spans.json", "spans.pb"]  # no .part left
