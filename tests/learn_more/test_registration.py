@@ -97,3 +97,21 @@ def test_data_envs_make_with_their_data(env_id: str) -> None:
 
 def test_every_registered_env_is_made_here() -> None:
     assert set(ENV_IDS) == {*DATA, "orchestrace/Swarm-v0"}
+
+
+def test_retry_stop_space_is_finite_and_holds_every_observation() -> None:
+    from orchestrace.learn.datasets import load_retry
+
+    env = gymnasium.make("orchestrace/RetryStop-v0", tasks=load_retry("humaneval"), cost=0.1)
+    box = env.observation_space
+    assert np.isfinite(box.low).all() and np.isfinite(box.high).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped)
+    for i in range(len(env.unwrapped.tasks)):
+        obs, _ = env.reset(options={"task": i})
+        done = False
+        while not done:
+            assert box.contains(obs)
+            obs, _, done, _, _ = env.step(0)  # always retry: every prefix up to the budget
+        assert box.contains(obs)

@@ -184,13 +184,36 @@ class RetryStopEnv(gym.Env):
         self.budget = {**DEFAULT_BUDGET, **(budget or {})}
         fams = {t.family for t in tasks}
         self.unit = {f: float(np.mean([c for t in tasks if t.family == f for c in t.cost])) for f in fams}
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (N_FEATURES,), np.float32)
+        self.observation_space = self._bounded_space()
         self.action_space = gym.spaces.Discrete(2)
         self.episodes = len(tasks)
         self._cache: dict[
             tuple[int, int, int], np.ndarray
         ] = {}  # replayed tasks: prefix features never change
         self._views: dict[tuple[int, int], RetryTask] = {}
+
+    def _bounded_space(self) -> gym.spaces.Box:
+        """A finite Box over every :func:`retry_features` value these tasks can give (any attempt
+        order, since exchangeable families are replayed reordered): counts, costs and text lengths
+        are bounded by the data, the rest are fractions."""
+        low = np.zeros(N_FEATURES, np.float64)
+        high = np.ones(N_FEATURES, np.float64)
+        for t in self.tasks:
+            b = self.budget.get(t.family, 15)
+            n = self._limit(t)
+            high[0] = max(high[0], n / b)
+            high[1] = max(high[1], np.log1p(n))
+            total = sum(t.cost) / self.unit[t.family] / b  # every prefix, in any order, costs at most all
+            high[2] = max(high[2], total)
+            low[2] = min(low[2], total)
+            high[7] = max(high[7], max(np.log1p(len(c)) / 10.0 for c in t.content))
+        pad = 1e-6  # float32 rounding of sums taken in another order
+        return gym.spaces.Box(
+            (low - pad * (1 + np.abs(low))).astype(np.float32),
+            (high + pad * (1 + high)).astype(np.float32),
+            (N_FEATURES,),
+            np.float32,
+        )
 
     def view(self, i: int, perm: int = 0) -> RetryTask:
         """Task i with its attempts in the perm-th order (only exchangeable families are reordered)."""
