@@ -99,6 +99,25 @@ def test_every_registered_env_is_made_here() -> None:
     assert set(ENV_IDS) == {*DATA, "orchestrace/Swarm-v0"}
 
 
+@pytest.mark.parametrize("env_id", ["orchestrace/Delegate-v0", "orchestrace/DelegateCascade-v0"])
+def test_delegate_spaces_are_finite_and_hold_every_observation(env_id: str) -> None:
+    env = gymnasium.make(env_id, data=_route_data())
+    box = env.observation_space
+    assert np.isfinite(box.low).all() and np.isfinite(box.high).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped)
+    for q in range(20):
+        for first in (0, 1):
+            obs, _ = env.reset(options={"query": q})
+            action, done = first, False
+            while not done:
+                assert box.contains(obs)
+                obs, _, done, _, _ = env.step(action)
+                action = 1  # escalate as far as the cascade goes
+            assert box.contains(obs)
+
+
 def test_retry_stop_space_is_finite_and_holds_every_observation() -> None:
     from orchestrace.learn.datasets import load_retry
 

@@ -100,6 +100,15 @@ def delegate_reward(trace: Trace, lam: float, scale: float) -> float:
     return quality - lam * usd / scale
 
 
+def data_box(rows: np.ndarray) -> gym.spaces.Box:
+    """[min(0, data min), max(1, data max)] per feature: these envs only ever show features of the
+    data they replay (a column that is constant in the data still gets a non-empty range)."""
+    rows = np.asarray(rows, np.float32)
+    low = np.minimum(rows.min(axis=0), 0.0)
+    high = np.maximum(rows.max(axis=0), 1.0)
+    return gym.spaces.Box(low, high, (rows.shape[1],), np.float32)
+
+
 def cost_scale(data: RouteData) -> float:
     return float(data.cost.mean(axis=0).max())
 
@@ -117,7 +126,7 @@ class DelegateEnv(gym.Env):
         self.lam = lam
         self.scale = cost_scale(data) if scale is None else scale
         self.feats = np.stack([query_features(t, g) for t, g in zip(data.texts, data.groups, strict=True)])
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (self.feats.shape[1],), np.float32)
+        self.observation_space = data_box(self.feats)  # an observation is one of these rows
         self.action_space = gym.spaces.Discrete(len(data.models))
 
     def reset(
@@ -267,8 +276,13 @@ class CascadeEnv(gym.Env):
         self.scale = cost_scale(data) if scale is None else scale
         self.ladder = [int(j) for j in np.argsort(data.cost.mean(axis=0))]
         self.feats = np.stack([query_features(t, g) for t, g in zip(data.texts, data.groups, strict=True)])
-        dim = self.feats.shape[1] + N_RESP + 1
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
+        resp = [response_features(r) for rs in data.responses for r in rs]
+        box_q, box_r = data_box(self.feats), data_box(np.stack([np.zeros(N_RESP, np.float32), *resp]))
+        self.observation_space = gym.spaces.Box(
+            np.concatenate([box_q.low, box_r.low, [0.0]]).astype(np.float32),
+            np.concatenate([box_q.high, box_r.high, [float(len(data.models))]]).astype(np.float32),
+            dtype=np.float32,
+        )  # query features, the last answer's features (or none yet), models called so far
         self.action_space = gym.spaces.Discrete(2)
 
     def _obs(self) -> np.ndarray:
