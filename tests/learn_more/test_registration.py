@@ -118,6 +118,25 @@ def test_delegate_spaces_are_finite_and_hold_every_observation(env_id: str) -> N
             assert box.contains(obs)
 
 
+def test_stop_vote_space_is_finite_and_holds_every_observation() -> None:
+    from orchestrace.learn.stopping.banks import SynthParams, synthetic_bank
+
+    bank = synthetic_bank(12, SynthParams(), seed=0)
+    env = gymnasium.make("orchestrace/StopVote-v0", bank=bank, perms=2, budget=10)
+    box = env.observation_space
+    assert np.isfinite(box.low).all() and np.isfinite(box.high).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped)
+    for e in range(env.unwrapped.pool.episodes):
+        obs, _ = env.reset(options={"episode": e})
+        done = False
+        while not done:
+            assert box.contains(obs)
+            obs, _, done, _, _ = env.step(0)  # draw on to the budget: every prefix
+        assert box.contains(obs)
+
+
 def test_retry_stop_space_is_finite_and_holds_every_observation() -> None:
     from orchestrace.learn.datasets import load_retry
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...core.model import Edge, Event, Trace
 from ..datasets import RouteData, words
+from .spaces import data_box
 
 ORCH = "orchestrator"
 HASH_DIM = 128
@@ -98,15 +99,6 @@ def delegate_reward(trace: Trace, lam: float, scale: float) -> float:
     quality = sum(float((e.attrs or {}).get("quality", 0.0)) for e in chosen)
     usd = sum(e.cost_usd or 0.0 for e in trace.events)
     return quality - lam * usd / scale
-
-
-def data_box(rows: np.ndarray) -> gym.spaces.Box:
-    """[min(0, data min), max(1, data max)] per feature: these envs only ever show features of the
-    data they replay (a column that is constant in the data still gets a non-empty range)."""
-    rows = np.asarray(rows, np.float32)
-    low = np.minimum(rows.min(axis=0), 0.0)
-    high = np.maximum(rows.max(axis=0), 1.0)
-    return gym.spaces.Box(low, high, (rows.shape[1],), np.float32)
 
 
 def cost_scale(data: RouteData) -> float:

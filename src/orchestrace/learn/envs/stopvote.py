@@ -25,6 +25,7 @@ from ...core.model import Edge, Event, Trace
 from ..stopping.aggregate import Aggregator, answer_statics
 from ..stopping.banks import NULL, Bank
 from ..stopping.features import feature_names, features, replay_table
+from .spaces import data_box
 
 ORCH = "orchestrator"
 
@@ -334,7 +335,7 @@ class StopVoteEnv(gym.Env):
         self.pool = build_pool(bank, budget, perms, seed, batch=batch, aggregator=aggregator)
         self.cost = cost
         dim = len(feature_names(aggregator is not None))
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
+        self.observation_space = data_box(self.pool.feats.reshape(-1, dim))  # every obs is a pool row
         self.action_space = gym.spaces.Discrete(2)
         self._e = 0
         self._step = 0
