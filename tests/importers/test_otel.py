@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -334,3 +335,44 @@ def test_binary_protobuf_file(data: Path, tmp_path: Path) -> None:
     )
     assert as_json == msg
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spans.json", "spans.pb"]  # no .part left
+
+
+def test_export_over_otlp_grpc(data: Path) -> None:
+    """A real gRPC server on 127.0.0.1 with the official OTLP TraceService: every call decodes."""
+    from concurrent import futures
+
+    if not os.environ.get("CI"):  # under CI it must run (requirements-test.txt installs grpcio)
+        pytest.importorskip("grpc", reason="grpcio not installed (OTLP/gRPC is optional)")
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    received: list[tuple[ExportTraceServiceRequest, dict]] = []
+
+    class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request, context):  # noqa: N802
+            meta = dict(context.invocation_metadata())
+            if meta.get("authorization") != "Bearer t":
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad token")
+            received.append((request, meta))
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Receiver(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        traces = [next(importers.load(f)) for f in sorted((data / "chatdev/WareHouse").glob("*/*.log"))[:2]]
+        url = f"grpc://127.0.0.1:{port}"
+        n = export_otlp(traces, url, headers="Authorization=Bearer t", epoch=1.7e9)
+        assert (
+            len(received) == 2
+            and sum(_check_otlp_request(_hex_ids(MessageToDict(m))) for m, _ in received) == n
+        )
+        want = [ParseDict(_b64_ids(r), ExportTraceServiceRequest()) for r in iter_otlp(traces, epoch=1.7e9)]
+        assert [m for m, _ in received] == want
+        with pytest.raises(OrchestraceError, match="UNAUTHENTICATED bad token"):
+            export_otlp(traces[:1], url, headers="Authorization=Bearer wrong")
+    finally:
+        server.stop(None)
+    with pytest.raises(OrchestraceError, match="UNAVAILABLE"):
+        export_otlp(traces[:1], url, timeout=2)

@@ -426,6 +426,8 @@ def export_otlp(traces: Iterable[Trace], out: str, **options: Any) -> int:
     - an ``http(s)://`` URL: POST one request per trace to that OTLP/HTTP endpoint (Phoenix at
       ``http://127.0.0.1:6006/v1/traces``, a Collector or Jaeger at ``:4318/v1/traces``), as
       protobuf (``application/x-protobuf``, the OTLP default) or with ``encoding=json``;
+    - a ``grpc://host:port`` (``grpcs://`` for TLS) endpoint: OTLP/gRPC ``TraceService/Export``,
+      one call per trace (needs ``grpcio``);
     - a ``.pb`` / ``.binpb`` file: one binary protobuf ``ExportTraceServiceRequest`` holding every trace;
     - a ``.jsonl`` file: OTLP/JSON, one request per line (the OTel Collector file format);
     - any other name: one OTLP/JSON request holding every trace.
@@ -442,9 +444,13 @@ def export_otlp(traces: Iterable[Trace], out: str, **options: Any) -> int:
     http = {k: options.pop(k) for k in ("headers", "timeout", "encoding") if k in options}
     if p.startswith(("http://", "https://")):
         return _post(iter_otlp(traces, **options), p, **http)
+    if p.startswith(("grpc://", "grpcs://")):
+        if "encoding" in http:
+            raise OrchestraceError("OT020", "OTLP/gRPC is always protobuf: drop the encoding option")
+        return _post_grpc(iter_otlp(traces, **options), p, **http)
     if http:
         raise OrchestraceError(
-            "OT020", "headers/timeout/encoding apply only when the output is an http(s):// endpoint"
+            "OT020", "headers/timeout/encoding apply only when the output is an OTLP endpoint"
         )
     if p != "-":
         Path(p).parent.mkdir(parents=True, exist_ok=True)
@@ -473,6 +479,46 @@ def _count(req: dict[str, Any]) -> int:
     return sum(len(s["spans"]) for rs in req["resourceSpans"] for s in rs["scopeSpans"])
 
 
+def _headers(headers: Any) -> dict[str, str]:
+    if isinstance(headers, str):
+        return dict(kv.split("=", 1) for kv in headers.split(",") if "=" in kv)
+    if isinstance(headers, dict):
+        return {str(k): str(v) for k, v in headers.items()}
+    return {}
+
+
+def _post_grpc(requests: Iterable[dict[str, Any]], url: str, headers: Any = None, timeout: Any = 10) -> int:
+    """Call ``TraceService/Export`` once per request; a refused call is a user error."""
+    from ..core.errors import OrchestraceError
+
+    try:
+        import grpc
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
+    except ImportError:
+        raise OrchestraceError("OT023", "OTLP/gRPC needs grpcio: pip install grpcio", path=url) from None
+    target = url.split("://", 1)[1].rstrip("/")
+    channel = (
+        grpc.secure_channel(target, grpc.ssl_channel_credentials())
+        if url.startswith("grpcs://")
+        else grpc.insecure_channel(target)
+    )
+    metadata = [(k.lower(), v) for k, v in _headers(headers).items()]  # gRPC metadata keys are lowercase
+    n = 0
+    try:
+        stub = TraceServiceStub(channel)
+        for req in requests:
+            try:
+                stub.Export(to_protobuf(req), timeout=float(timeout), metadata=metadata)
+            except grpc.RpcError as e:
+                raise OrchestraceError(
+                    "OT023", f"OTLP/gRPC endpoint refused the spans: {e.code().name} {e.details()}", path=url
+                ) from None
+            n += _count(req)
+    finally:
+        channel.close()
+    return n
+
+
 def _post(
     requests: Iterable[dict[str, Any]],
     url: str,
@@ -489,11 +535,7 @@ def _post(
     if encoding not in ENCODINGS:
         raise OrchestraceError("OT020", f"encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
     ctype = "application/x-protobuf" if encoding == "protobuf" else "application/json"
-    hdrs = {"Content-Type": ctype}
-    if isinstance(headers, str):
-        hdrs.update(kv.split("=", 1) for kv in headers.split(",") if "=" in kv)
-    elif isinstance(headers, dict):
-        hdrs.update({str(k): str(v) for k, v in headers.items()})
+    hdrs = {"Content-Type": ctype, **_headers(headers)}
     n = 0
     for req in requests:
         body = to_protobuf(req).SerializeToString() if encoding == "protobuf" else orjson.dumps(req)
