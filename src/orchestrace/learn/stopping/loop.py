@@ -3,10 +3,13 @@
 Each iteration (``learn.loop.run_loop``): run the ``vote`` program on training questions of a
 family with the current stop policy, sampling its actions (recorded as ``should_stop`` events);
 read every run back from its trace (the answers, the decisions, the gold in the config); reward
-= 1 if the majority at the stop is the gold, minus ``cost`` per sample; credit every decision of a
-run with that reward minus the batch mean (REINFORCE with a mean baseline), recomputing each
-decision's features from the trace prefix (the function training, offline evaluation and the
-runtime share); a few Adam steps; save. The new policy is evaluated greedily on the family's
+= 1 if the majority at the stop is the gold, minus ``cost`` per sample; credit each decision with
+the run's reward minus what stopping right there would have earned (read from the same trace
+prefix: its majority against the gold, minus its cost), a baseline that depends on the state only,
+so the policy gradient stays unbiased while the question's difficulty and the sunk cost drop out
+(a stop gets 0, a "continue" what the later answers bought); recompute each decision's features
+from the trace prefix (the function training, offline evaluation and the runtime share); a few
+Adam steps on REINFORCE; save. The new policy is evaluated greedily on the family's
 held-out questions from its embedded bank (real SmolLM2-135M samples), offline.
 """
 
@@ -49,44 +52,54 @@ def split_questions(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(idx[:k]), np.sort(idx[k:])
 
 
-def reward(ep: VoteEpisode, cost: float) -> tuple[float, bool]:
-    """Correct majority at the stop (ties: the answer seen first) minus ``cost`` per sample."""
-    votes = [a for a in ep.answers if a is not None]
+def stop_reward(answers: list[str | None], gold: str | None, cost: float) -> tuple[float, bool]:
+    """Reward of stopping after ``answers``: their majority (ties: the answer seen first) is the
+    gold, minus ``cost`` per answer."""
+    votes = [a for a in answers if a is not None]
     best = None
     if votes:
         counts = {a: votes.count(a) for a in votes}
         best = max(votes, key=lambda a: (counts[a], -votes.index(a)))
-    ok = best is not None and best == ep.gold
-    return float(ok) - cost * len(ep.answers), ok
+    ok = best is not None and best == gold
+    return float(ok) - cost * len(answers), ok
 
 
-def decision_batch(episodes: list[VoteEpisode], budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Features, actions and episode ids of every recorded stop decision (features from the trace)."""
-    xs, acts, ids = [], [], []
-    for k, ep in enumerate(episodes):
+def reward(ep: VoteEpisode, cost: float) -> tuple[float, bool]:
+    """The run's reward: stopping where it stopped."""
+    return stop_reward(ep.answers, ep.gold, cost)
+
+
+def decision_batch(
+    episodes: list[VoteEpisode], budget: int, cost: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features, actions and credit (run reward minus stopping there) of every recorded stop
+    decision, all read from the trace."""
+    xs, acts, adv = [], [], []
+    for ep in episodes:
         if not ep.decisions:
             raise OrchestraceError(
                 "OT614", "the run has no should_stop decision: was it run with a stop policy?", path=ep.path
             )
+        r = reward(ep, cost)[0]
         for d in ep.decisions:
             seen = [a for a, i in zip(ep.answers, ep.answer_index, strict=True) if i < d.index]
             xs.append(prefix_features(seen, budget))
             acts.append(float(d.act))
-            ids.append(k)
-    return np.array(xs, np.float32), np.array(acts, np.float32), np.array(ids)
+            adv.append(r - stop_reward(seen, ep.gold, cost)[0])
+    return np.array(xs, np.float32), np.array(acts, np.float32), np.array(adv, np.float32)
 
 
 def reinforce_update(
     policy: StopPolicy, episodes: list[VoteEpisode], cost: float, lr: float, epochs: int
 ) -> tuple[StopPolicy, dict[str, float]]:
-    """One REINFORCE update from recorded runs (mean-reward baseline); returns the new policy."""
+    """One REINFORCE update from recorded runs (stop-now baseline); returns the new policy."""
     import torch
 
     from ..rl.common import Adam
 
     rewards = np.array([reward(ep, cost)[0] for ep in episodes])
-    x, a, ids = decision_batch(episodes, policy.config.budget)
-    adv = torch.from_numpy((rewards - rewards.mean())[ids].astype(np.float32))
+    x, a, credit = decision_batch(episodes, policy.config.budget, cost)
+    adv = torch.from_numpy(credit)
     actor = policy.torch_actor()
     opt = Adam(actor.parameters(), lr=lr)
     xt, at = torch.from_numpy(x), torch.from_numpy(a)
