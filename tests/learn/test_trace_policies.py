@@ -164,7 +164,7 @@ def _cli(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str]
 
 
 def test_policy_for_another_decision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from orchestrace.learn.rl.gym_reinforce import NumpyPolicy, PolicyMeta
+    from orchestrace.learn.rl.rollouts import NumpyPolicy, PolicyMeta
 
     p = tmp_path / "retry"
     NumpyPolicy(

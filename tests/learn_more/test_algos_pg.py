@@ -16,8 +16,10 @@ from orchestrace.learn.datasets import RouteData
 from orchestrace.learn.envs.delegate import DelegateEnv, route_rewards
 from orchestrace.learn.envs.swarm import SwarmEnv, swarm_reward
 from orchestrace.learn.envs.swarm_parallel import parallel_env
-from orchestrace.learn.rl.gym_pg import ALGOS, collect_parallel, gae, group_advantages, train_policy
-from orchestrace.learn.rl.gym_reinforce import Batch, NumpyPolicy, run_episode
+from orchestrace.learn.rl.grpo import gym_group_advantages as group_advantages
+from orchestrace.learn.rl.ppo import gym_gae as gae
+from orchestrace.learn.rl.rollouts import Batch, NumpyPolicy, collect_parallel, run_episode
+from orchestrace.learn.rl.train_gym import ALGOS, train_policy
 
 #: Small per-algorithm settings shared by the learning tests.
 KW = {
@@ -131,7 +133,7 @@ def test_same_seed_same_weights(algo: str) -> None:
 
 
 def test_gym_batch_reward_is_read_from_the_trace() -> None:
-    from orchestrace.learn.rl.gym_reinforce import collect
+    from orchestrace.learn.rl.rollouts import collect
 
     env = SwarmEnv(task_seed=0, l1=0.2, l2=1.0)
     pol = train_policy("grpo", env, [{"task": 0}], env_name="Swarm", iters=0).policy

@@ -16,7 +16,8 @@ from orchestrace.learn.envs.delegate import (
     route_rewards,
     threshold_router,
 )
-from orchestrace.learn.rl.gym_reinforce import NumpyPolicy, run_episode, train_reinforce
+from orchestrace.learn.rl.rollouts import NumpyPolicy, run_episode
+from orchestrace.learn.rl.train_gym import train_policy
 
 
 def toy(n: int = 200) -> RouteData:
@@ -53,7 +54,7 @@ def test_threshold_router_uses_group_tables() -> None:
 def test_learned_router_reaches_the_oracle_on_the_toy() -> None:
     d = toy()
     env = DelegateEnv(d, lam=0.5)
-    res = train_reinforce(env, [{"query": i} for i in range(len(d.ids))], env_name="Delegate", iters=60, batch=64,
+    res = train_policy("reinforce", env, [{"query": i} for i in range(len(d.ids))], env_name="Delegate", iters=60, batch=64,
                           hidden=(16,), lr=1e-2, seed=0)  # fmt: skip
     choice = res.policy.probs(env.feats).argmax(axis=1)
     r = route_rewards(d, choice, 0.5, env.scale)[0].mean()
@@ -65,8 +66,8 @@ def test_learned_router_reaches_the_oracle_on_the_toy() -> None:
 def test_policy_roundtrip(tmp_path) -> None:
     d = toy(20)
     env = DelegateEnv(d, lam=0.5)
-    res = train_reinforce(
-        env, [{"query": i} for i in range(20)], env_name="Delegate", iters=2, batch=8, seed=3
+    res = train_policy(
+        "reinforce", env, [{"query": i} for i in range(20)], env_name="Delegate", iters=2, batch=8, seed=3
     )
     path = res.policy.save(tmp_path / "p")
     back = NumpyPolicy.load(path, env="Delegate")

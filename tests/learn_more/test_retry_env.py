@@ -9,7 +9,7 @@ from gymnasium.utils.env_checker import check_env
 from orchestrace.core.validate import validate_trace
 from orchestrace.learn.datasets import RetryTask, load_retry
 from orchestrace.learn.envs.retry import RetryStopEnv, fixed_cap_reward, near_miss, retry_reward, retry_trace
-from orchestrace.learn.rl.gym_reinforce import run_episode
+from orchestrace.learn.rl.rollouts import run_episode
 
 
 def _errors(tr) -> list:

@@ -20,7 +20,7 @@ from orchestrace.learn.envs.swarm import (
     swarm_reward,
     swarm_trace,
 )
-from orchestrace.learn.rl.gym_reinforce import run_episode
+from orchestrace.learn.rl.rollouts import run_episode
 from orchestrace.reward.orchestration import r7_orchestration
 
 

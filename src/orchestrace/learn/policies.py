@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
 from ..runtime.learned import LEARNABLE, TraceDecision
-from .rl.gym_reinforce import ENV_DECISION, NumpyPolicy
+from .rl.rollouts import ENV_DECISION, NumpyPolicy
 from .stopping.features import features_hash, prefix_features
 from .stopping.policy import StopPolicy
 from .stopping.traces import episode_from_trace

@@ -15,10 +15,28 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import OrchestraceError
-from ..rl.gym_pg import check_algo
-from ..rl.gym_reinforce import bootstrap_ci
+from ..rl.train_gym import check_algo
 
 SPLIT_SEED = 0
+
+
+def bootstrap_ci(
+    x: np.ndarray, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean over items (queries, tasks)."""
+    x = np.asarray(x, float)
+    if len(x) == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(len(x), size=(n_boot, len(x)))].mean(axis=1)
+    return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
+
+
+def paired_ci(a: np.ndarray, b: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of a - b over the same items, with its bootstrap CI."""
+    d = np.asarray(a, float) - np.asarray(b, float)
+    lo, hi = bootstrap_ci(d, n_boot, seed)
+    return float(d.mean()), lo, hi
 
 
 def split(n: int, frac: float = 0.6, seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray]:

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import OrchestraceError
-from ..rl.gym_pg import train_policy
-from ..rl.gym_reinforce import NumpyPolicy, paired_ci, run_episode
-from .common import SPLIT_SEED, algo_kwargs, need_choice, split, summary, write_result
+from ..rl.rollouts import NumpyPolicy, run_episode
+from ..rl.train_gym import train_policy
+from .common import SPLIT_SEED, algo_kwargs, need_choice, paired_ci, split, summary, write_result
 
 
 def _route_methods(train: Any, test: Any, lam: float, scale: float) -> tuple[dict[str, np.ndarray], float]:

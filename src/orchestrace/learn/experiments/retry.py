@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..rl.gym_pg import train_policy
-from ..rl.gym_reinforce import NumpyPolicy, paired_ci, run_episode
-from .common import SPLIT_SEED, algo_kwargs, split, summary, write_result
+from ..rl.rollouts import NumpyPolicy, run_episode
+from ..rl.train_gym import train_policy
+from .common import SPLIT_SEED, algo_kwargs, paired_ci, split, summary, write_result
 
 
 def _retry_episodes(env: Any, idx: np.ndarray, perms: int) -> list[dict[str, int]]:
@@ -86,7 +86,7 @@ def train_retry(
 ) -> dict[str, Any]:
     """One policy (logistic by default: few tasks, few features) per family on 60% of its tasks,
     trained with ``algo`` (REINFORCE: the stop-now baseline, see
-    :func:`~orchestrace.learn.rl.gym_reinforce.reinforce_update`) from an initial P(give up) of 0.12
+    :func:`~orchestrace.learn.rl.reinforce.gym_update`) from an initial P(give up) of 0.12
     per decision (a policy that quits at once never sees late successes); held-out evaluation
     against every fixed retry cap (the cap chosen on the training split, and the best cap in
     hindsight). ``lr``, ``group``, ``ent_coef``: default per algorithm (:data:`RETRY_ALGO`)."""

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ..rl.gym_pg import train_policy
-from ..rl.gym_reinforce import NumpyPolicy, paired_ci, run_episode
-from .common import algo_kwargs, summary, write_result
+from ..rl.rollouts import NumpyPolicy, run_episode
+from ..rl.train_gym import train_policy
+from .common import algo_kwargs, paired_ci, summary, write_result
 
 SWARM_TRAIN_SEED, SWARM_TEST_SEED = 0, 1  # task generators: held-out DAGs come from another seed
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -19,6 +20,9 @@ import torch
 from ..envs.stopvote import EpisodePool, rollout
 from ..stopping.policy import PolicyConfig, StopPolicy
 from .common import Adam, TrainResult, clip_grad, end_iteration, log_probs, make_actor, prob_fn
+
+if TYPE_CHECKING:
+    from .rollouts import Batch
 
 
 @dataclass
@@ -101,3 +105,22 @@ def train(
             progress=progress,
         )
     return TrainResult(StopPolicy.from_torch(config, actor), history)
+
+
+# ---------------------------------------------------------------- Gymnasium / PettingZoo envs
+# (the clipped update is PPO's: ``ppo.clipped_update``)
+
+
+def gym_group_advantages(b: Batch, group: int, scale: str = "batch") -> np.ndarray:
+    """Per decision: its episode's reward minus the mean over the group of rollouts of the same
+    start, divided by the group's std (``scale="group"``, the original GRPO), by the std over the
+    whole batch (``"batch"``: keeps a group whose rewards differ by a few cents small next to one
+    whose answers differ in quality) or not at all (``"none"``, Dr. GRPO)."""
+    gid = b.rollout // group
+    n = np.bincount(gid)
+    mean = np.bincount(gid, weights=b.ep_reward) / n
+    adv = b.ep_reward - mean[gid]
+    if scale == "group":
+        adv = adv / (np.sqrt(np.bincount(gid, weights=adv**2) / n)[gid] + 1e-6)
+    out = np.repeat(adv, b.decisions).astype(np.float32)
+    return out / (out.std() + 1e-8) if scale == "batch" and len(out) > 1 else out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -25,6 +26,9 @@ from .common import (
     make_critic,
     prob_fn,
 )
+
+if TYPE_CHECKING:
+    from .rollouts import Batch
 
 
 @dataclass
@@ -133,3 +137,49 @@ def train(
             progress=progress,
         )
     return TrainResult(StopPolicy.from_torch(config, actor), history)
+
+
+# ---------------------------------------------------------------- Gymnasium / PettingZoo envs
+# (RetryStop, Delegate, Swarm, the Parallel Swarm: rollouts in ``rollouts.py``, the loop in ``train_gym.py``)
+
+
+def gym_gae(values: np.ndarray, ep_reward: np.ndarray, decisions: np.ndarray, lam: float) -> np.ndarray:
+    """GAE(lambda), gamma = 1, per episode: reward R at its last decision, 0 before, V = 0 after."""
+    adv = np.zeros(len(values), np.float32)
+    end = 0
+    for n, r_ep in zip(decisions.tolist(), ep_reward.tolist(), strict=True):
+        end += n
+        run, v_next, r = 0.0, 0.0, r_ep
+        for t in range(end - 1, end - n - 1, -1):
+            run = r + v_next - values[t] + lam * run
+            adv[t], v_next, r = run, values[t], 0.0
+    return adv
+
+
+def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.ndarray, ret: np.ndarray | None,
+                   rng: np.random.Generator, *, epochs: int, minibatches: int, clip: float, ent_coef: float,
+                   vf_coef: float, norm_adv: bool, max_grad_norm: float = 0.5) -> None:  # fmt: skip
+    """PPO-clip epochs over the batch (the critic's squared error joins the loss when given)."""
+    obs, act = torch.from_numpy(b.obs), torch.from_numpy(b.act)
+    adv_t = torch.from_numpy(adv)
+    ret_t = torch.from_numpy(ret) if ret is not None else None
+    with torch.no_grad():
+        old = torch.log_softmax(actor(obs), -1).gather(1, act[:, None])[:, 0]
+    for _ in range(epochs):
+        for idx in torch.from_numpy(rng.permutation(len(act))).chunk(minibatches):
+            if len(idx) < 2:
+                continue
+            logp_all = torch.log_softmax(actor(obs[idx]), -1)
+            ratio = torch.exp(logp_all.gather(1, act[idx, None])[:, 0] - old[idx])
+            a = adv_t[idx]
+            if norm_adv:
+                a = (a - a.mean()) / (a.std() + 1e-8)
+            pg = -torch.min(ratio * a, torch.clamp(ratio, 1 - clip, 1 + clip) * a).mean()
+            ent = -(logp_all.exp() * logp_all).sum(-1).mean()
+            loss = pg - ent_coef * ent
+            if critic is not None and ret_t is not None:
+                loss = loss + vf_coef * ((critic(obs[idx])[:, 0] - ret_t[idx]) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            clip_grad(opt.params, max_grad_norm)
+            opt.step()

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ..envs.stopvote import EpisodePool, rollout
 from ..stopping.policy import PolicyConfig, StopPolicy
-from .common import Adam, TrainResult, end_iteration, log_probs, make_actor, make_critic, prob_fn
+from .common import Adam, TrainResult, clip_grad, end_iteration, log_probs, make_actor, make_critic, prob_fn
+
+if TYPE_CHECKING:
+    from .rollouts import Batch
 
 
 @dataclass
@@ -90,3 +94,41 @@ def train(
             progress=progress,
         )
     return TrainResult(StopPolicy.from_torch(config, actor), history)
+
+
+# ---------------------------------------------------------------- Gymnasium / PettingZoo envs
+
+
+def gym_update(actor: Any, critic: Any, opt: Any, b: Batch, group: int, baseline: str, vf_coef: float,
+                     ent_coef: float) -> None:  # fmt: skip
+    """One REINFORCE step on a batch.
+
+    ``baseline="value"``: ``A = R - V(s)`` (learned critic); with ``group > 1`` the mean reward of
+    the ``group`` rollouts of the same start replaces V (removes the between-item variance, e.g.
+    easy vs hard tasks). ``baseline="stop-now"`` (stopping envs with ``stop_now_reward()``): the
+    advantage of a decision is R minus the reward of ending the episode right there, as in the
+    StopVote REINFORCE: the future attempts are replayed, exogenous to the action, so the gradient
+    stays unbiased; ending gets advantage 0 and continuing gets exactly what the later attempts
+    bought (sunk costs and task difficulty drop out). The critic is fitted in every case."""
+    x = torch.from_numpy(b.obs)
+    r = torch.from_numpy(b.ret)
+    logp_all = torch.log_softmax(actor(x), dim=-1)
+    logp = logp_all.gather(1, torch.from_numpy(b.act)[:, None])[:, 0]
+    v = critic(x)[:, 0]
+    if baseline == "stop-now":
+        adv = r - torch.from_numpy(b.stop_now)
+        adv = adv / (adv.std() + 1e-8) if len(adv) > 1 else adv  # keep advantage 0 at 0
+    else:
+        if group > 1:
+            gid = b.rollout // group
+            mean = np.bincount(gid, weights=b.ep_reward) / np.bincount(gid)
+            adv = r - torch.from_numpy(np.repeat(mean[gid], b.decisions).astype(np.float32))
+        else:
+            adv = (r - v).detach()
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
+    ent = -(logp_all.exp() * logp_all).sum(-1).mean()
+    loss = -(adv * logp).mean() + vf_coef * ((r - v) ** 2).mean() - ent_coef * ent
+    opt.zero_grad()
+    loss.backward()
+    clip_grad(opt.params, 1.0)
+    opt.step()

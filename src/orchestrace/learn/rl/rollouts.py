@@ -7,8 +7,8 @@ policy in numpy (one tiny forward per decision); the update is one torch step pe
 
     loss = -mean(A_t * log pi(a_t|s_t)) + vf_coef * mean((R - V(s_t))^2) - ent_coef * mean(H(pi(.|s_t)))
 
-Policies save as safetensors + JSON and run without torch (:class:`NumpyPolicy`). PPO and GRPO
-share the rollouts and the training loop: :mod:`orchestrace.learn.rl.gym_pg`.
+Policies save as safetensors + JSON and run without torch (:class:`NumpyPolicy`). The update rules
+are in the algorithm files (``reinforce.py``, ``ppo.py``, ``grpo.py``), the loop in ``train_gym.py``.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def collect(
     )  # fmt: skip
 
 
-def _mlp(sizes: list[int]):  # noqa: ANN202 (torch is imported lazily)
+def mlp(sizes: list[int]):  # noqa: ANN202 (torch is imported lazily)
     import torch.nn as nn
 
     layers: list[Any] = []
@@ -175,7 +175,7 @@ def _mlp(sizes: list[int]):  # noqa: ANN202 (torch is imported lazily)
     return nn.Sequential(*layers)
 
 
-def _to_numpy(actor: Any, meta: PolicyMeta) -> NumpyPolicy:
+def to_numpy(actor: Any, meta: PolicyMeta) -> NumpyPolicy:
     import torch.nn as nn
 
     lin = [m for m in actor if isinstance(m, nn.Linear)]
@@ -190,67 +190,35 @@ class TrainResult:
     curve: list[dict[str, float]]
 
 
-def reinforce_update(actor: Any, critic: Any, opt: Any, b: Batch, group: int, baseline: str, vf_coef: float,
-                     ent_coef: float) -> None:  # fmt: skip
-    """One REINFORCE step on a batch.
-
-    ``baseline="value"``: ``A = R - V(s)`` (learned critic); with ``group > 1`` the mean reward of
-    the ``group`` rollouts of the same start replaces V (removes the between-item variance, e.g.
-    easy vs hard tasks). ``baseline="stop-now"`` (stopping envs with ``stop_now_reward()``): the
-    advantage of a decision is R minus the reward of ending the episode right there, as in the
-    StopVote REINFORCE: the future attempts are replayed, exogenous to the action, so the gradient
-    stays unbiased; ending gets advantage 0 and continuing gets exactly what the later attempts
-    bought (sunk costs and task difficulty drop out). The critic is fitted in every case."""
-    import torch
-
-    from .common import clip_grad
-
-    x = torch.from_numpy(b.obs)
-    r = torch.from_numpy(b.ret)
-    logp_all = torch.log_softmax(actor(x), dim=-1)
-    logp = logp_all.gather(1, torch.from_numpy(b.act)[:, None])[:, 0]
-    v = critic(x)[:, 0]
-    if baseline == "stop-now":
-        adv = r - torch.from_numpy(b.stop_now)
-        adv = adv / (adv.std() + 1e-8) if len(adv) > 1 else adv  # keep advantage 0 at 0
-    else:
-        if group > 1:
-            gid = b.rollout // group
-            mean = np.bincount(gid, weights=b.ep_reward) / np.bincount(gid)
-            adv = r - torch.from_numpy(np.repeat(mean[gid], b.decisions).astype(np.float32))
-        else:
-            adv = (r - v).detach()
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
-    ent = -(logp_all.exp() * logp_all).sum(-1).mean()
-    loss = -(adv * logp).mean() + vf_coef * ((r - v) ** 2).mean() - ent_coef * ent
-    opt.zero_grad()
-    loss.backward()
-    clip_grad(opt.params, 1.0)
-    opt.step()
-
-
-def train_reinforce(env: gym.Env, train_options: Sequence[dict[str, Any]], **kw: Any) -> TrainResult:
-    """REINFORCE with a baseline (:func:`reinforce_update`); keywords as
-    :func:`~orchestrace.learn.rl.gym_pg.train_policy`."""
-    from .gym_pg import train_policy
-
-    return train_policy("reinforce", env, train_options, **kw)
-
-
-def bootstrap_ci(
-    x: np.ndarray, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean over items (queries, tasks)."""
-    x = np.asarray(x, float)
-    if len(x) == 0:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(len(x), size=(n_boot, len(x)))].mean(axis=1)
-    return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
-
-
-def paired_ci(a: np.ndarray, b: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of a - b over the same items, with its bootstrap CI."""
-    d = np.asarray(a, float) - np.asarray(b, float)
-    lo, hi = bootstrap_ci(d, n_boot, seed)
-    return float(d.mean()), lo, hi
+def collect_parallel(env: Any, policy: NumpyPolicy, options: Sequence[dict[str, Any]],
+                     rng: np.random.Generator) -> Batch:  # fmt: skip
+    """Play one PettingZoo Parallel episode per option through ``reset``/``step`` with dicts of
+    actions; every agent's trajectory becomes one episode of the batch (rollout index kept)."""
+    obs_l, act_l, ret_l, rews, dec, infos, rollout = [], [], [], [], [], [], []
+    for j, opt in enumerate(options):
+        obs, _ = env.reset(options=opt)
+        traj: dict[str, tuple[list, list]] = {a: ([], []) for a in env.agents}
+        total = dict.fromkeys(env.agents, 0.0)
+        info: dict[str, Any] = {}
+        while env.agents:
+            acts = {a: policy.act(obs[a], rng) for a in env.agents}
+            for a, k in acts.items():
+                traj[a][0].append(obs[a])
+                traj[a][1].append(k)
+            obs, rew, _, _, info = env.step(acts)
+            for a, r in rew.items():
+                total[a] += float(r)
+        for a, (o, k) in traj.items():
+            obs_l += o
+            act_l += k
+            ret_l += [total[a]] * len(k)
+            rews.append(total[a])
+            dec.append(len(k))
+            infos.append(info.get(a, {}))
+            rollout.append(j)
+    f = policy.meta.obs_dim
+    return Batch(
+        np.asarray(obs_l, np.float32).reshape(-1, f), np.asarray(act_l, np.int64), np.asarray(ret_l, np.float32),
+        np.asarray(rews), np.asarray(dec, np.int64), np.zeros(len(act_l), np.float32), infos,
+        np.asarray(rollout, np.int64),
+    )  # fmt: skip
