@@ -107,10 +107,12 @@ def main() -> None:
             "accuracy_ci95": _ci(c, a.seed),
             "mean_samples": float(u.mean()),
             "mean_samples_ci95": _ci(u, a.seed),
-            "accuracy_in_offline_ci": offline["accuracy_ci95"][0] <= c.mean() <= offline["accuracy_ci95"][1],
-            "samples_in_offline_ci": offline["mean_samples_ci95"][0]
-            <= u.mean()
-            <= offline["mean_samples_ci95"][1],
+            "accuracy_in_offline_ci": bool(
+                offline["accuracy_ci95"][0] <= c.mean() <= offline["accuracy_ci95"][1]
+            ),
+            "samples_in_offline_ci": bool(
+                offline["mean_samples_ci95"][0] <= u.mean() <= offline["mean_samples_ci95"][1]
+            ),
             "mean_workers_launched": float(np.mean(launched)),
             "mean_wall_clock_s": float(np.mean(wall)),
             "mean_critical_steps": float(np.mean(crit)),
