@@ -327,6 +327,7 @@ def loop_stop_cmd(
     base_url: str = typer.Option(None, "--base-url", help="any OpenAI-compatible server instead"),
     model: str = typer.Option("default", "--model", help="model name sent to --base-url"),
     out: str = typer.Option("runs/loop/stop", "-o", "--out", help="loop folder (resumed if it exists)"),
+    start: str = typer.Option(None, "--start", help="start from this stop policy (e.g. from train stop)"),
 ) -> None:
     """Learn the stop decision from the vote runs it drives; resumable; curves in OUT/curves.png.
 
@@ -342,7 +343,9 @@ def loop_stop_cmd(
         if backend == "local" and not base_url
         else backend_spec(backend, base_url=base_url, model=model, seed=seed)
     )
-    cfg = StopLoopConfig(tasks, iterations, questions, budget, width, cost, lr, seed=seed, backend=spec)
+    cfg = StopLoopConfig(
+        tasks, iterations, questions, budget, width, cost, lr, seed=seed, backend=spec, start=start
+    )
     with _bars() as bars:
         advance = bars(f"loop stop ({tasks})", iterations)
         recs = loop_stop(cfg, out, progress=lambda _i, _n: advance())

@@ -43,6 +43,7 @@ class StopLoopConfig:
     seed: int = 0
     backend: dict[str, Any] | None = None  # None: the local SmolLM2 (see runtime.runner.backend_spec)
     eval_questions: int = 60  # held-out questions of the embedded bank evaluated each iteration
+    start: str | None = None  # a saved stop policy to start from (e.g. trained offline); None: random
 
 
 def split_questions(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -140,6 +141,18 @@ class StopLoop:
         self._backend: Any = None
 
     def start_policy(self, path: Path) -> str:
+        if self.cfg.start is not None:
+            pol = StopPolicy.load(self.cfg.start)
+            if pol.config.budget != self.cfg.budget or pol.aggregator is not None or pol.alt is not None:
+                raise OrchestraceError(
+                    "OT617",
+                    f"the starting policy must be a single majority-vote stop policy with budget {self.cfg.budget} "
+                    f"(this one: budget {pol.config.budget}, aggregator {pol.aggregator is not None}, "
+                    f"mixture {pol.alt is not None})",
+                    path=self.cfg.start,
+                )
+            pol.save(str(path))
+            return str(path) + ".safetensors"
         config = PolicyConfig(features=feature_names(False), budget=self.cfg.budget, cost=self.cfg.cost,
                               algorithm="reinforce-traces", trained_on=[self.fam.name], seed=self.cfg.seed)  # fmt: skip
         pol = StopPolicy.init(config, self.cfg.seed)

@@ -19,7 +19,17 @@ class SmolLM2Backend:
         self.name = "smollm2"
         self.dtype, self.threads = dtype, threads
         self._model: Any = None
-        self.lock = asyncio.Lock()
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        """The queue of calls, one per event loop: a backend reused by several ``asyncio.run``
+        (a loop of runs sharing one loaded model) must not hand a lock bound to a closed loop."""
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        return self._lock
 
     def load(self) -> Any:
         if self._model is None:
