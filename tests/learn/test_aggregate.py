@@ -151,3 +151,33 @@ def test_few_shared_answers_are_not_penalised_as_attractors() -> None:
     plain = run_rule(test, reps, Method("fixed-5", "fixed-k", 5, fixed_k(5)), 40)
     weighted = run_rule(test, reps, Method("agg-5", "fixed-k", 5, fixed_k(5), aggregator_answer(agg)), 40)
     assert weighted.accuracy > plain.accuracy - 0.01
+
+
+def test_reference_statics_ignore_the_evaluated_samples() -> None:
+    """Extra samples on other evaluated questions move the in-bank prior (and so the answer of
+    a prior-weighted aggregator); with a disjoint reference split they change nothing."""
+    ref = Bank("r", [q(i, f"r{i}?", "x", ["x", "nice"] if i < 3 else ["x"]) for i in range(4)])
+    hot = q(0, "opposite of hot?", "cold", ["nice", "cold"])
+    few = Bank("e", [hot, q(1, "opposite of up?", "down", ["down", "down"])])
+    # question 1 with 40 more samples nobody paid for under the reported budget
+    many = Bank("e", [hot, q(1, "opposite of up?", "down", ["down", "down"] + ["nice"] * 40)])
+    agg = Aggregator((1.0, 0.0, -3.0, 0.0, 0.0))  # penalises attractors
+
+    def answer(bank: Bank, reference: Bank | None) -> int:
+        pt = tables(bank, 2, reference=reference)[0][0]
+        return int(agg.answers(pt.counts, pt.valid, pt.static)[-1])
+
+    assert answer(few, None) != answer(many, None)  # in-bank: "nice" becomes an attractor
+    assert answer(few, ref) == answer(many, ref)
+    np.testing.assert_allclose(answer_statics(few, ref)[0], answer_statics(many, ref)[0])
+    # "nice" in 3 of 4 reference questions: (3 + 1) / 5; "cold" in none: 1 / 5
+    np.testing.assert_allclose(np.exp(answer_statics(few, ref)[0][:, 0]), [4 / 5, 1 / 5])
+
+
+def test_reference_without_the_part_is_an_error() -> None:
+    from orchestrace.learn.stopping.training import merge
+
+    a = Bank("a", [q(i, f"a{i}?", "x", ["x"]) for i in range(2)])
+    b = Bank("b", [q(i, f"b{i}?", "x", ["x"]) for i in range(2)])
+    with pytest.raises(ValueError, match="part 1"):
+        answer_statics(merge([a, b], "a+b"), a)

@@ -41,34 +41,51 @@ def echoes(label: str, question: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(label.lower())}(?!\w)", question.lower()) is not None
 
 
-def answer_statics(bank: Bank) -> list[np.ndarray]:
+def answer_statics(bank: Bank, reference: Bank | None = None) -> list[np.ndarray]:
     """Per question, ``[labels, 3]``: log leave-one-out prior, echo flag, and the prior times the
     family's answer concentration (the share of all its valid samples on its 10 commonest
     answers). Attractors are wrong where answers are question-specific (antonyms: a concentration
     of 0.11) and right where a few answers serve every question (continents: 0.86); the product
     lets one weight vector learn both. Computed per family: a merged bank (``part_of`` in its
-    meta, set by ``stop.merge``) gets each part's own statistics."""
+    meta, set by ``stop.merge``) gets each part's own statistics.
+
+    With ``reference`` (a split of other questions whose samples are drawn and counted
+    separately), the prior and the concentration come from its samples only, part by part, so
+    nothing a policy is scored on feeds a statistic it uses: the evaluated questions' own
+    samples then only give the echo flag (which reads the question text)."""
     part_of = bank.meta.get("part_of") or [0] * len(bank)
+    ref_part = (reference.meta.get("part_of") or [0] * len(reference)) if reference is not None else []
     out: list[np.ndarray] = [np.zeros((0, 3))] * len(bank)
     for part in sorted(set(part_of)):
         idx = [i for i, p in enumerate(part_of) if p == part]
-        for i, st in zip(idx, _family_statics([bank.questions[i] for i in idx]), strict=True):
+        qs = [bank.questions[i] for i in idx]
+        source = qs
+        if reference is not None:
+            source = [q for q, p in zip(reference.questions, ref_part, strict=True) if p == part]
+            if not source:
+                raise ValueError(f"reference bank has no questions of part {part} (part_of in its meta)")
+        for i, st in zip(idx, _family_statics(qs, source, add_one=reference is not None), strict=True):
             out[i] = st
     return out
 
 
-def _family_statics(questions: Sequence[BankQuestion]) -> list[np.ndarray]:
+def _family_statics(
+    questions: Sequence[BankQuestion], source: Sequence[BankQuestion], add_one: bool
+) -> list[np.ndarray]:
+    """Statics of ``questions`` with the prior and concentration counted over ``source``; with
+    ``add_one`` (a disjoint source) the prior counts the question itself once, ``(seen + 1) /
+    (n + 1)``, the same form the in-bank prior has (a question always contains its own answers)."""
     seen: Counter[str] = Counter()
     votes: Counter[str] = Counter()
-    for q in questions:
+    for q in source:
         seen.update(q.labels)
         counts = np.bincount(q.answers[q.answers != NULL], minlength=len(q.labels))
         votes.update({a: int(c) for a, c in zip(q.labels, counts, strict=True)})
     concentration = sum(c for _, c in votes.most_common(10)) / max(sum(votes.values()), 1)
-    n = max(len(questions), 1)
+    n = max(len(source), 1) + add_one
     out = []
     for q in questions:
-        prior = np.log(np.array([seen[a] / n for a in q.labels], dtype=float))
+        prior = np.log(np.array([(seen[a] + add_one) / n for a in q.labels], dtype=float))
         echo = np.array([echoes(a, q.question) for a in q.labels], dtype=float)
         out.append(np.stack([prior, echo, prior * concentration], axis=1) if q.labels else np.zeros((0, 3)))
     return out

@@ -48,13 +48,14 @@ class Result:
 Replays = list[list[PrefixTable]]  # [question][order]
 
 
-def tables(bank: Bank, budget: int, orders: int = 1, seed: int = 0) -> Replays:
+def tables(bank: Bank, budget: int, orders: int = 1, seed: int = 0, reference: Bank | None = None) -> Replays:
     """Prefix tables of the first ``budget`` samples of every question in ``orders`` orders:
     order 0 is bank order, the others are seeded permutations (the samples are i.i.d. draws, so
-    every order is an equally likely history; averaging over orders removes the luck of one)."""
+    every order is an equally likely history; averaging over orders removes the luck of one).
+    ``reference``: the split whose samples give the answer priors (``answer_statics``)."""
     rng = np.random.default_rng(seed)
     out = []
-    for q, st in zip(bank.questions, answer_statics(bank), strict=True):
+    for q, st in zip(bank.questions, answer_statics(bank, reference), strict=True):
         row = []
         for r in range(orders):
             order = np.arange(budget) if r == 0 else rng.permutation(len(q.answers))[:budget]
