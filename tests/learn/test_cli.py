@@ -50,7 +50,8 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     )
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "report" / "report.json").read_text())
-    assert rep["eval_questions"] == 18 and rep["train_questions"] == 42  # 70/30 held-out split
+    # 70/30 held-out split; the 18 held-out questions split again into 9 calibration + 9 reported
+    assert rep["train_questions"] == 42 and rep["calibration_questions"] == 9 and rep["eval_questions"] == 9
     assert (tmp_path / "report" / "pareto.png").stat().st_size > 1000
     assert (tmp_path / "report" / "learning_curves.png").is_file()
     r = runner.invoke(

@@ -74,8 +74,8 @@ def train_stop_cmd(
         5.0,
         "--target-samples",
         min=0,
-        help="also train each policy family for this mean sample budget, calibrated on the held-out "
-        "samples without their labels (0: off)",
+        help="also train each policy family for this mean sample budget, calibrated without labels on "
+        "a calibration half of the held-out questions disjoint from the reported half (0: off)",
     ),
     cost: float = typer.Option(
         0.003, "--cost", "-c", help="price of one sample in units of one correct answer"
@@ -146,7 +146,8 @@ def train_stop_cmd(
         )
     g = rep["goal"]
     console.print(
-        f"held-out [bold]{rep['eval_bank']}[/bold] ({rep['eval_questions']} questions x {orders} orders): "
+        f"held-out [bold]{rep['eval_bank']}[/bold] ({rep['eval_questions']} reported questions x {orders} "
+        f"orders; budget and priors from {rep['calibration_questions']} other held-out questions): "
         f"learned accuracy {g['learned_accuracy']:.3f} with {g['learned_mean_samples']:.2f} samples "
         f"({g['sample_reduction_x']:.1f}x fewer) vs fixed-{budget} {g['fixed_full_accuracy']:.3f}; "
         f"oracle {g['oracle_mean_samples']:.2f} samples"

@@ -245,6 +245,7 @@ def eval_methods(
     map_fn: Callable[[Callable[[Method], Result], list[Method]], Iterable[Result]] = map,
     orders: int = 1,
     seed: int = 0,
+    reference: Bank | None = None,
 ) -> list[Result]:
     """Every baseline at its published setting (and its sweep), the learned policies, and
     optionally the Bayes-optimal rule of a synthetic model calibrated to the bank, each on
@@ -252,7 +253,7 @@ def eval_methods(
 
     ``map_fn`` runs the methods (the CLI passes a Ray map for ``--ray``); results keep their order.
     """
-    pts = tables(bank, budget, orders, seed)
+    pts = tables(bank, budget, orders, seed, reference)
     methods = default_methods(budget) + (sweep_methods() if sweeps else [])
     methods += [policy_method(p, name) for name, p in policies]
     out = list(map_fn(partial(_run_method, bank=bank, pts=pts, budget=budget), methods))
@@ -358,7 +359,7 @@ def train_stop(
     answers with an aggregator fitted on the training banks (O5 + O4). The policies of the cost
     sweep are independent; ``map_fn`` (a Ray map from the CLI's ``--ray``) trains them in
     parallel, with the same seeds and so the same policies. With ``target_samples`` each family
-    also gets the policy for that sample budget (``calibrate_cost``, on the held-out questions'
+    also gets the policy for that sample budget (``calibrate_cost``, on the calibration half's
     samples, never their labels), saved next to the main one with a ``-target`` suffix."""
     from ..envs.stopvote import build_pool
     from .report import write_report
@@ -381,13 +382,18 @@ def train_stop(
             else [load_bank(p) for p in eval_paths or DEFAULT_EVAL]
         )
         train_bank = merge(train_banks, "+".join(b.name for b in train_banks))
-        test_bank = (
-            test_banks[0] if len(test_banks) == 1 else merge(test_banks, "+".join(b.name for b in test_banks))
-        )
     else:
         parts = [split(b, 0.7, seed) for b in train_banks]
         train_bank = merge([p[0] for p in parts], "+".join(b.name for b in train_banks) + "-train")
-        test_bank = merge([p[1] for p in parts], "+".join(b.name for b in train_banks) + "-heldout")
+        test_banks = [p[1] for p in parts]
+    # no free samples: the budget calibration and the answer priors read a disjoint half of the
+    # held-out questions (per family); accuracy and samples are reported on the other half only
+    halves = [split(b, 0.5, seed + 1) for b in test_banks]
+    calib_bank, test_bank = (
+        (halves[0][0], halves[0][1])
+        if len(halves) == 1
+        else tuple(merge([h[j] for h in halves], "+".join(b.name for b in test_banks)) for j in (0, 1))
+    )
     costs = [cost, *[c for c in sweep_costs if c != cost]]
     agg = fit_aggregator([train_bank], budget, seed=seed) if aggregate else None
     policies: list[tuple[str, StopPolicy]] = []
@@ -411,7 +417,7 @@ def train_stop(
         if target_samples:
             pol, c, used = calibrate_cost(
                 train_bank,
-                test_bank,
+                calib_bank,
                 target_samples,
                 **common,
                 progress=(
@@ -435,13 +441,20 @@ def train_stop(
         if name in ("learned", "learned+agg") or "(target=" in name:
             suffix = "-agg" if pol.aggregator is not None else ""
             pol.save(base + suffix + ("-target" if "(target=" in name else ""))
-    results = eval_methods(test_bank, budget, policies, sweeps=True, orders=orders, seed=seed)
+    results = eval_methods(
+        test_bank, budget, policies, sweeps=True, orders=orders, seed=seed, reference=calib_bank
+    )
     train_time = time.time() - t0
     report = {
         "train_banks": [b.name for b in train_banks],
         "train_questions": len(train_bank),
         "eval_bank": test_bank.name,
         "eval_questions": len(test_bank),
+        "calibration_questions": len(calib_bank),
+        "protocol": (
+            "budget calibration and answer priors on a disjoint calibration half of the held-out"
+            " questions (its samples counted apart); accuracy and mean samples on the other half"
+        ),
         "algorithm": algo,
         "cost": cost,
         "sweep_costs": list(costs),
