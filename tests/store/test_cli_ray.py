@@ -62,6 +62,15 @@ def test_eval_stop_with_ray_equals_local(ray_local: str) -> None:
     assert a == b
 
 
+def _policy_file(path: str) -> tuple[dict[str, str], dict[str, bytes]]:
+    """Metadata and tensor bytes of a safetensors file (its header's key order is not fixed:
+    safetensors keeps the metadata in a hash map)."""
+    from safetensors import safe_open
+
+    with safe_open(path, "numpy") as f:
+        return f.metadata(), {k: f.get_tensor(k).tobytes() for k in f.keys()}
+
+
 def test_train_stop_with_ray_equals_local(ray_local: str, tmp_path) -> None:
     reports = []
     for extra, name in (([], "local"), (["--ray"], "ray")):
@@ -71,7 +80,7 @@ def test_train_stop_with_ray_equals_local(ray_local: str, tmp_path) -> None:
         assert r.exit_code == 0, r.output
         reports.append(
             (
-                out.with_suffix(".safetensors").read_bytes(),
+                _policy_file(str(out.with_suffix(".safetensors"))),
                 json.loads((tmp_path / name / "report" / "report.json").read_text()),
             )
         )
