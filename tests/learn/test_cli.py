@@ -52,6 +52,8 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     rep = json.loads((tmp_path / "report" / "report.json").read_text())
     # 70/30 held-out split; the 18 held-out questions split again into 9 calibration + 9 reported
     assert rep["train_questions"] == 42 and rep["calibration_questions"] == 9 and rep["eval_questions"] == 9
+    lo, hi = rep["goal"]["accuracy_gap_ci95_points"]
+    assert lo <= rep["goal"]["accuracy_gap_points"] <= hi and "paired 95% CI" in r.output
     assert (tmp_path / "report" / "pareto.png").stat().st_size > 1000
     assert (tmp_path / "report" / "learning_curves.png").is_file()
     r = runner.invoke(

@@ -149,14 +149,18 @@ def train_stop_cmd(
         f"held-out [bold]{rep['eval_bank']}[/bold] ({rep['eval_questions']} reported questions x {orders} "
         f"orders; budget and priors from {rep['calibration_questions']} other held-out questions): "
         f"learned accuracy {g['learned_accuracy']:.3f} with {g['learned_mean_samples']:.2f} samples "
-        f"({g['sample_reduction_x']:.1f}x fewer) vs fixed-{budget} {g['fixed_full_accuracy']:.3f}; "
+        f"({g['sample_reduction_x']:.1f}x fewer) vs fixed-{budget} {g['fixed_full_accuracy']:.3f} "
+        f"(paired 95% CI of the difference [{g['accuracy_gap_ci95_points'][0]:+.1f}, "
+        f"{g['accuracy_gap_ci95_points'][1]:+.1f}] points); "
         f"oracle {g['oracle_mean_samples']:.2f} samples"
     )
     ga = rep.get("goal_with_aggregator")
     if ga:
         console.print(
             f"with the learned aggregator: accuracy {ga['learned_accuracy']:.3f} with "
-            f"{ga['learned_mean_samples']:.2f} samples ({ga['sample_reduction_x']:.1f}x fewer)"
+            f"{ga['learned_mean_samples']:.2f} samples ({ga['sample_reduction_x']:.1f}x fewer; "
+            f"{ga['accuracy_gap_points']:+.1f} points, paired 95% CI [{ga['accuracy_gap_ci95_points'][0]:+.1f}, "
+            f"{ga['accuracy_gap_ci95_points'][1]:+.1f}])"
         )
     for name, t in rep["targets"].items():
         mixed = (
@@ -167,7 +171,8 @@ def train_stop_cmd(
         console.print(
             f"{name} for a budget of {rep['target_samples']:g} samples (c={t['cost']:.4g}{mixed}): accuracy "
             f"{t['learned_accuracy']:.3f} with {t['learned_mean_samples']:.2f} samples "
-            f"({t['sample_reduction_x']:.1f}x fewer, {t['accuracy_gap_points']:+.1f} points vs fixed-{budget})"
+            f"({t['sample_reduction_x']:.1f}x fewer, {t['accuracy_gap_points']:+.1f} points vs fixed-{budget}, "
+            f"paired 95% CI [{t['accuracy_gap_ci95_points'][0]:+.1f}, {t['accuracy_gap_ci95_points'][1]:+.1f}])"
             + ("" if t["met"] else " [yellow](no cost in the search range keeps the budget)[/yellow]")
         )
     console.print(f"policy {rep['policy']}  report {rep['report_dir']}  ({rep['seconds']} s)")
