@@ -3,8 +3,9 @@
 Majority vote scores a candidate answer by its votes alone. Two more task-agnostic signals
 are cheap and real on small models:
 
-- the answer prior: the share of the bank's *other* questions whose samples also contain this
-  answer string (unlabelled, leave-one-question-out). An answer the model gives to many
+- the answer prior: the share of questions whose samples contain this answer string
+  (unlabelled; in-bank it counts the question itself, so ``train stop`` reads it from a disjoint
+  calibration split, ``answer_statics(bank, reference)``). An answer the model gives to many
   questions ("india", "nice") is an attractor, not evidence;
 - the echo: the answer string appears in the question itself ("polite" -> "polite").
 
