@@ -22,6 +22,7 @@ Examples:
 
 Formats: claude-code, codex, gemini-cli, opencode, otel (OTLP JSON), openai-agents, who-and-when, chatdev.
 Content is stored only as a sha256 content_ref unless --keep-content (secrets redacted).
+Home directories in metadata cwd become ~ unless --keep-home-paths.
 """
 
 
@@ -35,6 +36,9 @@ def register(app: typer.Typer) -> None:
         fmt: str | None = typer.Option(None, "--from", help="Log format; detected per file when omitted."),
         keep_content: bool = typer.Option(
             False, "--keep-content", help="Store message/tool content (secrets redacted)."
+        ),
+        keep_home_paths: bool = typer.Option(
+            False, "--keep-home-paths", help="Keep home directories in metadata cwd (default: ~)."
         ),
         quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress bar."),
     ) -> None:
@@ -68,6 +72,7 @@ def register(app: typer.Typer) -> None:
             traces = importers.iter_import(
                 planned,
                 keep_content=keep_content,
+                keep_home_paths=keep_home_paths,
                 notify=notify,
                 report=report,
                 done=lambda f: bar.advance(task, _size(f)),

@@ -149,9 +149,14 @@ def plan(
 
 
 def load(
-    path: str | os.PathLike[str], fmt: str | None = None, *, keep_content: bool = False
+    path: str | os.PathLike[str],
+    fmt: str | None = None,
+    *,
+    keep_content: bool = False,
+    keep_home_paths: bool = False,
 ) -> Iterator[Trace]:
-    """Traces of one file in a named or detected format."""
+    """Traces of one file in a named or detected format; a home directory in a ``cwd`` of the
+    metadata becomes ``~`` (it names the user) unless ``keep_home_paths``."""
     name = fmt or detect(path)
     if name is None:
         raise OrchestraceError(
@@ -159,7 +164,21 @@ def load(
             f"cannot tell the log format; name it with --from ({', '.join(names())})",
             path=os.fspath(path),
         )
-    yield from get(name).load(path, keep_content=keep_content)
+    for tr in get(name).load(path, keep_content=keep_content):
+        if not keep_home_paths:
+            _tilde_cwd(tr.metadata)
+        yield tr
+
+
+def _tilde_cwd(meta: Any) -> None:
+    """``cwd`` values in the metadata (top level and one object down) with ``~`` for the home."""
+    from .redact import home_to_tilde
+
+    if not isinstance(meta, dict):
+        return
+    for d in [meta, *(v for v in meta.values() if isinstance(v, dict))]:
+        if isinstance(d.get("cwd"), str):
+            d["cwd"] = home_to_tilde(d["cwd"])
 
 
 @dataclass
@@ -179,6 +198,7 @@ def iter_import(
     planned: list[tuple[str, str]],
     *,
     keep_content: bool = False,
+    keep_home_paths: bool = False,
     notify: Notify | None = None,
     report: Report | None = None,
     done: Callable[[str], None] | None = None,
@@ -191,7 +211,7 @@ def iter_import(
     say = notify or (lambda *_: None)
     for f, name in planned:
         try:
-            for tr in load(f, name, keep_content=keep_content):
+            for tr in load(f, name, keep_content=keep_content, keep_home_paths=keep_home_paths):
                 errors = [x for x in validate_trace(tr) if x.severity == "error"]
                 if errors:  # a bug in an importer; never write an invalid trace
                     say(f, "error", f"trace {tr.trace_id} does not validate ({errors[0]}); skipped")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
@@ -26,41 +25,9 @@ import orjson
 from ..core.errors import LoadError
 from ..core.io import iter_lines
 from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs
+from .redact import redact
 
 # ---------------------------------------------------------------- privacy
-
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # passwords in URLs: scheme://user:password@host
-    (
-        re.compile(r"(?P<pre>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(?P<post>@)"),
-        r"\g<pre>[REDACTED]\g<post>",
-    ),
-    # bearer / basic tokens in headers
-    (re.compile(r"(?i)\b(?P<pre>(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\g<pre>[REDACTED]"),
-    # well-known key shapes
-    (re.compile(r"\bsk-(?:ant-|proj-|or-)?[A-Za-z0-9_-]{16,}"), "[REDACTED]"),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[REDACTED]"),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"), "[REDACTED]"),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b"), "[REDACTED]"),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"), "[REDACTED]"),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), "[REDACTED]"),
-    (re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), "[REDACTED]"),
-    # key = value assignments of secret-looking names
-    (
-        re.compile(
-            r"(?i)(?P<pre>\b[A-Za-z0-9_]*(?:api[_-]?key|secret|password|passwd|access[_-]?token|auth[_-]?token)"
-            r"[\"']?\s*[:=]\s*[\"']?)(?P<val>[^\s\"',;]{4,})"
-        ),
-        r"\g<pre>[REDACTED]",
-    ),
-)
-
-
-def redact(text: str) -> str:
-    """Text with API keys, bearer tokens and passwords in URLs replaced by ``[REDACTED]``."""
-    for pat, repl in _SECRET_PATTERNS:
-        text = pat.sub(repl, text)
-    return text
 
 
 def content_hash(text: str) -> str:
