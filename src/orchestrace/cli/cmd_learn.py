@@ -195,7 +195,7 @@ def _ray_map(fn: Any, items: Any, *, ray: str) -> list[Any]:
 
 @eval_app.command("stop", cls=RayCommand)
 def eval_stop_cmd(
-    bank: str = typer.Option(..., "--bank", "-b", help="bank file (.jsonl[.gz]) or an embedded name"),
+    bank: str = typer.Option(None, "--bank", "-b", help="bank file (.jsonl[.gz]) or an embedded name"),
     policy: str = typer.Option(None, "--policy", "-p", help="a policy written by train stop"),
     budget: int = typer.Option(40, "--budget"),
     fmt: str = typer.Option("table", "--format", help="table or json"),
@@ -204,6 +204,15 @@ def eval_stop_cmd(
         False, "--bayes", help="add the Bayes-optimal rule of a model calibrated to the bank"
     ),
     orders: int = typer.Option(8, "--orders", min=1, help="replay each question in this many orders"),
+    lofo: bool = typer.Option(
+        False,
+        "--leave-one-family-out",
+        help="train on six embedded families, evaluate on the seventh, for each of the seven",
+    ),
+    out: str = typer.Option(
+        "runs/stop/leave_one_family_out.json", "--out", "-o", help="JSON of --leave-one-family-out"
+    ),
+    seed: int = typer.Option(0, "--seed"),
     ray: RayOption = None,
 ) -> None:
     """Every stopping baseline (and a learned policy) on one bank.
@@ -212,12 +221,22 @@ def eval_stop_cmd(
       orchestrace eval stop --bank countries --policy runs/stop/policy --format json
       orchestrace eval stop --bank my.jsonl --budget 20
       orchestrace eval stop --bank countries --ray        # methods evaluated as Ray tasks
+      orchestrace eval stop --leave-one-family-out       # transfer to unseen families (~15 min)
     """
     from ..learn.stopping.evaluation import results_json
     from ..learn.stopping.training import eval_stop
 
     if fmt not in ("table", "json"):
         raise OrchestraceError("OT665", f"unknown format {fmt!r} (table, json)")
+    if lofo:
+        if bank or policy:
+            raise OrchestraceError(
+                "OT666", "--leave-one-family-out uses the seven embedded families: no --bank or --policy"
+            )
+        _leave_one_family_out(budget, orders, seed, out)
+        return
+    if not bank:
+        raise OrchestraceError("OT666", "give --bank (or --leave-one-family-out)")
     map_fn = map if ray is None else partial(_ray_map, ray=ray)
     res = eval_stop(bank, policy, budget, bayes=bayes, map_fn=map_fn, orders=orders)
     rows = results_json(res) if ci else [r.row() for r in res]
@@ -225,6 +244,41 @@ def eval_stop_cmd(
         print(json.dumps(rows, indent=1))
     else:
         _print_results(rows)
+
+
+def _leave_one_family_out(budget: int, orders: int, seed: int, out: str) -> None:
+    from rich.table import Table
+
+    from ..learn.stopping.training import DEFAULT_COST
+    from ..learn.stopping.transfer import leave_one_family_out, write_transfer
+
+    with console_err.status("leave-one-family-out") as status:
+        rep, _ = leave_one_family_out(budget=budget, orders=orders, seed=seed, progress=status.update)
+    write_transfer(rep, out)
+    t = Table(
+        "held out", "method", "accuracy", f"fixed-{budget}", "mean samples", "diff (points)", "paired 95% CI",
+        "dominated by",
+        title=f"leave-one-family-out ({orders} orders, seed {seed}); {rep.protocol}",
+    )  # fmt: skip
+    shown = {f"learned(c={DEFAULT_COST:g})", "consol-sprt"}
+    for r in rep.rows:
+        if r.method in shown or r.method.startswith("bayes-adapted"):
+            t.add_row(
+                r.family, r.method, f"{r.accuracy:.4f}", f"{r.fixed_accuracy:.4f}", f"{r.mean_samples:.2f}",
+                f"{r.gap_points:+.2f}", f"[{r.gap_ci95_points[0]:+.2f}, {r.gap_ci95_points[1]:+.2f}]",
+                ", ".join(r.dominated_by[:2]) + (f" (+{len(r.dominated_by) - 2})" if len(r.dominated_by) > 2 else "")
+                or "no",
+            )  # fmt: skip
+    console.print(t)
+    for f in rep.families:
+        console.print(
+            f"{f.family}: learned front ({f.learned_front_points} costs) {f.learned_front_dominated} points "
+            f"dominated by a rule; oracle {f.oracle_mean_samples:.2f} samples; label-free prior "
+            f"a={f.label_free_prior.a:g} b={f.label_free_prior.b:g} alpha={f.label_free_prior.alpha:g} "
+            f"from {f.calibration_questions} questions ({f.calibration_samples} samples)",
+            highlight=False,
+        )
+    console.print(f"report {out}")
 
 
 @bank_app.command("build")

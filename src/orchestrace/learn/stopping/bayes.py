@@ -30,37 +30,28 @@ class BayesStopper:
     stopping rule for majority voting, the decision class of the learned StopVote policies.
     """
 
-    def __init__(self, params: SynthParams, cost: float, budget: int, answer: str = "map") -> None:
+    def __init__(
+        self,
+        params: SynthParams,
+        cost: float,
+        budget: int,
+        answer: str = "map",
+        posteriors: dict[tuple[int, ...], list[float]] | None = None,
+    ) -> None:
         self.answer = answer
         self.p = params
         self.c = cost
         self.budget = budget
         self.value = lru_cache(maxsize=None)(self._value)
-        self._post: dict[tuple[int, ...], list[float]] = {}
+        # posteriors depend on the params only: stoppers at several costs may share them
+        self._post: dict[tuple[int, ...], list[float]] = {} if posteriors is None else posteriors
 
     def posterior(self, counts: tuple[int, ...]) -> list[float]:
         """[P(H_0), P(H_1), ..., P(H_m)] for sorted counts c_1 >= ... >= c_m."""
         post = self._post.get(counts)
         if post is not None:
             return post
-        a, b, k, al = self.p.a, self.p.b, self.p.distractors, self.p.alpha
-        m, n = len(counts), sum(counts)
-        lg = math.lgamma
-        dist_all = sum(lg(al + c) for c in counts) - m * lg(al)
-        base = lg(k * al) - _betaln(a, b) + dist_all
-        logs = [-math.inf] * (m + 1)
-        if m <= k:  # H_0: every seen label is a distractor
-            logs[0] = base + _betaln(a, b + n) - lg(k * al + n) + _log_falling(k, m)
-        if m - 1 <= k:
-            for j, cj in enumerate(counts):
-                rest = n - cj
-                logs[j + 1] = (
-                    base
-                    + _betaln(a + cj, b + rest)
-                    - lg(k * al + rest)
-                    - (lg(al + cj) - lg(al))
-                    + _log_falling(k, m - 1)
-                )
+        logs = hypothesis_logs(self.p, counts)
         top = max(logs)
         w = [math.exp(x - top) for x in logs]
         z = sum(w)
@@ -128,12 +119,14 @@ class BayesStopper:
         return self.continue_value((), 0)
 
     def run(self, pt: PrefixTable) -> tuple[int, int]:
-        """(samples used, answer id) of the optimal policy on one sample sequence."""
+        """(samples used, answer id) of the optimal policy on one sample sequence. A real sequence
+        may hold more labels than the model's K distractors + 1: the smallest beyond K + 1 are
+        dropped from the state (the model gives them probability 0)."""
         budget = min(self.budget, pt.length)
         for t in range(1, budget + 1):
             row = pt.counts[t - 1]
             ids = np.flatnonzero(row)
-            order = ids[np.argsort(-row[ids], kind="stable")]
+            order = ids[np.argsort(-row[ids], kind="stable")][: self.p.distractors + 1]
             counts = tuple(int(row[i]) for i in order)
             if t >= budget or self.should_stop(counts, t):
                 if not counts:
@@ -143,6 +136,39 @@ class BayesStopper:
                 post = self.posterior(counts)[1:]
                 return t, int(order[int(np.argmax(np.array(post)))])
         raise AssertionError("unreachable")
+
+
+def hypothesis_logs(params: SynthParams, counts: tuple[int, ...]) -> list[float]:
+    """log P(sequence with these sorted label counts, H_j) for H_0 (the correct answer unseen)
+    and H_1..H_m, up to a constant that depends on the counts only (not on ``params``).
+    Needs at most K + 1 labels (``params.distractors`` = K)."""
+    a, b, k, al = params.a, params.b, params.distractors, params.alpha
+    m, n = len(counts), sum(counts)
+    lg = math.lgamma
+    dist_all = sum(lg(al + c) for c in counts) - m * lg(al)
+    base = lg(k * al) - _betaln(a, b) + dist_all
+    logs = [-math.inf] * (m + 1)
+    if m <= k:  # H_0: every seen label is a distractor
+        logs[0] = base + _betaln(a, b + n) - lg(k * al + n) + _log_falling(k, m)
+    if m - 1 <= k:
+        for j, cj in enumerate(counts):
+            rest = n - cj
+            logs[j + 1] = (
+                base
+                + _betaln(a + cj, b + rest)
+                - lg(k * al + rest)
+                - (lg(al + cj) - lg(al))
+                + _log_falling(k, m - 1)
+            )
+    return logs
+
+
+def log_evidence(params: SynthParams, counts: tuple[int, ...]) -> float:
+    """log P(a sequence with these sorted label counts | params), up to a params-free constant:
+    what a label-free fit of ``params`` maximises (``adapt.fit_label_free``)."""
+    logs = hypothesis_logs(params, counts)
+    top = max(logs)
+    return top + math.log(sum(math.exp(x - top) for x in logs)) if top > -math.inf else -math.inf
 
 
 def _log_falling(k: int, m: int) -> float:

@@ -1,0 +1,200 @@
+"""Leave-one-family-out: train on every embedded family but one, evaluate on the one left out.
+
+The protocol has no free samples: each held-out family is split in two halves of questions
+(seeded); the label-free prior of the adapted Bayes rule (``adapt.fit_label_free``) reads the
+calibration half's samples (counted apart, never their labels), and accuracy and mean samples
+are reported on the other half, every method on the same replays. The learned policy reads
+nothing of the held-out family at all. Each method is compared with fixed-budget voting (paired
+bootstrap CI over the reported questions) and with every rule setting: a point is dominated when
+some rule (fixed-k, an Adaptive-Consistency threshold, an ESC window, an SPRT setting, the
+AC code's share and entropy thresholds) reaches at least its accuracy with at most its samples,
+one of the two strictly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .adapt import bayes_stoppers, fit_label_free
+from .banks import Bank, SynthParams, default_bank, default_bank_names
+from .evaluation import Result, paired_diff_ci, run_rule, run_stopper, tables
+from .rules import default_methods, sweep_methods
+from .training import DEFAULT_COST, merge, policy_method, split, train_policy
+
+RULE_FAMILIES = ("fixed-k", "ac-beta", "ac-dirichlet", "esc", "consol-sprt", "majority-share", "entropy")
+LEARNED_COSTS = (0.001, DEFAULT_COST, 0.01, 0.03)
+BAYES_COSTS = (DEFAULT_COST, 0.01)
+PROTOCOL = (
+    "per held-out family: the adapted Bayes rule's prior from a calibration half of its questions"
+    " (samples only, counted apart); accuracy and mean samples on the other half; the learned"
+    " policy reads nothing of the held-out family"
+)
+
+
+@dataclass
+class MethodRow:
+    """One method on one held-out family (or ``all``: the families' reported questions pooled)."""
+
+    family: str
+    method: str
+    accuracy: float
+    mean_samples: float
+    fixed_accuracy: float  # fixed-budget majority vote on the same replays
+    gap_points: float
+    gap_ci95_points: tuple[float, float]  # paired bootstrap over the reported questions
+    dominated_by: list[str]  # rule settings with no more samples and no lower accuracy
+
+
+@dataclass
+class FamilyTransfer:
+    family: str
+    reported_questions: int
+    calibration_questions: int
+    calibration_samples: int  # drawn for the label-free prior, on top of the reported ones
+    label_free_prior: SynthParams
+    oracle_mean_samples: float
+    learned_front_dominated: int  # learned points (one per cost) that some rule dominates
+    learned_front_points: int
+
+
+@dataclass
+class TransferReport:
+    protocol: str
+    budget: int
+    orders: int
+    seed: int
+    learned_costs: list[float]
+    bayes_costs: list[float]
+    families: list[FamilyTransfer] = field(default_factory=list)
+    rows: list[MethodRow] = field(default_factory=list)
+
+
+def dominating_rules(ours: Result, rules: Sequence[Result]) -> list[str]:
+    """Rule settings that dominate ``ours``, most accurate first."""
+    hits = [
+        r
+        for r in rules
+        if r.mean_samples <= ours.mean_samples + 1e-9
+        and r.accuracy >= ours.accuracy - 1e-9
+        and (r.mean_samples < ours.mean_samples - 1e-9 or r.accuracy > ours.accuracy + 1e-9)
+    ]
+    hits.sort(key=lambda r: (-r.accuracy, r.mean_samples))
+    return list(dict.fromkeys(r.method for r in hits))
+
+
+def _row(family: str, ours: Result, full: Result, rules: Sequence[Result], seed: int) -> MethodRow:
+    ci = paired_diff_ci(ours, full, seed=seed)["accuracy"]
+    return MethodRow(
+        family,
+        ours.method,
+        ours.accuracy,
+        ours.mean_samples,
+        full.accuracy,
+        100 * (ours.accuracy - full.accuracy),
+        (100 * ci[0], 100 * ci[1]),
+        dominating_rules(ours, rules),
+    )
+
+
+def _pool(results: Sequence[Result]) -> Result:
+    r = results[0]
+    return Result(
+        r.method,
+        r.family,
+        r.param,
+        np.concatenate([x.n_used for x in results]),
+        np.concatenate([x.correct for x in results]),
+    )
+
+
+def leave_one_family_out(
+    banks: Sequence[Bank] | None = None,
+    *,
+    budget: int = 40,
+    orders: int = 8,
+    seed: int = 0,
+    learned_costs: Sequence[float] = LEARNED_COSTS,
+    bayes_costs: Sequence[float] = BAYES_COSTS,
+    iterations: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[TransferReport, dict[str, list[Result]]]:
+    """For each bank (default: the seven embedded families): train the learned policy (exact
+    policy gradient, majority vote) at each of ``learned_costs`` on the other banks, fit the
+    label-free prior on the held-out calibration half, and evaluate both, every rule setting and
+    fixed-``budget`` voting on the reported half. Returns the report and every result per family."""
+    from ..envs.stopvote import build_pool
+
+    banks = list(banks) if banks is not None else [default_bank(n) for n in default_bank_names()]
+    if len(banks) < 2:
+        raise ValueError("leave-one-family-out needs at least two banks")
+    rep = TransferReport(PROTOCOL, budget, orders, seed, list(learned_costs), list(bayes_costs))
+    per_family: dict[str, list[Result]] = {}
+    rule_methods = default_methods(budget) + sweep_methods()
+    for k, held in enumerate(banks):
+        if progress:
+            progress(f"{held.name}: training on the other {len(banks) - 1}")
+        train = merge([b for j, b in enumerate(banks) if j != k], f"all-but-{held.name}")
+        pool = build_pool(train, budget, 16, seed)
+        policies = []
+        for c in learned_costs:
+            pol, _ = train_policy(train, c, budget=budget, seed=seed, iterations=iterations, pool=pool)
+            pol.config.trained_on = [b.name for j, b in enumerate(banks) if j != k]
+            policies.append(policy_method(pol, f"learned(c={c:g})"))
+        calib, reported = split(held, 0.5, seed + 1)
+        prior = fit_label_free(calib, budget)
+        if progress:
+            progress(f"{held.name}: evaluating on {len(reported)} questions x {orders} orders")
+        reps = tables(reported, budget, orders, seed)
+        results = [run_rule(reported, reps, m, budget) for m in rule_methods + policies]
+        for c, fn in bayes_stoppers(prior, list(bayes_costs), budget):
+            results.append(run_stopper(reported, reps, f"bayes-adapted(c={c:g})", "bayes-adapted", c, fn))
+        per_family[held.name] = results
+        learned = [r for r in results if r.family == "learned"]
+        rules = [r for r in results if r.family in RULE_FAMILIES]
+        rep.families.append(
+            FamilyTransfer(
+                held.name,
+                len(reported),
+                len(calib),
+                len(calib) * budget,
+                prior,
+                next(r for r in results if r.method == "hindsight-oracle").mean_samples,
+                sum(bool(dominating_rules(r, rules)) for r in learned),
+                len(learned),
+            )
+        )
+    rep.rows = transfer_rows(per_family, budget, seed)
+    return rep, per_family
+
+
+def transfer_rows(per_family: dict[str, list[Result]], budget: int, seed: int) -> list[MethodRow]:
+    """Rows of the learned policies, the adapted Bayes rules and ConSol's default SPRT for each
+    family and for all families pooled (each question once, so a pooled CI is over questions)."""
+    shown = ("learned", "bayes-adapted")
+    names = [r.method for r in next(iter(per_family.values())) if r.family in shown] + ["consol-sprt"]
+    out = []
+    pooled: dict[str, list[Result]] = {}
+    for fam, results in per_family.items():
+        by = {r.method: r for r in results}
+        for r in results:
+            pooled.setdefault(r.method, []).append(r)
+        rules = [r for r in results if r.family in RULE_FAMILIES]
+        out += [_row(fam, by[n], by[f"fixed-{budget}"], rules, seed) for n in names]
+    merged = {m: _pool(rs) for m, rs in pooled.items()}
+    rules = [r for r in merged.values() if r.family in RULE_FAMILIES]
+    out += [_row("all", merged[n], merged[f"fixed-{budget}"], rules, seed) for n in names]
+    return out
+
+
+def write_transfer(rep: TransferReport, path: str) -> None:
+    """The report as JSON, written to a temporary file and renamed (never half-written)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(asdict(rep), f, indent=1)
+    os.replace(tmp, path)
