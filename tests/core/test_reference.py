@@ -83,3 +83,10 @@ def test_survey_export_cli(tmp_path, reference_schema):
     v = jsonschema.Draft202012Validator(reference_schema)
     for line in lines:
         assert list(v.iter_errors(json.loads(line))) == []
+
+
+def test_vendored_reference_matches_shared(data, reference_example):
+    """tests/data/reference/ is a verbatim copy of shared/reference/ (CI has both)."""
+    shared = data.parent / "reference"
+    for name in ("example_trace.json", "trace_schema.json"):
+        assert (shared / name).read_bytes() == (reference_example.parent / name).read_bytes(), name

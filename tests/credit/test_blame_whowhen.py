@@ -5,13 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrace.core.paths import data_dir
-
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "blame_whowhen.py"
 
 
-@pytest.mark.skipif(data_dir(required=False) is None, reason="shared data not available")
-def test_blame_benchmark_algorithm_generated():
+def test_blame_benchmark_algorithm_generated(data):  # data: needs the public data
     spec = importlib.util.spec_from_file_location("blame_whowhen", BENCH)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

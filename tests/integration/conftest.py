@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import datakit
 import pytest
 
 from orchestrace import importers
 from orchestrace.core.model import Trace
-
-data = datakit.data  # the shared fixture, offered to the tests here
 
 #: what each dataset folder holds, checked by opening the files (see shared/data/README.md)
 SOURCES = {

@@ -337,23 +337,15 @@ def check_small_trace(o, tr: Trace) -> None:
     assert o.errors == []
 
 
-def test_real_claude_code_session(open_page, tmp_path):
+def test_real_claude_code_session(open_page, tmp_path, data):
     """A real Claude Code session with sub-agents (public test data), content kept."""
-    from orchestrace.core.paths import data_dir
     from orchestrace.importers import load as import_log
     from orchestrace.viewer import lane_order
 
-    d = data_dir()
     session = (
-        None
-        if d is None
-        else (
-            d
-            / "claude-code/test/test_data/real_projects/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"
-        )
+        data
+        / "claude-code/test/test_data/real_projects/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"
     )
-    if session is None or not session.exists():
-        pytest.skip("shared Claude Code test data not available")
     tr = next(import_log(session, keep_content=True))
     assert [f for f in validate_trace(tr) if f.severity == "error"] == []
     o = open_page(write_html(tr, tmp_path / "cc.html"))
