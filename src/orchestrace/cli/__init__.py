@@ -6,10 +6,13 @@ new command group is one new file.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
 import pkgutil
 import sys
 
+import click
 import typer
 
 from ..core.errors import OrchestraceError
@@ -51,13 +54,21 @@ def _register_all() -> None:
 _register_all()
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: user errors become one line on stderr and a non-zero exit code."""
-    try:
-        app(args=argv, standalone_mode=True)
-    except OrchestraceError as e:
-        from rich.markup import escape  # messages quote user input, which may hold [brackets]
+@functools.cache
+def _command() -> click.Command:
+    """The click command behind ``app``, built once (typer rebuilds it on every call)."""
+    return typer.main.get_command(app)
 
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: a user error is one line on stderr and exit 1 (bad input) or 2 (usage, I/O);
+    anything else is a bug in orchestrace: one line, a hint to report it, exit 3.
+    ``ORCHESTRACE_DEBUG=1`` shows the traceback of a bug instead."""
+    from rich.markup import escape  # messages quote user input, which may hold [brackets]
+
+    try:
+        _command()(args=argv, standalone_mode=True)
+    except OrchestraceError as e:
         console_err.print(f"[red]{escape(str(e))}[/red]", highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
@@ -65,3 +76,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except Exception as e:  # noqa: BLE001 - the one place a bug becomes a message, not a traceback
+        if os.environ.get("ORCHESTRACE_DEBUG"):
+            raise
+        what = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+        console_err.print(
+            f"[red]internal error: {escape(what)}[/red] (a bug in orchestrace, not in your input: "
+            "please report it with the command line; ORCHESTRACE_DEBUG=1 shows the traceback)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(3)

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..core.errors import OrchestraceError
+from ..core.errors import InvalidTrace, OrchestraceError
 from ..core.io import iter_log_records, iter_traces, save, split_format
 from ..core.validate import DEFAULT_MAX_FINDINGS, validate_path
 from .common import console, console_err, expand_paths
@@ -79,7 +79,8 @@ def stats(
     paths: Annotated[list[str], typer.Argument(help="Trace files or directories.")],
     format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
 ) -> None:
-    """Counts by event type, agent and role; duration; costs. Event logs are streamed.
+    """Counts by event type, agent and role; duration; costs. Event logs are validated, then
+    streamed; an invalid trace exits 1 as validate does.
 
     Examples:\n
       orchestrace stats run.events.jsonl\n
@@ -89,6 +90,9 @@ def stats(
     for p in expand_paths(paths):
         fmt, _ = split_format(p)
         if fmt == "events":
+            checked = validate_path(p)  # the same verdict as validate, before any number is read
+            if not checked.valid:
+                raise InvalidTrace(checked.findings, path=p)
             out.append(_log_stats(p))
         else:
             for tr in iter_traces(p):

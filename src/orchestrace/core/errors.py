@@ -74,7 +74,12 @@ class OrchestraceError(Exception):
 
 
 class LoadError(OrchestraceError):
-    """A file could not be read or parsed as what it claims to be."""
+    """A file could not be read (OT001: exit 2, like a usage error) or parsed as what it claims
+    to be (bad input: exit 1, as validate reports it)."""
+
+    @property  # type: ignore[override]
+    def exit_code(self) -> int:
+        return 2 if self.code == "OT001" else 1
 
 
 class InvalidTrace(OrchestraceError):

@@ -86,7 +86,7 @@ def decode_clean(data: bytes) -> VTrace | None:
     """The trace as structs when it is structurally clean and every key was kept; else None."""
     try:
         tr = _DECODER.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None  # the dict path says exactly what is wrong and where
     if "tokens" not in tr.costs or "wall_clock_s" not in tr.costs:
         return None
@@ -123,7 +123,7 @@ def decode_record(line: bytes, *, edge: bool) -> Any:
     """One event-log record (``{"rec": "event"|"edge", ...}``) as a struct, or None."""
     try:
         obj = (_EDGE_DECODER if edge else _EVENT_DECODER).decode(line)
-    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     # the event struct skips "rec", so the input has exactly one colon more than the struct
     extra = 0 if edge else 1

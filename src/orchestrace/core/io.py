@@ -15,6 +15,7 @@ import io
 import json
 import os
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -23,9 +24,12 @@ import msgspec
 import orjson
 
 from .errors import LoadError
+from .limits import MAX_DEPTH, MAX_STRING_CHARS, LimitViolation, check_text, needs_exact_check
 from .model import Event, Trace, derived_costs, event_to_dict, trace_from_dict, trace_to_dict
 
 Format = Literal["json", "jsonl", "events"]
+#: what a damaged gzip stream raises (zlib.error is no OSError)
+_CORRUPT = (EOFError, gzip.BadGzipFile, zlib.error, OSError)
 Compression = Literal["gz", "zst", None]
 
 REC = "rec"
@@ -88,7 +92,7 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
     with open_read(p) as f:
         try:
             return f.read()
-        except (EOFError, gzip.BadGzipFile, OSError) as e:
+        except _CORRUPT as e:
             raise LoadError("OT007", f"corrupt or truncated compressed data ({e})", path=p) from None
         except Exception as e:  # zstandard.ZstdError
             if type(e).__name__ == "ZstdError":
@@ -109,7 +113,7 @@ def iter_lines(path: str | os.PathLike[str], *, tolerant: bool = False) -> Itera
         while True:
             try:
                 line = buf.readline()
-            except (EOFError, gzip.BadGzipFile, OSError) as e:
+            except _CORRUPT as e:
                 if tolerant:
                     return
                 raise LoadError(
@@ -136,13 +140,24 @@ def iter_lines(path: str | os.PathLike[str], *, tolerant: bool = False) -> Itera
 
 
 def parse_json(data: bytes, *, path: str | None = None, line: int | None = None) -> Any:
-    """orjson.loads with errors that say what is wrong and where (OT002-OT006)."""
-    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark carries no meaning; accept it
+    """orjson.loads with errors that say what is wrong and where (OT002-OT006), and the
+    limits of ``core.limits`` (OT008) enforced, so every reader of a document agrees."""
+    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark carries no meaning; accept one
         data = data[3:]
     try:
-        return orjson.loads(data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError as e:
+        if needs_exact_check(data) and (over := check_text(data)) is not None:
+            raise limit_error(over, path, line) from None
         raise _json_error(e, data, path, line) from None
+    if needs_exact_check(data) and (over := check_text(data)) is not None:
+        raise limit_error(over, path, line)
+    return value
+
+
+def limit_error(over: LimitViolation, path: str | None, line: int | None) -> LoadError:
+    """A ``core.limits`` violation as a load error (OT008)."""
+    return LoadError("OT008", over.message, path=path, line=line, pointer=over.pointer or None)
 
 
 def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: int | None) -> LoadError:
@@ -151,6 +166,10 @@ def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: 
     where_line = line if line is not None else e.lineno
     head = data[pos : pos + 9] if isinstance(data, bytes | bytearray) else b""
     col = f" column {e.colno}" if line is None else f" (char {pos})"
+    if "depth limit" in msg:
+        return LoadError(
+            "OT008", f"nested deeper than {MAX_DEPTH} levels of arrays/objects", path=path, line=where_line
+        )
     if "UTF-8" in msg or "utf-8" in msg:
         return LoadError(
             "OT002", "invalid UTF-8: trace files must be UTF-8 encoded", path=path, line=where_line
@@ -199,7 +218,10 @@ def _same_key_count(text: bytes, parsed: Any) -> bool:
     """
     if b"\\u003" in text:
         return False
-    return text.count(b":") == orjson.dumps(parsed).count(b":")
+    try:
+        return text.count(b":") == orjson.dumps(parsed).count(b":")
+    except orjson.JSONEncodeError:  # nested past orjson's writer: let the exact check decide
+        return False
 
 
 def find_duplicate_key(data: bytes, parsed: Any = None) -> tuple[str, str] | None:
@@ -247,6 +269,7 @@ class RawTrace(msgspec.Struct):
     log_errors: list[LoadError] = msgspec.field(default_factory=list)
     duplicates: list[tuple[str, str, int | None]] = msgspec.field(default_factory=list)
     may_have_null: bool = True  # False when the source text holds no ``null`` token
+    large: bool = True  # False when no line of the source is long enough to break the string limit
 
 
 def iter_raw(
@@ -272,7 +295,13 @@ def iter_raw(
                 continue
             empty = False
             try:
-                raw = RawTrace(parse_json(line, path=p, line=n), p, line=n, may_have_null=b"null" in line)
+                raw = RawTrace(
+                    parse_json(line, path=p, line=n),
+                    p,
+                    line=n,
+                    may_have_null=b"null" in line,
+                    large=len(line) > MAX_STRING_CHARS,
+                )
             except LoadError as e:
                 if not collect_errors:
                     raise
@@ -287,7 +316,9 @@ def iter_raw(
         data = read_bytes(p)
         if not data.strip():
             raise LoadError("OT006", "empty file: expected a JSON trace object", path=p)
-        raw = RawTrace(parse_json(data, path=p), p, may_have_null=b"null" in data)
+        raw = RawTrace(
+            parse_json(data, path=p), p, may_have_null=b"null" in data, large=len(data) > MAX_STRING_CHARS
+        )
         if check_duplicates and (dup := find_duplicate_key(data, raw.data)):
             raw.duplicates.append((dup[0], dup[1], None))
         yield raw
@@ -299,12 +330,16 @@ def iter_log_records(
     tolerant: bool = False,
     check_duplicates: bool = False,
     dups: list[tuple[str, str, int | None]] | None = None,
+    longest: list[int] | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line, record) of an event log, streamed. ``tolerant`` skips a bad or truncated line."""
+    """(line, record) of an event log, streamed. ``tolerant`` skips a bad or truncated line.
+    ``longest``, when given, holds the length of the longest line read so far."""
     p = os.fspath(path)
     for n, line in iter_lines(p, tolerant=tolerant):
         if not line.strip():
             continue
+        if longest is not None and len(line) > longest[0]:
+            longest[0] = len(line)
         try:
             rec = parse_json(line, path=p, line=n)
         except LoadError:
@@ -332,7 +367,11 @@ def read_event_log_raw(path: str, *, tolerant: bool = False, check_duplicates: b
     errors: list[LoadError] = []
     saw_header = False
     dups: list[tuple[str, str, int | None]] = []
-    for n, rec in iter_log_records(path, tolerant=tolerant, check_duplicates=check_duplicates, dups=dups):
+    longest = [0]
+    records = iter_log_records(
+        path, tolerant=tolerant, check_duplicates=check_duplicates, dups=dups, longest=longest
+    )
+    for n, rec in records:
         kind = rec.pop(REC, None)
         if kind == "event":
             events.append(rec)
@@ -363,7 +402,15 @@ def read_event_log_raw(path: str, *, tolerant: bool = False, check_duplicates: b
     top.setdefault("rewards", {})
     if "costs" not in top and events and all(isinstance(e, dict) for e in events):
         top["_derived_costs"] = True
-    return RawTrace(top, path, event_lines=ev_lines, edge_lines=ed_lines, log_errors=errors, duplicates=dups)
+    return RawTrace(
+        top,
+        path,
+        event_lines=ev_lines,
+        edge_lines=ed_lines,
+        log_errors=errors,
+        duplicates=dups,
+        large=longest[0] > MAX_STRING_CHARS,
+    )
 
 
 def _merge_top(top: dict[str, Any], rec: dict[str, Any]) -> None:

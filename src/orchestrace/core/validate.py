@@ -12,6 +12,7 @@ OT004  error     NaN / Infinity
 OT005  error     duplicate key in a JSON object
 OT006  error     empty or truncated input
 OT007  error     corrupt compressed stream
+OT008  error     beyond a limit: integer outside signed 64-bit, nesting, string size (core.limits)
 OT101  error     required field missing
 OT102  error     wrong JSON type
 OT103  error     unknown top-level field (the schema is closed at the top level)
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 from collections import defaultdict
 from collections.abc import Iterator
 from itertools import repeat
@@ -50,8 +52,9 @@ import msgspec
 import numpy as np
 
 from .errors import Finding, InvalidTrace, LoadError
-from .fastcheck import columns, columns_of, decode_clean, decode_record
+from .fastcheck import VEvent, columns, columns_of, decode_clean, decode_record
 from .io import RawTrace, find_duplicate_key, iter_lines, iter_raw, parse_json, read_bytes, split_format
+from .limits import INT64_MAX, MAX_STRING_CHARS, check_value, needs_exact_check
 from .model import EDGE_TYPES, EVENT_TYPES, STATUSES, TOPOLOGIES
 
 _EVENT_TYPES = frozenset(EVENT_TYPES)
@@ -174,7 +177,7 @@ def _opt_bool(v: Any) -> bool:
 
 
 def _opt_nonneg_int(v: Any) -> bool:
-    return type(v) is int and v >= 0
+    return type(v) is int and 0 <= v <= INT64_MAX
 
 
 def _opt_nonneg_num(v: Any) -> bool:
@@ -199,9 +202,9 @@ _OPTIONAL_EVENT_FIELDS: dict[str, tuple[Any, str, str]] = {
     "t_end": (_opt_nonneg_num, "OT102", "a finite number >= 0 (seconds from trace start)"),
     "parent": (_opt_str, "OT102", "a string (the spawning agent)"),
     "call_id": (_opt_str, "OT102", "a string"),
-    "turn": (_opt_nonneg_int, "OT102", "an integer >= 0"),
-    "tokens_in": (_opt_nonneg_int, "OT107", "an integer >= 0"),
-    "tokens_out": (_opt_nonneg_int, "OT107", "an integer >= 0"),
+    "turn": (_opt_nonneg_int, "OT102", "an integer from 0 to 2**63 - 1"),
+    "tokens_in": (_opt_nonneg_int, "OT107", "an integer from 0 to 2**63 - 1"),
+    "tokens_out": (_opt_nonneg_int, "OT107", "an integer from 0 to 2**63 - 1"),
     "cost_usd": (_opt_nonneg_num, "OT107", "a finite number >= 0"),
     "model": (_opt_str, "OT102", "a string"),
     "content": (_opt_str, "OT102", "a string"),
@@ -228,7 +231,7 @@ def check_raw(
     for ptr, key, line in raw.duplicates:
         sink.add(
             "OT005",
-            f"duplicate key {key!r} in one object: the value would be silently overwritten",
+            f"duplicate key {_short(key)} in one object: the value would be silently overwritten",
             ptr or "/",
             line=line,
         )
@@ -236,7 +239,7 @@ def check_raw(
         if dup := find_duplicate_key(source, raw.data):
             sink.add(
                 "OT005",
-                f"duplicate key {dup[1]!r} in one object: the value would be silently overwritten",
+                f"duplicate key {_short(dup[1])} in one object: the value would be silently overwritten",
                 dup[0] or "/",
             )
     if raw.data is not None or not raw.log_errors:
@@ -255,10 +258,10 @@ def _check(d: Any, s: _Sink, prepared: tuple[Any, ...] | None = None) -> None:
     derived_costs = d.get("_derived_costs", False)
     for k in _TOP_REQUIRED:
         if k not in d and not (k == "costs" and derived_costs):
-            s.add("OT101", f"missing required field {k!r}", "")
+            s.add("OT101", f"missing required field {_short(k)}", "")
     for k in d:
         if k not in _TOP_ALLOWED and k != "_derived_costs":
-            s.add("OT103", f"unknown top-level field {k!r}: put extra data under 'metadata'", f"/{k}")
+            s.add("OT103", f"unknown top-level field {_short(k)}: put extra data under 'metadata'", f"/{k}")
     for k in ("trace_id", "task_id"):
         v = d.get(k)
         if k in d and type(v) is not str:
@@ -269,7 +272,7 @@ def _check(d: Any, s: _Sink, prepared: tuple[Any, ...] | None = None) -> None:
         if k in d and type(d[k]) is not str:
             s.add("OT102", f"{k} must be a string, got {_jtype(d[k])}", f"/{k}")
     if "topology" in d and (type(d["topology"]) is not str or d["topology"] not in _TOPOLOGIES):
-        s.add("OT104", f"topology {d['topology']!r} is not one of {', '.join(TOPOLOGIES)}", "/topology")
+        s.add("OT104", f"topology {_short(d['topology'])} is not one of {', '.join(TOPOLOGIES)}", "/topology")
     if "metadata" in d and type(d["metadata"]) is not dict:
         s.add("OT102", f"metadata must be an object, got {_jtype(d['metadata'])}", "/metadata")
     for k in ("rewards", "metrics"):
@@ -281,7 +284,7 @@ def _check(d: Any, s: _Sink, prepared: tuple[Any, ...] | None = None) -> None:
         if type(c) is dict:
             for req in ("tokens", "wall_clock_s"):
                 if req not in c:
-                    s.add("OT101", f"costs must have {req!r} (a number >= 0)", "/costs")
+                    s.add("OT101", f"costs must have {_short(req)} (a number >= 0)", "/costs")
 
     events = d.get("events")
     edges = d.get("edges")
@@ -297,6 +300,44 @@ def _check(d: Any, s: _Sink, prepared: tuple[Any, ...] | None = None) -> None:
         _check_graph(events, *prepared, s)
     elif events:
         _check_events_and_edges(events, edges or [], s)
+    _check_limits(d.get("metadata"), events or [], s)
+
+
+def _check_limits(metadata: Any, events: list[Any], s: _Sink) -> None:
+    """``core.limits`` on what the schema leaves open: the free-form ``metadata`` and ``attrs``
+    (nesting, integers, strings) and the token total, which must fit the int64 it is summed in."""
+    attrs_depth = 1 if s.raw.event_lines is not None else 3  # a log record is a document itself
+    if type(metadata) is dict and (over := check_value(metadata, "/metadata", 1)) is not None:
+        s.add("OT008", over.message, over.pointer)
+    if not events:
+        return
+    if set(map(type, events)) == {dict}:
+        attrs = list(enumerate(_column(events, "attrs", False)[0]))
+        tokens = [
+            v for k in ("tokens_in", "tokens_out") for v in _column(events, k, False)[0] if type(v) is int
+        ]
+    else:  # structs, or objects mixed with other values (reported as type errors already)
+        rows = [(i, e) for i, e in enumerate(events) if type(e) is dict or isinstance(e, VEvent)]
+        attrs = [(i, e.get("attrs")) for i, e in rows]
+        tokens = [v for _, e in rows for v in (e.get("tokens_in"), e.get("tokens_out")) if type(v) is int]
+    for i, a in attrs:
+        if type(a) is dict and a and (over := check_value(a, f"/events/{i}/attrs", attrs_depth)) is not None:
+            s.add("OT008", over.message, over.pointer)
+    total = sum(tokens)
+    if total > INT64_MAX:
+        s.add("OT008", f"token counts (tokens_in + tokens_out) sum to {total}, over 2**63 - 1", "/events")
+    if s.raw.large:
+        _check_string_sizes(events, s)
+
+
+def _check_string_sizes(events: list[Any], s: _Sink) -> None:
+    """Strings past MAX_STRING_CHARS in event fields; only a document larger than the limit
+    can hold one, so this runs for those alone."""
+    for i, e in enumerate(events):
+        row = e if type(e) is dict else msgspec.structs.asdict(e) if isinstance(e, VEvent) else {}
+        for k, v in row.items():
+            if len(k) > MAX_STRING_CHARS or (type(v) is str and len(v) > MAX_STRING_CHARS):
+                s.add("OT008", f"string of more than {MAX_STRING_CHARS:,} characters", f"/events/{i}/{k}")
 
 
 def _check_num_map(m: Any, name: str, s: _Sink, *, nonneg: bool) -> None:
@@ -348,7 +389,7 @@ def _check_graph(
             a, b = int(src[j]), int(dst[j])
             add(
                 "OT204",
-                f"edge goes backwards in time: {events[a]['id']!r} at t={t_arr[a]:g} -> {events[b]['id']!r} at t={t_arr[b]:g}",
+                f"edge goes backwards in time: {_short(events[a]['id'])} at t={t_arr[a]:g} -> {_short(events[b]['id'])} at t={t_arr[b]:g}",
                 f"/edges/{int(j)}",
             )
         _check_cycles(src[gi], dst[gi], gi, t_arr, n, bool(len(back)), events, s)
@@ -489,7 +530,11 @@ def _scan_events_slow(events: list[Any], s: _Sink) -> tuple[Any, ...]:
             else:
                 add("OT105", "id must be a non-empty string", f"/events/{i}/id")
         elif eid in index:
-            add("OT201", f"duplicate event id {eid!r} (first at /events/{index[eid]})", f"/events/{i}/id")
+            add(
+                "OT201",
+                f"duplicate event id {_short(eid)} (first at /events/{index[eid]})",
+                f"/events/{i}/id",
+            )
         else:
             index[eid] = i
         tt = type(t)
@@ -509,7 +554,11 @@ def _scan_events_slow(events: list[Any], s: _Sink) -> tuple[Any, ...]:
             if "type" not in ev:
                 add("OT101", "event is missing required field 'type'", f"/events/{i}")
             else:
-                add("OT104", f"event type {ty!r} is not one of {', '.join(EVENT_TYPES)}", f"/events/{i}/type")
+                add(
+                    "OT104",
+                    f"event type {_short(ty)} is not one of {', '.join(EVENT_TYPES)}",
+                    f"/events/{i}/type",
+                )
         else:
             types[i] = ty
             if ty in ("spawn", "return", "tool_call", "tool_result", "despawn"):
@@ -549,14 +598,16 @@ def _scan_edges_slow(edges: list[Any], index: dict[str, int], s: _Sink) -> tuple
             continue
         if len(ed) != 3 or ed.keys() != _EDGE_KEYS:
             for k in _EDGE_KEYS - ed.keys():
-                add("OT101", f"edge is missing required field {k!r}", f"/edges/{j}")
+                add("OT101", f"edge is missing required field {_short(k)}", f"/edges/{j}")
             for k in ed.keys() - _EDGE_KEYS:
                 add(
-                    "OT108", f"unknown edge field {k!r}: edges have exactly src, dst, type", f"/edges/{j}/{k}"
+                    "OT108",
+                    f"unknown edge field {_short(k)}: edges have exactly src, dst, type",
+                    f"/edges/{j}/{k}",
                 )
         a, b, ty = ed.get("src"), ed.get("dst"), ed.get("type")
         if "type" in ed and (type(ty) is not str or ty not in etypes):
-            add("OT104", f"edge type {ty!r} is not one of {', '.join(EDGE_TYPES)}", f"/edges/{j}/type")
+            add("OT104", f"edge type {_short(ty)} is not one of {', '.join(EDGE_TYPES)}", f"/edges/{j}/type")
         for key, v, arr in (("src", a, src), ("dst", b, dst)):
             if key not in ed:
                 continue
@@ -565,14 +616,20 @@ def _scan_edges_slow(edges: list[Any], index: dict[str, int], s: _Sink) -> tuple
                 continue
             k = index.get(v)
             if k is None:
-                add("OT202", f"edge {key} {v!r} is not the id of any event", f"/edges/{j}/{key}")
+                add("OT202", f"edge {key} {_short(v)} is not the id of any event", f"/edges/{j}/{key}")
             else:
                 arr[j] = k
     return src, dst
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist = 2, 3, 3
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 40
+
+
 def _short(v: Any) -> str:
-    r = repr(v)
+    """A bounded repr of a user value: any depth, any length, one short line."""
+    r = _REPR.repr(v)
     return r if len(r) <= 40 else r[:37] + "..."
 
 
@@ -699,7 +756,7 @@ def _check_semantics(
             if types[i] != "spawn":
                 s.add(
                     "OT205",
-                    f"agent {ag!r} acts at t={t[i]:g} before it is spawned at t={st:g}",
+                    f"agent {_short(ag)} acts at t={t[i]:g} before it is spawned at t={st:g}",
                     f"/events/{i}",
                 )
     # returns go back to the spawner; tool results follow calls
@@ -720,7 +777,7 @@ def _check_semantics(
             if boss is not None and isinstance(target, str) and target != boss:
                 s.add(
                     "OT206",
-                    f"return from {sender!r} goes to {target!r}, but {sender!r} was spawned by {boss!r}",
+                    f"return from {_short(sender)} goes to {_short(target)}, but {_short(sender)} was spawned by {_short(boss)}",
                     f"/events/{i}/to",
                 )
         elif ty == "tool_call":
@@ -735,7 +792,7 @@ def _check_semantics(
                 if cid not in calls_by_id:
                     s.add(
                         "OT207",
-                        f"tool_result for call_id {cid!r} has no earlier tool_call with that call_id",
+                        f"tool_result for call_id {_short(cid)} has no earlier tool_call with that call_id",
                         f"/events/{i}",
                     )
                 open_calls[tool] -= 1
@@ -744,7 +801,7 @@ def _check_semantics(
             else:
                 s.add(
                     "OT207",
-                    f"tool_result of tool {ev.get('tool')!r} has no earlier unmatched tool_call of that tool",
+                    f"tool_result of tool {_short(ev.get('tool'))} has no earlier unmatched tool_call of that tool",
                     f"/events/{i}",
                 )
     # from/to name known agents
@@ -760,7 +817,7 @@ def _check_semantics(
             if isinstance(v, str) and v not in known and not (types[i] == "spawn" and k == "to"):
                 s.add(
                     "OT209",
-                    f"{k} names agent {v!r}, which never acts and is never spawned",
+                    f"{k} names agent {_short(v)}, which never acts and is never spawned",
                     f"/events/{i}/{k}",
                     warn=True,
                 )
@@ -811,7 +868,11 @@ def _check_log_fast(p: str, budget: int) -> tuple[list[Finding], int] | None:
     ev_lines: list[int] = []
     ed_lines: list[int] = []
     headers = 0
+    longest = 0
     for n, line in iter_lines(p):
+        longest = max(longest, len(line))
+        if needs_exact_check(line):
+            return None  # parse_json, on the dict path, enforces the integer range
         if line.startswith(b'{"rec":"event"'):
             e = decode_record(line, edge=False)
             if e is None:
@@ -854,7 +915,9 @@ def _check_log_fast(p: str, budget: int) -> tuple[list[Finding], int] | None:
     cols = columns_of(events, edges)
     if cols is None:
         return None
-    sink = _Sink(RawTrace(None, p, event_lines=ev_lines, edge_lines=ed_lines), budget)
+    sink = _Sink(
+        RawTrace(None, p, event_lines=ev_lines, edge_lines=ed_lines, large=longest > MAX_STRING_CHARS), budget
+    )
     _check(top, sink, prepared=cols)
     return sink.items, sink.dropped
 
@@ -879,20 +942,20 @@ def _iter_docs(p: str, fmt: str) -> Iterator[tuple[bytes, int | None]]:
 def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[list[Finding], int]:
     """Struct fast path for a clean trace; the dict path (every finding, pointers) otherwise."""
     data, line = doc
-    if data[:3] == b"\xef\xbb\xbf":
-        data = data[3:]
-    tr = decode_clean(data)
+    text = data[3:] if data[:3] == b"\xef\xbb\xbf" else data  # parse_json drops one BOM too
+    tr = None if needs_exact_check(text) else decode_clean(text)
     cols = columns(tr) if tr is not None else None
-    if cols is not None:
-        sink = _Sink(RawTrace(None, path, line=line), budget)
+    if tr is not None and cols is not None:
+        sink = _Sink(RawTrace(None, path, line=line, large=len(text) > MAX_STRING_CHARS), budget)
         index, t_arr, ok_t, types, agents, interesting, src, dst = cols
-        _check_graph(tr.events, index, t_arr, ok_t, types, agents, interesting, src, dst, sink)  # type: ignore[union-attr]
+        _check_graph(tr.events, index, t_arr, ok_t, types, agents, interesting, src, dst, sink)
+        _check_limits(tr.metadata or None, tr.events, sink)
         return sink.items, sink.dropped
     try:
         parsed = parse_json(data, path=path, line=line)
     except LoadError as e:
         return [e.finding()], 0
-    raw = RawTrace(parsed, path, line=line, may_have_null=b"null" in data)
+    raw = RawTrace(parsed, path, line=line, may_have_null=b"null" in data, large=len(data) > MAX_STRING_CHARS)
     if dup := find_duplicate_key(data, parsed):
         raw.duplicates.append((dup[0], dup[1], line))
     return check_raw(raw, max_findings=budget)

@@ -1,0 +1,104 @@
+"""The limits every input must respect, checked in one place (finding code OT008).
+
+A trace that validates must be processable by every command: analysis sums token counts in
+int64, DuckDB stores them as BIGINT, JSON writers refuse deep nesting, and the two JSON parsers
+we use disagree past 64-bit integers (orjson turns them into floats, msgspec keeps them exact).
+So the rules are stated on the JSON text and enforced before anything else reads a value:
+
+- integers: within signed 64-bit, ``-2**63 .. 2**63 - 1`` (a wider integer is an error, never
+  rounded to a float); token counts must also sum to at most ``2**63 - 1`` per trace;
+- nesting: at most ``MAX_DEPTH`` levels of arrays/objects in a document;
+- strings: at most ``MAX_STRING_CHARS`` characters each (keys included).
+
+The checks cost little on ordinary input: an integer of 19 or more digits cannot hide from a
+scan of the raw bytes (``needs_exact_check``), and only a document that trips it is decoded
+exactly and walked (``check_text``). Nesting and string sizes are bounded by the schema
+everywhere except the free-form ``attrs`` and ``metadata`` and the string fields, which
+validation checks (``check_value``); foreign logs are walked record by record as importers
+read them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+MAX_DEPTH = 64
+MAX_STRING_CHARS = 64 * 1024 * 1024
+
+_DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))  # digits -> "0", the rest -> " "
+_LONG_INT = b"0" * 19  # 2**63 has 19 digits; every shorter integer fits
+
+
+def needs_exact_check(data: bytes) -> bool:
+    """True when the text may hold an integer past 64 bits (it has a run of 19+ digits).
+    False proves it holds none."""
+    return _LONG_INT in data.translate(_DIGITS)
+
+
+class LimitViolation(msgspec.Struct, frozen=True):
+    pointer: str
+    message: str
+
+
+def check_value(value: Any, pointer: str = "", depth: int = 0) -> LimitViolation | None:
+    """The first value of ``value`` (a decoded JSON tree) that breaks a limit, or None.
+
+    Iterative, so a tree deeper than Python's recursion limit is reported, not crashed on.
+    """
+    stack: list[tuple[str, Any, int]] = [(pointer, value, depth)]
+    while stack:
+        ptr, v, d = stack.pop()
+        t = type(v)
+        if t is int:
+            if not INT64_MIN <= v <= INT64_MAX:
+                return LimitViolation(ptr, f"integer {_digits(v)} is outside the signed 64-bit range")
+        elif t is str:
+            if len(v) > MAX_STRING_CHARS:
+                return LimitViolation(ptr, f"string of {len(v):,} characters is over the limit")
+        elif t is dict or t is list:
+            if d >= MAX_DEPTH:
+                return LimitViolation(ptr, f"nested deeper than {MAX_DEPTH} levels of arrays/objects")
+            if t is dict:
+                for k, x in v.items():
+                    if len(k) > MAX_STRING_CHARS:
+                        return LimitViolation(ptr, f"key of {len(k):,} characters is over the limit")
+                    stack.append((f"{ptr}/{_esc(k)}", x, d + 1))
+            else:
+                stack.extend((f"{ptr}/{i}", x, d + 1) for i, x in enumerate(v))
+    return None
+
+
+def check_text(data: bytes) -> LimitViolation | None:
+    """Exact limit check of one JSON document's text (call only when ``needs_exact_check``).
+
+    msgspec decodes integers exactly, whatever their size; a document too deep for it to
+    decode is past the limit by far.
+    """
+    try:
+        value = msgspec.json.decode(data)
+    except RecursionError:
+        return LimitViolation("", f"nested deeper than {MAX_DEPTH} levels of arrays/objects")
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None  # not JSON: the parser's own error says where
+    return check_value(value)
+
+
+def _digits(v: int) -> str:
+    if abs(v) < 10**40:
+        return str(v)
+    text = str(abs(v))
+    return f"{'-' if v < 0 else ''}{text[:12]}... ({len(text)} digits)"
+
+
+def _esc(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+LIMITS_DOC = (
+    f"integers within signed 64-bit ({INT64_MIN}..{INT64_MAX}); nesting at most {MAX_DEPTH} levels; "
+    f"strings at most {MAX_STRING_CHARS:,} characters"
+)

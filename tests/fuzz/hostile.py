@@ -1,0 +1,577 @@
+"""Hostile inputs for every loader and command, and a runner that says how each one ended.
+
+One seed gives one case (deterministic), so the suite (``tests/fuzz/test_hostile.py``, a few
+hundred derandomized hypothesis examples) and the long run (``bench/fuzz_hostile.py``, 10,000 per
+command) draw from the same generator. A case is a set of files plus the command to run on them;
+the runner calls the CLI entry point in-process and classifies the outcome:
+
+- ``crash``: an exception escaped ``main``, the exit code is 3 (an internal error), a traceback was
+  printed, or ``--format json`` printed something that is not one complete JSON document;
+- ``disagree``: validate's verdict on a trace file differs from what the command did with it
+  (valid but the command failed, or invalid but it succeeded);
+- ``store``: an ingest that failed changed the store.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+SEEDS = Path(__file__).parent / "seeds"
+HOLE = "\x00HOLE{}\x00"
+
+# ---------------------------------------------------------------- hostile values (raw JSON text)
+
+
+def _deep(depth: int, rng: random.Random) -> bytes:
+    if rng.random() < 0.5:
+        return b"[" * depth + b"1" + b"]" * depth
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+def hostile_value(rng: random.Random) -> bytes:
+    """Raw JSON text of a value a well-behaved producer would not write at a given place."""
+    k = rng.randrange(24)
+    if k == 0:
+        return _deep(rng.choice([40, 120, 260, 1100, 5000]), rng)
+    if k == 1:
+        return str(rng.choice([2**63 - 1, 2**63, 2**64 - 1, 2**64, 2**62 + 7, 2**53 + 1])).encode()
+    if k == 2:
+        return str(-rng.choice([2**63, 2**63 + 1, 2**64, 10**30])).encode()
+    if k == 3:
+        return ("-" if rng.random() < 0.5 else "").encode() + b"1" + b"0" * rng.choice([25, 400])
+    if k == 4:
+        return rng.choice([b"1e308", b"1.7976931348623157e308", b"-1e308", b"5e-324", b"-0.0", b"1e-400"])
+    if k == 5:
+        return rng.choice([b"null", b"true", b"false", b"0", b"-1", b'""', b"[]", b"{}"])
+    if k == 6:
+        return rng.choice([b'"abc"', b'"12"', b'"1e3"', b'"2026-13-45T99:99:99Z"', b'"\\u0000"'])
+    if k == 7:
+        return rng.choice([b"[1,2,3]", b'["a",null]', b"[[]]", b'[{"x":1}]', b"[null]"])
+    if k == 8:
+        return b'"' + b"x" * rng.choice([1000, 70_000]) + b'"'
+    if k == 9:
+        return rng.choice([b'"\\ud800"', b'"\\udfff\\ud800"', b'"\xff\xfe"', b'"\\u202e\\u200b"'])
+    if k == 10:
+        return rng.choice([b"NaN", b"Infinity", b"-Infinity", b"01", b"1.", b".5", b"+1", b"0x10"])
+    if k == 11:
+        return b"[" + b",".join([str(2**62 + rng.randrange(100)).encode()] * 8) + b"]"
+    return rng.choice(
+        [b"1", b"2.5", b'"s"', b"0", b"true", b'{"k":"v"}', b'{"k":{"k":[1,{"k":2}]}}', b"1e20", b"-5"]
+    )
+
+
+# ---------------------------------------------------------------- tree mutation
+
+
+def _pointers(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.extend(_pointers(v, (*prefix, k)))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out.extend(_pointers(v, (*prefix, i)))
+    return out
+
+
+def mutate_tree(obj: Any, rng: random.Random, hot: list[tuple[Any, ...]] = ()) -> bytes:
+    """JSON text of ``obj`` with one to three values replaced by hostile raw text (or keys removed)."""
+    obj = orjson.loads(orjson.dumps(obj))
+    holes: dict[str, bytes] = {}
+    for n in range(rng.randint(1, 3)):
+        ptrs = _pointers(obj)
+        ptr = rng.choice(list(hot)) if hot and rng.random() < 0.5 else rng.choice(ptrs)
+        parent = obj
+        try:
+            for p in ptr[:-1]:
+                parent = parent[p]
+        except (KeyError, IndexError, TypeError):
+            continue
+        if not ptr:  # the whole document
+            return hostile_value(rng)
+        last = ptr[-1]
+        if isinstance(parent, dict) and rng.random() < 0.15:
+            parent.pop(last, None)
+            continue
+        if isinstance(parent, dict) and rng.random() < 0.1:  # a new unknown key
+            last = rng.choice(["zz", "", "rec", "events", "type", "\u0000"])
+        try:
+            hole = HOLE.format(n)
+            if isinstance(parent, list) and not isinstance(last, int):
+                continue
+            if isinstance(parent, list) and last >= len(parent):
+                continue
+            if not isinstance(parent, dict | list):
+                continue
+            parent[last] = hole
+            holes[hole] = hostile_value(rng)
+        except (TypeError, IndexError):
+            continue
+    text = orjson.dumps(obj)
+    for hole, raw in holes.items():
+        text = text.replace(orjson.dumps(hole), raw)
+    return text
+
+
+def mutate_text(data: bytes, rng: random.Random) -> bytes:
+    """Byte-level damage: BOMs, truncation, flipped bytes, a duplicated key, trailing garbage."""
+    k = rng.randrange(9)
+    if k == 0:
+        return b"\xef\xbb\xbf" * rng.randint(1, 2) + data
+    if k == 1 and data:
+        return data[: rng.randrange(len(data))]
+    if k == 2 and data:
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        return bytes(b)
+    if k == 3:
+        i = data.find(b"{")
+        if i >= 0:
+            j = data.find(b'"', i)
+            end = data.find(b'"', j + 1)
+            if j >= 0 and end > j:
+                key = data[j : end + 1]
+                return data[: i + 1] + key + b":1," + data[i + 1 :]
+    if k == 4:
+        return data + rng.choice([b"x", b"{}", b"\n{", b"\x00", b"]"])
+    if k == 5:
+        return rng.choice([b"", b"   \n", b"null", b"[]", b"0", b'"s"', b"[1,2]", b"\xef\xbb\xbf"])
+    return data
+
+
+def compress(data: bytes, rng: random.Random) -> bytes:
+    """gzip, sometimes damaged (flipped bytes in the deflate stream, cut, bad checksum)."""
+    z = gzip.compress(data, mtime=0)
+    k = rng.randrange(5)
+    if k == 0 and len(z) > 20:
+        b = bytearray(z)
+        b[rng.randrange(10, len(b))] ^= 0xFF
+        return bytes(b)
+    if k == 1:
+        return z[: rng.randrange(len(z))]
+    if k == 2:
+        return z[:-8] + b"\x00" * 8
+    return z
+
+
+# ---------------------------------------------------------------- cases
+
+
+@dataclass
+class Case:
+    """Files to write (relative path -> bytes) and the main input among them."""
+
+    kind: str
+    files: dict[str, bytes]
+    main: str
+    importer: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+_TRACE_CACHE: dict[str, Any] = {}
+
+
+def seed_trace() -> dict[str, Any]:
+    if "t" not in _TRACE_CACHE:
+        from orchestrace.core.io import dumps
+        from orchestrace.gen import generate
+
+        _TRACE_CACHE["t"] = orjson.loads(dumps(generate(seed=7, size=12)))
+    return _TRACE_CACHE["t"]
+
+
+def _hot(tr: dict[str, Any]) -> list[tuple[Any, ...]]:
+    n = len(tr["events"])
+    hot: list[tuple[Any, ...]] = [("events",), ("edges",), ("metadata",), ("costs", "tokens"), ("rewards",)]
+    for i in range(n):
+        for k in ("tokens_in", "tokens_out", "attrs", "content", "type", "t", "id", "agent", "turn"):
+            hot.append(("events", i, k))
+        hot.append(("events", i))
+    hot += [("events", 0, "attrs", "x"), ("metadata", "m"), ("rewards", "team")]
+    return hot
+
+
+def _log_lines(tr: dict[str, Any]) -> list[dict[str, Any]]:
+    head = {"rec": "header", **{k: v for k, v in tr.items() if k not in ("events", "edges")}}
+    return [
+        head,
+        *({"rec": "event", **e} for e in tr["events"]),
+        *({"rec": "edge", **x} for x in tr["edges"]),
+    ]
+
+
+def trace_case(rng: random.Random) -> Case:
+    """A damaged trace file: .json, .jsonl or .events.jsonl, maybe gzip'd."""
+    tr = seed_trace()
+    fmt = rng.choice(["json", "jsonl", "events.jsonl"])
+    clean = rng.random() < 0.08  # some untouched files keep the 'valid' side of the checks honest
+    if fmt == "events.jsonl":
+        recs = _log_lines(tr)
+        lines = [orjson.dumps(r) for r in recs]
+        if not clean:
+            for _ in range(rng.randint(1, 3)):
+                i = rng.randrange(len(lines))
+                if rng.random() < 0.7:
+                    lines[i] = mutate_tree(recs[i], rng, [("type",), ("rec",), ("tokens_in",), ("attrs",)])
+                else:
+                    lines[i] = mutate_text(lines[i], rng)
+        data = b"\n".join(lines) + b"\n"
+    elif fmt == "jsonl":
+        # distinct trace ids: the same id twice with different content is a store conflict (OT310)
+        copies = [{**tr, "trace_id": f"{tr['trace_id']}-{k}"} for k in range(rng.randint(1, 3))]
+        docs = [orjson.dumps(c) if clean else mutate_tree(c, rng, _hot(c)) for c in copies]
+        data = b"\n".join(docs) + b"\n"
+    else:
+        data = orjson.dumps(tr) if clean else mutate_tree(tr, rng, _hot(tr))
+    if not clean and rng.random() < 0.25:
+        data = mutate_text(data, rng)
+    name = f"t.{fmt}"
+    if rng.random() < 0.2:
+        data, name = compress(data, rng), name + ".gz"
+    return Case("trace", {name: data}, name, notes=["clean"] if clean else [])
+
+
+def _opencode_files() -> dict[str, Any]:
+    t = 1_750_000_000_000
+    return {
+        "storage/session/p/ses_a.json": {"id": "ses_a", "projectID": "p", "time": {"created": t}},
+        "storage/message/ses_a/msg_1.json": {"id": "msg_1", "sessionID": "ses_a", "role": "user", "time": {"created": t}},
+        "storage/part/msg_1/prt_1.json": {"id": "prt_1", "messageID": "msg_1", "type": "text", "text": "audit"},
+        "storage/message/ses_a/msg_2.json": {
+            "id": "msg_2", "sessionID": "ses_a", "role": "assistant",
+            "time": {"created": t + 1000, "completed": t + 9000},
+            "tokens": {"input": 10, "output": 5, "reasoning": 0, "cache": {"read": 20, "write": 0}},
+        },
+        "storage/part/msg_2/prt_2.json": {
+            "id": "prt_2", "messageID": "msg_2", "type": "tool", "tool": "bash", "callID": "c1",
+            "state": {"status": "completed", "input": {"cmd": "ls"}, "output": "ok", "time": {"start": t + 1500, "end": t + 8000}},
+        },
+    }  # fmt: skip
+
+
+def _otel_doc() -> dict[str, Any]:
+    def attr(k: str, v: Any) -> dict[str, Any]:
+        key = "intValue" if isinstance(v, int) else "stringValue"
+        return {"key": k, "value": {key: str(v) if key == "intValue" else v}}
+
+    spans = [
+        {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331", "name": "invoke_agent lead",
+         "startTimeUnixNano": "1750000000000000000", "endTimeUnixNano": "1750000009000000000",
+         "attributes": [attr("gen_ai.operation.name", "invoke_agent"), attr("gen_ai.agent.name", "lead")]},
+        {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "00f067aa0ba902b7", "parentSpanId": "b7ad6b7169203331",
+         "name": "chat gpt", "startTimeUnixNano": "1750000001000000000", "endTimeUnixNano": "1750000002000000000",
+         "attributes": [attr("gen_ai.operation.name", "chat"), attr("gen_ai.usage.input_tokens", 12),
+                        attr("gen_ai.usage.output_tokens", 3), attr("gen_ai.request.model", "m")]},
+        {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "00f067aa0ba902b8", "parentSpanId": "b7ad6b7169203331",
+         "name": "execute_tool search", "startTimeUnixNano": "1750000003000000000", "endTimeUnixNano": "1750000004000000000",
+         "attributes": [attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.name", "search")]},
+    ]  # fmt: skip
+    return {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": spans}]}]}
+
+
+def _agents_doc() -> dict[str, Any]:
+    t = "2026-01-01T00:00:{:02d}+00:00"
+
+    def span(i: str, parent: str | None, a: int, b: int, data: dict[str, Any]) -> dict[str, Any]:
+        return {"object": "trace.span", "id": i, "trace_id": "trace_1", "parent_id": parent,
+                "started_at": t.format(a), "ended_at": t.format(b), "span_data": data, "error": None}  # fmt: skip
+
+    return {
+        "data": [
+            {"object": "trace", "id": "trace_1", "workflow_name": "w", "group_id": None, "metadata": None},
+            span("s1", None, 0, 9, {"type": "agent", "name": "lead"}),
+            span("s2", "s1", 1, 2, {"type": "generation", "model": "m", "usage": {"input_tokens": 10, "output_tokens": 4}}),
+            span("s3", "s1", 2, 7, {"type": "function", "name": "searcher", "input": "{}", "output": "ok"}),
+            span("s4", "s3", 3, 6, {"type": "agent", "name": "searcher"}),
+        ]
+    }  # fmt: skip
+
+
+IMPORTERS = (
+    "claude-code",
+    "codex",
+    "gemini-cli",
+    "opencode",
+    "otel",
+    "openai-agents",
+    "who-and-when",
+    "chatdev",
+)
+
+
+def importer_case(rng: random.Random, fmt: str) -> Case:
+    """A foreign log of format ``fmt`` with wrong shapes or wrong field types inside."""
+    if fmt == "opencode":
+        files = _opencode_files()
+        victim = rng.choice(list(files))
+        out = {k: orjson.dumps(v) for k, v in files.items()}
+        out[victim] = mutate_tree(files[victim], rng) if rng.random() < 0.8 else mutate_text(out[victim], rng)
+        return Case(fmt, out, "storage/session/p/ses_a.json", importer=fmt)
+    if fmt == "chatdev":
+        lines = (SEEDS / "chatdev.log").read_bytes().splitlines()
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(lines))
+            lines[i] = rng.choice(
+                [
+                    b"[2023-13-45 99:99:99 INFO] **[Preprocessing]**",
+                    b"[2023-25-08 09:35:59 INFO] Programmer: **Programmer<->Chief Technology Officer on : Coding, turn 99999999999999999999999**",
+                    b"**[OpenAI_Usage_Info Receive]**\nprompt_tokens: 99999999999999999999999\ncompletion_tokens: -5\ntotal_tokens: abc",
+                    b"\xff\xfe\x00garbage",
+                    b"[2023-00-00 00:00:00 INFO] ",
+                    b"",
+                    lines[i][: len(lines[i]) // 2],
+                ]
+            )
+        return Case(fmt, {"x.log": b"\n".join(lines) + b"\n"}, "x.log", importer=fmt)
+    if fmt in ("claude-code", "codex"):
+        recs = [orjson.loads(x) for x in (SEEDS / f"{fmt}.jsonl").read_bytes().splitlines() if x.strip()]
+        lines = [orjson.dumps(r) for r in recs]
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(lines))
+            lines[i] = mutate_tree(recs[i], rng) if rng.random() < 0.8 else mutate_text(lines[i], rng)
+        data = b"\n".join(lines) + b"\n"
+        if rng.random() < 0.1:
+            data = mutate_text(data, rng)
+        return Case(fmt, {"x.jsonl": data}, "x.jsonl", importer=fmt)
+    doc = {
+        "gemini-cli": lambda: orjson.loads((SEEDS / "gemini-cli.json").read_bytes()),
+        "who-and-when": lambda: orjson.loads((SEEDS / "who-and-when.json").read_bytes()),
+        "otel": _otel_doc,
+        "openai-agents": _agents_doc,
+    }[fmt]()
+    data = mutate_tree(doc, rng)
+    if rng.random() < 0.2:
+        data = mutate_text(data, rng)
+    return Case(fmt, {"x.json": data}, "x.json", importer=fmt)
+
+
+# ---------------------------------------------------------------- running
+
+
+@dataclass
+class Outcome:
+    code: int | None
+    problem: str | None  # crash / disagree / store description, None when fine
+    stdout: bytes = b""
+    stderr: str = ""
+
+
+def write_case(case: Case, root: Path) -> Path:
+    for rel, data in case.files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return root / case.main
+
+
+def run_cli(argv: list[str]) -> tuple[int | None, bytes, str, BaseException | None]:
+    """``orchestrace ARGV`` in-process: (exit code, stdout bytes, stderr text, escaped exception)."""
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import main
+
+    runner = CliRunner()
+    code: int | None = 0
+    exc: BaseException | None = None
+    with runner.isolation() as (out, err, *_):
+        try:
+            main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException as e:  # noqa: BLE001 - the point: nothing may escape
+            exc, code = e, None
+        stdout, stderr = out.getvalue(), err.getvalue() if err is not None else b""
+    return code, stdout, stderr.decode("utf-8", "replace"), exc
+
+
+def _crash(code: int | None, stderr: str, exc: BaseException | None) -> str | None:
+    if exc is not None:
+        return f"uncaught {type(exc).__name__}: {str(exc)[:200]}"
+    if code == 3:
+        return f"internal error: {stderr.strip()[:300]}"
+    if "Traceback" in stderr:
+        return f"traceback: {stderr[-300:]}"
+    if code not in (0, 1, 2):
+        return f"exit code {code}"
+    return None
+
+
+def validate_verdict(path: Path) -> bool:
+    from orchestrace.core.validate import validate_path
+
+    return validate_path(path).valid
+
+
+def _store_rows(store: Path) -> list[tuple[Any, ...]]:
+    import duckdb
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return con.execute("SELECT trace_id, digest FROM traces ORDER BY trace_id").fetchall()
+    finally:
+        con.close()
+
+
+def good_trace_file(root: Path) -> Path:
+    p = root / "good.json"
+    if not p.exists():
+        p.write_bytes(orjson.dumps(seed_trace()))
+    return p
+
+
+Check = Callable[[Case, Path, Path], Outcome]
+
+
+def _simple(
+    argv_of: Callable[[Path, Path], list[str]], *, agree: bool = True, json_out: bool = False
+) -> Check:
+    """A command on the main input: no crash; exit 0 exactly when validate says valid."""
+
+    def check(case: Case, main: Path, work: Path) -> Outcome:
+        code, out, err, exc = run_cli(argv_of(main, work))
+        problem = _crash(code, err, exc)
+        if problem is None and json_out:
+            try:
+                json.loads(out)
+            except ValueError:
+                problem = f"--format json printed no complete JSON document ({len(out)} bytes)"
+        if problem is None and agree and case.kind == "trace":
+            valid = validate_verdict(main)
+            if valid and code != 0:
+                problem = f"disagree: validate says valid, command exit {code}: {err.strip()[:300]}"
+            elif not valid and code == 0:
+                problem = "disagree: validate says invalid, command exit 0"
+        return Outcome(code, problem, out, err)
+
+    return check
+
+
+def _validate_multi(case: Case, main: Path, work: Path) -> Outcome:
+    """validate --format json on the bad file between two good ones: one entry per file."""
+    good = good_trace_file(work)
+    code, out, err, exc = run_cli(["validate", "--format", "json", str(good), str(main), str(good)])
+    problem = _crash(code, err, exc)
+    if problem is None:
+        try:
+            doc = json.loads(out)
+            if not (isinstance(doc, list) and len(doc) == 3 and doc[0]["valid"] and doc[2]["valid"]):
+                problem = f"validate --format json: expected 3 entries (good, ?, good), got {str(doc)[:200]}"
+        except (ValueError, KeyError, TypeError):
+            problem = f"validate --format json printed no complete JSON document ({len(out)} bytes)"
+    return Outcome(code, problem, out, err)
+
+
+def _load_agrees(case: Case, main: Path, work: Path) -> Outcome:
+    """The library: load() succeeds exactly when validate_path() says valid."""
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.core.io import load
+
+    valid = validate_verdict(main)
+    try:
+        load(main)
+        ok, why = True, ""
+    except OrchestraceError as e:
+        ok, why = False, str(e)
+    except Exception as e:  # noqa: BLE001
+        return Outcome(None, f"uncaught {type(e).__name__} in load: {str(e)[:200]}")
+    if ok != valid:
+        return Outcome(0 if ok else 1, f"disagree: validate valid={valid}, load ok={ok} {why[:200]}")
+    return Outcome(0 if ok else 1, None)
+
+
+_STORE_TEMPLATE: dict[str, Path] = {}
+
+
+def _ingest(case: Case, main: Path, work: Path) -> Outcome:
+    """ingest --on-error abort into a store holding one trace: exit 0 iff valid; a failure
+    leaves the store unchanged."""
+    if "store" not in _STORE_TEMPLATE:
+        tpl = Path(work.parent if work.name.startswith("c") else work) / "_template.duckdb"
+        if not tpl.exists():
+            code, _, err, _exc = run_cli(["ingest", str(good_trace_file(tpl.parent)), "-s", str(tpl), "-q"])
+            assert code == 0, err
+        _STORE_TEMPLATE["store"] = tpl
+    store = work / "s.duckdb"
+    shutil.copy(_STORE_TEMPLATE["store"], store)
+    before = _store_rows(store)
+    code, out, err, exc = run_cli(["ingest", str(main), "-s", str(store), "-q", "--on-error", "abort"])
+    problem = _crash(code, err, exc)
+    if problem is None:
+        valid = validate_verdict(main)
+        if valid and code != 0:
+            problem = f"disagree: validate says valid, ingest exit {code}: {err.strip()[:300]}"
+        elif not valid and code == 0:
+            problem = "disagree: validate says invalid, ingest exit 0"
+        elif not valid and _store_rows(store) != before:
+            problem = "store: a failed ingest changed the store"
+    return Outcome(code, problem, out, err)
+
+
+def _import(auto: bool) -> Check:
+    def check(case: Case, main: Path, work: Path) -> Outcome:
+        out_file = work / "imported.jsonl"
+        argv = ["import", str(main), "-o", str(out_file), "-q"]
+        if not auto:
+            argv += ["--from", case.importer or ""]
+        code, out, err, exc = run_cli(argv)
+        problem = _crash(code, err, exc)
+        if problem is None and out_file.exists() and code == 0:
+            from orchestrace.core.validate import validate_path
+
+            r = validate_path(out_file)
+            if not r.valid:
+                problem = f"import wrote an invalid trace: {r.findings[:2]}"
+        return Outcome(code, problem, out, err)
+
+    return check
+
+
+TRACE_COMMANDS: dict[str, Check] = {
+    "load": _load_agrees,
+    "validate": _simple(lambda f, w: ["validate", str(f)], agree=False),
+    "validate-json-multi": _validate_multi,
+    "stats": _simple(lambda f, w: ["stats", "--format", "json", str(f)], json_out=False),
+    "analyze": _simple(lambda f, w: ["analyze", "-q", str(f)]),
+    "analyze-json": _simple(lambda f, w: ["analyze", "-q", "--format", "json", str(f)]),
+    "reward": _simple(lambda f, w: ["reward", "-q", str(f), "-o", str(w / "rewarded.jsonl")]),
+    "credit": _simple(lambda f, w: ["credit", "-q", str(f), "-o", str(w / "credited.jsonl")]),
+    "critical-path": _simple(lambda f, w: ["critical-path", str(f)]),
+    "safety": _simple(lambda f, w: ["safety", str(f)]),
+    "view": _simple(lambda f, w: ["view", str(f), "-o", str(w / "v.html")]),
+    "ingest": _ingest,
+}
+IMPORT_COMMANDS: dict[str, Check] = {"import": _import(auto=False), "import-auto": _import(auto=True)}
+
+
+def make_case(seed: int, command: str) -> Case:
+    rng = random.Random(seed)
+    if command in IMPORT_COMMANDS:
+        return importer_case(rng, rng.choice(IMPORTERS))
+    return trace_case(rng)
+
+
+def run_case(seed: int, command: str, work: Path) -> Outcome:
+    """Make case ``seed`` for ``command``, write it under ``work`` (emptied first) and check it."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    case = make_case(seed, command)
+    main = write_case(case, work)
+    check = {**TRACE_COMMANDS, **IMPORT_COMMANDS}[command]
+    try:
+        return check(case, main, work)
+    except Exception as e:  # noqa: BLE001 - validate_path (the oracle) itself must not raise
+        return Outcome(None, f"uncaught {type(e).__name__} in the library: {str(e)[:200]}")
+
+
+ALL_COMMANDS = (*TRACE_COMMANDS, *IMPORT_COMMANDS)

@@ -1,0 +1,70 @@
+"""Hostile traces, event logs and foreign logs through every loader and command (see hostile.py).
+
+Each command gets a bounded, derandomized set of generated inputs (seconds in all); the long run
+is ``bench/fuzz_hostile.py``. Whatever the input: no exception escapes the CLI, no internal
+error (exit 3), validate's verdict is what every other command does with the file, and an
+ingest that fails leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hostile
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+EXAMPLES = {"ingest": 6, "import": 30, "import-auto": 20, "load": 40, "validate-json-multi": 25}
+
+
+@pytest.mark.parametrize("command", hostile.TRACE_COMMANDS)
+def test_hostile_inputs_end_in_a_finding(command: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    work = tmp_path_factory.mktemp(command)
+
+    @settings(
+        max_examples=EXAMPLES.get(command, 12),
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+    def run(seed: int) -> None:
+        out = hostile.run_case(seed, command, work / "c")
+        assert out.problem is None, f"seed {seed}: {out.problem}"
+
+    run()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "code"),
+    [
+        ("int64 max is fine", b"9223372036854775807", None),
+        ("2**63", b"9223372036854775808", "OT008"),
+        ("2**64", b"18446744073709551616", "OT008"),
+        ("400 digits", b"-1" + b"0" * 400, "OT008"),
+        ("deep attrs", b"[" * 70 + b"]" * 70, "OT008"),
+        ("very deep attrs", b"[" * 5000 + b"]" * 5000, "OT008"),
+    ],
+)
+def test_limits_give_one_verdict(tmp_path: Path, name: str, value: bytes, code: str | None) -> None:
+    """A value in event attrs: validate and load agree, and the finding names the limit."""
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.core.io import load
+    from orchestrace.core.validate import validate_path
+
+    tr = hostile.seed_trace()
+    text = orjson.dumps({**tr, "events": [{**tr["events"][0], "attrs": {"x": "HOLE"}}, *tr["events"][1:]]})
+    f = tmp_path / "t.json"
+    f.write_bytes(text.replace(b'"HOLE"', value))
+    r = validate_path(f)
+    codes = {x.code for x in r.findings if x.severity == "error"}
+    try:
+        load(f)
+        loaded = True
+    except OrchestraceError:
+        loaded = False
+    assert r.valid == loaded, name
+    assert (codes == set()) if code is None else (code in codes), (name, r.findings)
