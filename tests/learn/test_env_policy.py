@@ -113,3 +113,24 @@ def test_policy_save_load_round_trip(tmp_path) -> None:
         StopPolicy.load(str(tmp_path / "bad.safetensors"))
     with pytest.raises(OrchestraceError):
         StopPolicy.load(str(tmp_path / "missing"))
+
+
+def test_saved_tensors_have_the_mode_of_their_json_twin(tmp_path) -> None:
+    """safetensors' save_file made 0600 files beside 0644 .json twins; both follow the umask now."""
+    import os
+    import stat
+
+    from orchestrace.learn.rl.rollouts import NumpyPolicy, PolicyMeta
+
+    old = os.umask(0o022)
+    try:
+        st, js = StopPolicy.init(PolicyConfig(cost=0.02, hidden=[4]), seed=0).save(str(tmp_path / "stop"))
+        meta = PolicyMeta("RetryStop", 3, 2, [4])
+        nst = NumpyPolicy(meta, [(np.zeros((4, 3)), np.zeros(4)), (np.zeros((2, 4)), np.zeros(2))]).save(
+            tmp_path / "retry"
+        )
+    finally:
+        os.umask(old)
+    for tensors, twin in [(st, js), (str(nst), str(tmp_path / "retry.json"))]:
+        assert stat.S_IMODE(os.stat(tensors).st_mode) == stat.S_IMODE(os.stat(twin).st_mode) == 0o644
+    assert NumpyPolicy.load(nst).meta == meta

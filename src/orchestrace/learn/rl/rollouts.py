@@ -65,7 +65,7 @@ class NumpyPolicy:
         return int(p.argmax()) if rng is None else int(rng.choice(len(p), p=p))
 
     def save(self, path: str | Path) -> Path:
-        from safetensors.numpy import save_file
+        from safetensors.numpy import save as tensor_bytes
 
         base = Path(path)
         base = base.with_suffix("") if base.suffix in (".safetensors", ".json") else base
@@ -75,8 +75,9 @@ class NumpyPolicy:
             tensors[f"l{i}.weight"], tensors[f"l{i}.bias"] = w, b
         cfg = json.dumps(asdict(self.meta))
         decision = ENV_DECISION.get(self.meta.env, self.meta.env)
-        save_file(
-            tensors, str(base) + ".safetensors", metadata={"config": cfg, "orchestrace.decision": decision}
+        # written like the .json twin (safetensors' save_file creates files mode 0600)
+        Path(str(base) + ".safetensors").write_bytes(
+            tensor_bytes(tensors, metadata={"config": cfg, "orchestrace.decision": decision})
         )
         Path(str(base) + ".json").write_text(json.dumps(asdict(self.meta), indent=2) + "\n")
         return Path(str(base) + ".safetensors")

@@ -113,7 +113,7 @@ class StopPolicy:
 
     # ------------------------------------------------------------ files
     def save(self, path: str) -> tuple[str, str]:
-        from safetensors.numpy import save_file
+        from safetensors.numpy import save as tensor_bytes
 
         base = path.removesuffix(".safetensors").removesuffix(".json")
         cfg = json.dumps(asdict(self.config), indent=2, sort_keys=True)
@@ -125,11 +125,11 @@ class StopPolicy:
         d = os.path.dirname(base)
         if d:
             os.makedirs(d, exist_ok=True)
-        save_file(
-            tensors,
-            base + ".safetensors",
-            metadata={"orchestrace.policy": cfg, "orchestrace.decision": "stop"},
-        )
+        # written like the .json twin (safetensors' save_file creates files mode 0600)
+        with open(base + ".safetensors", "wb") as f:
+            f.write(
+                tensor_bytes(tensors, metadata={"orchestrace.policy": cfg, "orchestrace.decision": "stop"})
+            )
         with open(base + ".json", "w") as f:
             f.write(cfg + "\n")
         return base + ".safetensors", base + ".json"
