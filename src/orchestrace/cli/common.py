@@ -10,8 +10,19 @@ from rich.console import Console
 
 from ..core.errors import OrchestraceError
 
-console = Console(soft_wrap=True)
-console_err = Console(stderr=True, soft_wrap=True)
+
+def _console(*, stderr: bool = False) -> Console:
+    """A console that, when piped (not a terminal), is wide enough that tables keep full ids and
+    headers instead of cutting them to 80 columns."""
+    c = Console(stderr=stderr, soft_wrap=True)
+    if not c.is_terminal:
+        c.width = PIPED_WIDTH
+    return c
+
+
+PIPED_WIDTH = 10_000
+console = _console()
+console_err = _console(stderr=True)
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".events.jsonl")
 COMPRESSED = ("", ".gz", ".zst")

