@@ -19,9 +19,9 @@ from orchestrace.core.paths import data_dir
 ROOT = Path(__file__).resolve().parents[1]
 #: verbatim copies of the survey's reference files (see tests/data/reference/NOTICE.md)
 REFERENCE = Path(__file__).resolve().parent / "data" / "reference"
-MISSING_DATA = (
-    "public data not found: these tests need shared/data beside the checkout or $ORCHESTRACE_DATA"
-)
+#: the first records of a few public logs, in shared/data's layout (see tests/data/public/NOTICE.md)
+PUBLIC_EXCERPT = Path(__file__).resolve().parent / "data" / "public"
+MISSING_DATA = "public data not found: these tests need shared/data beside the checkout or $ORCHESTRACE_DATA"
 
 # Test modules are imported by path (--import-mode=importlib, so basenames may repeat across
 # folders); helper modules that sit beside them (e.g. measure_kit.py) stay importable.
@@ -49,3 +49,9 @@ def reference_example() -> Path:
 @pytest.fixture(scope="session")
 def reference_schema() -> dict:
     return json.loads((REFERENCE / "trace_schema.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def public_excerpt() -> Path:
+    """A ``root=`` for ``orchestrace.learn.datasets``: small excerpts vendored in the repository."""
+    return PUBLIC_EXCERPT

@@ -1,4 +1,4 @@
-"""Loaders on the real public data: counts and values checked by opening the files."""
+"""Loaders on the real public data (``data``): counts and values checked by opening the files."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ import csv
 import pytest
 
 from orchestrace.core.errors import OrchestraceError
-from orchestrace.core.paths import data_dir
 from orchestrace.learn import datasets as ds
 
 
-def test_alfworld_first_success_histogram() -> None:
-    tasks = ds.load_alfworld()
+def test_alfworld_first_success_histogram(data) -> None:
+    tasks = ds.load_alfworld(data)
     assert len(tasks) == 134
     first = collections.Counter(t.first_success for t in tasks)
     # Reflexion solves 84 environments at trial 0 and every one by trial 14
@@ -23,24 +22,24 @@ def test_alfworld_first_success_histogram() -> None:
     assert env2.content[0].startswith("In this environment, my plan was to find a plate")
 
 
-def test_humaneval_attempts_follow_reflections() -> None:
-    tasks = ds.load_humaneval()
+def test_humaneval_attempts_follow_reflections(data) -> None:
+    tasks = ds.load_humaneval(data)
     assert len(tasks) == 164
     assert sum(len(t.success) == 1 and t.success[0] for t in tasks) == 134
     assert max(len(t.success) for t in tasks) == 10  # 9 reflections = 10 attempts
     assert all(not any(t.success[:-1]) for t in tasks)  # only the last attempt can pass
 
 
-def test_game24_costs_sum_to_the_logged_usage() -> None:
-    tasks = ds.load_game24()
+def test_game24_costs_sum_to_the_logged_usage(data) -> None:
+    tasks = ds.load_game24(data)
     assert len(tasks) == 100 and all(len(t.success) == 100 for t in tasks)
     # running usage restarts after puzzle 931: 14.88315 + 32.17008 USD in the log
     assert sum(sum(t.cost) for t in tasks) == pytest.approx(14.88315 + 32.17008, abs=0.01)
     assert sum(sum(t.success) for t in tasks) == 403  # 4.03% of the 10,000 CoT samples are correct
 
 
-def test_routellm_gsm8k_drops_contaminated_and_prices_tokens() -> None:
-    d = ds.load_routellm("gsm8k")
+def test_routellm_gsm8k_drops_contaminated_and_prices_tokens(data) -> None:
+    d = ds.load_routellm("gsm8k", data)
     assert len(d.ids) == 1319 - 12  # 12 prompts are listed as contaminated
     assert d.models == ["mistralai/Mixtral-8x7B-Instruct-v0.1", "gpt-4-1106-preview"]
     assert d.quality.sum(axis=0).tolist() == [833.0, 1121.0]
@@ -48,7 +47,7 @@ def test_routellm_gsm8k_drops_contaminated_and_prices_tokens() -> None:
     # tokens = characters / 4 of the prompt and of the logged response
     assert len(d.texts[0]) == 121
     csv.field_size_limit(1 << 30)
-    path = data_dir() / "routellm/routellm/evals/gsm8k/gsm8k_responses.csv"
+    path = data / "routellm/routellm/evals/gsm8k/gsm8k_responses.csv"
     with path.open(encoding="utf-8", newline="") as fh:
         row = next(r for r in csv.DictReader(fh) if r["prompt"] == d.texts[0])
     resp = row["gpt-4-1106-preview_response"]
@@ -60,8 +59,8 @@ def test_routellm_gsm8k_drops_contaminated_and_prices_tokens() -> None:
     assert "proxy" in d.price_source["mistralai/Mixtral-8x7B-Instruct-v0.1"]
 
 
-def test_alpaca_quality_is_preference_minus_one() -> None:
-    d = ds.load_alpaca()
+def test_alpaca_quality_is_preference_minus_one(data) -> None:
+    d = ds.load_alpaca(root=data)
     assert len(d.ids) == 805 and len(d.models) == len(ds.ALPACA_DEFAULT_MODELS)
     j = d.models.index("gpt4_1106_preview")
     assert d.quality[:, j] == pytest.approx(0.5)  # the reference against itself: a tie
@@ -75,6 +74,9 @@ def test_missing_data_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(OrchestraceError) as e:
         ds.load_retry("chess")
     assert e.value.code == "OT662"
+
+
+def test_unknown_alpaca_model_is_a_clear_error(data) -> None:
     with pytest.raises(OrchestraceError) as e:
-        ds.load_alpaca(["no-such-model"])
+        ds.load_alpaca(["no-such-model"], data)
     assert e.value.code == "OT663"

@@ -78,21 +78,21 @@ def test_policy_roundtrip(tmp_path) -> None:
         NumpyPolicy.load(path, env="Swarm")
 
 
-def test_real_queries_emit_valid_traces() -> None:
-    d = load_routellm("gsm8k")
+def test_real_queries_emit_valid_traces(public_excerpt) -> None:
+    d = load_routellm("gsm8k", public_excerpt)
     env = DelegateEnv(d, lam=0.1)
     check_env(env, skip_render_check=True)
-    for q in range(0, len(d.ids), 200):
+    for q in range(0, len(d.ids), 5):
         for m in (0, 1):
             _, _, r, info = run_episode(env, lambda _o, m=m: m, {"query": q})
             assert validate_trace(info["trace"]) == []
             assert r == pytest.approx(d.quality[q, m] - 0.1 * d.cost[q, m] / env.scale)
 
 
-def test_cascade_paths_and_reward_by_hand() -> None:
+def test_cascade_paths_and_reward_by_hand(public_excerpt) -> None:
     from orchestrace.learn.envs.delegate import CascadeEnv, response_features, rule_cascade
 
-    d = load_routellm("gsm8k")
+    d = load_routellm("gsm8k", public_excerpt)
     env = CascadeEnv(d, lam=0.2)
     q = 5
     cheap, strong = env.ladder

@@ -137,10 +137,10 @@ def test_stop_vote_space_is_finite_and_holds_every_observation() -> None:
         assert box.contains(obs)
 
 
-def test_retry_stop_space_is_finite_and_holds_every_observation() -> None:
+def test_retry_stop_space_is_finite_and_holds_every_observation(public_excerpt) -> None:
     from orchestrace.learn.datasets import load_retry
 
-    env = gymnasium.make("orchestrace/RetryStop-v0", tasks=load_retry("humaneval"), cost=0.1)
+    env = gymnasium.make("orchestrace/RetryStop-v0", tasks=load_retry("humaneval", public_excerpt), cost=0.1)
     box = env.observation_space
     assert np.isfinite(box.low).all() and np.isfinite(box.high).all()
     with warnings.catch_warnings():

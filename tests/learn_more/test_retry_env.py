@@ -69,8 +69,8 @@ def test_near_miss_checks_the_arithmetic() -> None:
 
 
 @pytest.mark.parametrize("family", ["alfworld", "humaneval", "game24"])
-def test_real_episodes_emit_valid_traces(family: str) -> None:
-    tasks = load_retry(family)
+def test_real_episodes_emit_valid_traces(family: str, public_excerpt) -> None:
+    tasks = load_retry(family, public_excerpt)
     env = RetryStopEnv(tasks, cost=0.05)
     rng = np.random.default_rng(0)
     for i in range(0, len(tasks), max(1, len(tasks) // 12)):
@@ -79,8 +79,8 @@ def test_real_episodes_emit_valid_traces(family: str) -> None:
         assert r == pytest.approx(retry_reward(info["trace"], 0.05))
 
 
-def test_permutations_only_for_exchangeable_families() -> None:
-    g = load_retry("game24")
+def test_permutations_only_for_exchangeable_families(public_excerpt) -> None:
+    g = load_retry("game24", public_excerpt)
     env = RetryStopEnv(g, cost=0.01)
     v = env.view(3, 2)
     assert sorted(v.cost) == pytest.approx(sorted(g[3].cost)) and v.content != g[3].content
@@ -89,8 +89,8 @@ def test_permutations_only_for_exchangeable_families() -> None:
     assert a.view(0, 5) is TOY[0]
 
 
-def test_gymnasium_checker() -> None:
-    check_env(RetryStopEnv(load_retry("humaneval"), cost=0.1), skip_render_check=True)
+def test_gymnasium_checker(public_excerpt) -> None:
+    check_env(RetryStopEnv(load_retry("humaneval", public_excerpt), cost=0.1), skip_render_check=True)
 
 
 def test_trace_of_give_up_is_a_chain() -> None:

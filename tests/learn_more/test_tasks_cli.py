@@ -20,20 +20,21 @@ def test_split_is_fixed_and_disjoint() -> None:
 
 
 @pytest.mark.slow
-def test_tiny_runs_are_json_and_complete(tmp_path) -> None:
-    r = train_retry(["humaneval"], 0.1, iters=2, batch=16, out=tmp_path)
+def test_tiny_runs_are_json_and_complete(tmp_path, public_excerpt) -> None:
+    r = train_retry(["humaneval"], 0.1, iters=2, batch=16, out=tmp_path, data=public_excerpt)
     json.dumps(r)
     h = r["families"]["humaneval"]
     assert (
-        h["tasks_heldout"] == 66
+        h["tasks_heldout"] == 5  # the excerpt's 12 tasks: round(0.6 * 12) = 7 train, 5 held out
         and "1" in h["fixed_caps"]
         and (tmp_path / "retry-humaneval.safetensors").exists()
     )
     # the fixed cap 1 gives up after the first attempt: success = first-try solves only
     assert h["fixed_caps"]["1"]["mean_attempts"] == 1.0
-    d = train_delegate("gsm8k", 0.1, iters=2, batch=32, out=tmp_path)
+    d = train_delegate("gsm8k", 0.1, iters=2, batch=32, out=tmp_path, data=public_excerpt)
     json.dumps(d)
-    assert d["queries_heldout"] == 523 and {"learned", "threshold_router", "oracle"} <= set(d["methods"])
+    # the excerpt's 40 prompts less 4 contaminated: round(0.6 * 36) = 22 train, 14 held out
+    assert d["queries_heldout"] == 14 and {"learned", "threshold_router", "oracle"} <= set(d["methods"])
     assert (
         d["methods"]["oracle"]["reward"]["mean"]
         >= max(v["reward"]["mean"] for v in d["methods"].values()) - 1e-12
@@ -44,19 +45,24 @@ def test_tiny_runs_are_json_and_complete(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_cli_functions(tmp_path) -> None:
+def test_cli_functions(tmp_path, public_excerpt) -> None:
     app = typer.Typer()
     app.command("train-retry")(cmd.train_retry_cmd)
     app.command("eval-retry")(cmd.eval_retry_cmd)
     app.command("eval-swarm")(cmd.eval_swarm_cmd)
     run = CliRunner()
     res = run.invoke(
-        app, ["train-retry", "-f", "humaneval", "--iters", "2", "-o", str(tmp_path), "--format", "json"]
+        app,
+        ["train-retry", "-f", "humaneval", "--iters", "2", "-o", str(tmp_path), "--data", str(public_excerpt)]
+        + ["--format", "json"],
     )
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["families"]["humaneval"]["cost"] == 0.1
     pol = tmp_path / "retry-humaneval.safetensors"
-    res = run.invoke(app, ["eval-retry", "-p", str(pol), "-f", "alfworld", "--format", "json"])
+    res = run.invoke(
+        app,
+        ["eval-retry", "-p", str(pol), "-f", "alfworld", "--data", str(public_excerpt), "--format", "json"],
+    )
     assert res.exit_code == 0 and json.loads(res.output)["trained_on"] == "humaneval"
     res = run.invoke(app, ["eval-swarm", "--eval-tasks", "4", "--format", "json"])
     assert res.exit_code == 0 and "makespan_heuristic" in json.loads(res.output)["methods"]
