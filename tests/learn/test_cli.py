@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -56,6 +57,12 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     assert lo <= rep["goal"]["accuracy_gap_points"] <= hi and "paired 95% CI" in r.output
     assert (tmp_path / "report" / "pareto.png").stat().st_size > 1000
     assert (tmp_path / "report" / "learning_curves.png").is_file()
+    # pareto.png marks every policy file the job wrote, and the output names each mark
+    files = ["p", "p-target", "p-agg", "p-agg-target"]
+    assert list(rep["policies_written"].values()) == [f"{tmp_path / f}.safetensors" for f in files]
+    assert all(os.path.isfile(p) for p in rep["policies_written"].values())
+    printed = " ".join(r.output.split())
+    assert all(f"pareto.png mark {k}:" in printed for k in range(1, 5)) and "mark 5" not in printed
     r = runner.invoke(
         app, ["eval", "stop", "--bank", str(bank), "--policy", str(pol), "--budget", "20", "--format", "json"]
     )

@@ -175,6 +175,14 @@ def train_stop_cmd(
             f"paired 95% CI [{t['accuracy_gap_ci95_points'][0]:+.1f}, {t['accuracy_gap_ci95_points'][1]:+.1f}])"
             + ("" if t["met"] else " [yellow](no cost in the search range keeps the budget)[/yellow]")
         )
+    from ..learn.stopping.report import policy_marks
+
+    for m in policy_marks(rep):
+        console.print(
+            f"pareto.png mark {m.mark}: {m.path} ({m.method}: accuracy {m.accuracy:.3f}, "
+            f"{m.mean_samples:.2f} samples)",
+            highlight=False,
+        )
     console.print(f"policy {rep['policy']}  report {rep['report_dir']}  ({rep['seconds']} s)")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 
 STYLE = {
@@ -21,6 +22,40 @@ STYLE = {
 }
 
 
+@dataclass(frozen=True)
+class PolicyMark:
+    """A policy file the main job wrote, as marked (``mark``) on pareto.png."""
+
+    mark: str
+    method: str
+    path: str
+    accuracy: float
+    mean_samples: float
+
+
+def policy_marks(report: dict[str, Any]) -> list[PolicyMark]:
+    """The written policies (``report["policies_written"]``) at their measured points, numbered."""
+    by = {r["method"]: r for r in report["results"]}
+    written = report.get("policies_written", {})
+    return [
+        PolicyMark(str(i), m, path, by[m]["accuracy"], by[m]["mean_samples"])
+        for i, (m, path) in enumerate(written.items(), 1)
+        if m in by
+    ]
+
+
+MAX_CURVES = 4
+
+
+def curve_series(curves: dict[str, Any]) -> list[str]:
+    """At most ``MAX_CURVES`` learning curves worth reading: the main policies (default cost, with
+    and without the aggregator), then the cheapest and the dearest cost of the sweep."""
+    main = [n for n in ("learned", "learned+agg") if n in curves]
+    swept = sorted((n for n in curves if n.startswith("learned(c=")), key=lambda n: float(n[10:-1]))
+    extra = list(dict.fromkeys(swept[:1] + swept[-1:]))
+    return (main + extra)[:MAX_CURVES] or list(curves)[:MAX_CURVES]
+
+
 def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
     """Write pareto.png, learning_curves.png and their JSON next to them; return the paths."""
     import matplotlib
@@ -30,7 +65,7 @@ def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
 
     os.makedirs(out_dir, exist_ok=True)
     paths = []
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = plt.subplots(figsize=(7.5, 5))  # the legend sits to the right, outside the axes
     fam_of = {}
     for r in report["results"]:
         m = r["method"]
@@ -60,21 +95,20 @@ def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
     budget = report.get("target_samples")
     if budget:
         ax.axvline(budget, color="#555555", ls=":", lw=0.8, label=f"budget: {budget:g} samples")
-        for r in report["results"]:
-            if "(target=" in r["method"]:
-                color = STYLE["learned+agg" if r["method"].startswith("learned+agg") else "learned"][0]
-                ax.scatter(r["mean_samples"], r["accuracy"], marker="*", s=160, color=color,
-                           edgecolors="black", linewidths=0.6, zorder=5)  # fmt: skip
-        ax.scatter([], [], marker="*", s=100, color="white", edgecolors="black", label="ours at the budget")
+    for m in policy_marks(report):
+        color = STYLE["learned+agg" if m.method.startswith("learned+agg") else "learned"][0]
+        ax.scatter(m.mean_samples, m.accuracy, marker="*", s=220, color=color, edgecolors="black",
+                   linewidths=0.6, zorder=5, label=f"{m.mark}: {os.path.basename(m.path)} ({m.method})")  # fmt: skip
+        ax.annotate(m.mark, (m.mean_samples, m.accuracy), xytext=(6, -12), textcoords="offset points",
+                    fontsize=9, fontweight="bold", zorder=6)  # fmt: skip
     ax.set_xscale("log")
     ax.set_xlabel("mean samples per question (log)")
     ax.set_ylabel("accuracy")
     ax.set_title(f"held-out {report.get('eval_bank', '')}: accuracy vs samples")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     p = os.path.join(out_dir, "pareto.png")
-    fig.savefig(p, dpi=120)
+    fig.savefig(p, dpi=120, bbox_inches="tight")
     plt.close(fig)
     paths.append(p)
     with open(os.path.join(out_dir, "pareto.json"), "w") as f:
@@ -83,23 +117,24 @@ def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
     curves = report.get("learning_curves", {})
     if curves:
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        for name, hist in curves.items():
+        for name in curve_series(curves):
+            hist = curves[name]
             its = [h["iteration"] for h in hist]
-            axes[0].plot(its, [h["batch_reward"] for h in hist], lw=1, label=name)
+            axes[0].plot(its, [h["batch_reward"] for h in hist], lw=1.2, label=name)
             ev = [h for h in hist if "eval_reward" in h]
-            axes[1].plot(
-                [h["iteration"] for h in ev], [h["eval_samples"] for h in ev], marker=".", lw=1, label=name
-            )
+            axes[1].plot([h["iteration"] for h in ev], [h["eval_samples"] for h in ev], marker=".", lw=1.2)
         axes[0].set_xlabel("iteration")
         axes[0].set_ylabel("training objective (reward - c x samples)")
         axes[1].set_xlabel("iteration")
         axes[1].set_ylabel("greedy mean samples (train bank)")
         for a in axes:
             a.grid(alpha=0.3)
-            a.legend(fontsize=7)
+        shown = len(curve_series(curves))
+        fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(shown, 4), fontsize=8,
+                   title=f"{shown} of {len(curves)} trained policies (all in learning_curves.json)")  # fmt: skip
         fig.tight_layout()
         p = os.path.join(out_dir, "learning_curves.png")
-        fig.savefig(p, dpi=120)
+        fig.savefig(p, dpi=120, bbox_inches="tight")
         plt.close(fig)
         paths.append(p)
         with open(os.path.join(out_dir, "learning_curves.json"), "w") as f:

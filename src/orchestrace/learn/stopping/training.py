@@ -440,10 +440,13 @@ def train_stop(
             }
             policies.append((f"{prefix}(target={target_samples:g})", pol))
     base = out.removesuffix(".safetensors")
+    written: dict[str, str] = {}  # method name -> policy file, marked on pareto.png
     for name, pol in policies:
         if name in ("learned", "learned+agg") or "(target=" in name:
             suffix = "-agg" if pol.aggregator is not None else ""
-            pol.save(base + suffix + ("-target" if "(target=" in name else ""))
+            path = base + suffix + ("-target" if "(target=" in name else "")
+            pol.save(path)
+            written[name] = path + ".safetensors"
     results = eval_methods(
         test_bank, budget, policies, sweeps=True, orders=orders, seed=seed, reference=calib_bank
     )
@@ -465,6 +468,7 @@ def train_stop(
         "seed": seed,
         "bootstrap": {"resamples": 1000, "seed": seed, "level": 0.95},
         "policy": base + ".safetensors",
+        "policies_written": written,
         "policy_config": asdict(policies[0][1].config),
         "eval_orders": orders,
         "aggregator": None if agg is None else agg.to_dict(),
