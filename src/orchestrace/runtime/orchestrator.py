@@ -424,6 +424,8 @@ class Orchestrator:
         attrs: dict[str, Any] = {"call": ref, "attempt": attempt}
         if dropped:
             attrs["dropped"] = True
+        if out.tokens is not None:  # a trainable backend: which adapter answered (token ids in the cache)
+            attrs["adapter"] = out.tokens.adapter
         extra: dict[str, Any] = {}
         if out.cost_usd:
             extra["cost_usd"] = out.cost_usd

@@ -23,6 +23,17 @@ class ChatRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
     stop: list[str] | None = None
 
 
+class TokenSample(msgspec.Struct, kw_only=True):
+    """What a policy gradient needs from a call of a trainable backend: the token ids it saw and
+    produced, the behaviour policy's log-probability of each produced token, which adapter answered."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    adapter: str
+    temperature: float
+
+
 class ChatResponse(msgspec.Struct, kw_only=True, omit_defaults=True):
     text: str
     tokens_in: int = 0
@@ -30,6 +41,7 @@ class ChatResponse(msgspec.Struct, kw_only=True, omit_defaults=True):
     model: str = ""
     finish_reason: str | None = None
     cost_usd: float | None = None
+    tokens: TokenSample | None = None  # trainable backends only; kept in the call cache
 
 
 class BackendError(Exception):

