@@ -10,7 +10,8 @@ import pytest
 
 import orchestrace as ot
 from orchestrace.core.errors import InvalidTrace, LoadError
-from orchestrace.core.io import EventLogWriter, dumps, iter_log_records
+from orchestrace.core.io import EventLogWriter, dumps
+from orchestrace.core.read import iter_log_records
 from orchestrace.core.validate import validate_path
 from orchestrace.gen import generate
 
@@ -156,14 +157,14 @@ def test_truncated_gzip_member_is_reported_not_hung(tmp_path):
     ],
 )
 def test_duplicate_key_detection(text, dup):
-    from orchestrace.core.io import find_duplicate_key
+    from orchestrace.core.read import find_duplicate_key
 
     assert find_duplicate_key(text, orjson.loads(text)) == dup
     assert find_duplicate_key(text) == dup
 
 
 def test_event_log_struct_path_taken_and_agrees_with_dict_path(tmp_path):
-    from orchestrace.core.io import read_event_log_raw
+    from orchestrace.core.read import read_event_log_raw
     from orchestrace.core.validate import _check_log_fast, check_raw
 
     tr = generate(seed=4, size=300, topology="hierarchical")

@@ -91,7 +91,7 @@ def test_generated_traces_validate_and_round_trip_byte_stable(seed, size, top, w
 
 
 def _dict_path_codes(doc) -> list[tuple[str, str | None]]:
-    from orchestrace.core.io import RawTrace
+    from orchestrace.core.read import RawTrace
     from orchestrace.core.validate import check_raw
 
     items, _ = check_raw(RawTrace(doc, "x"))

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from orchestrace.core.io import RawTrace
+from orchestrace.core.read import RawTrace
 from orchestrace.core.validate import check_raw
 
 

@@ -14,7 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..core.errors import InvalidTrace, OrchestraceError
-from ..core.io import iter_log_records, iter_traces, save, split_format
+from ..core.io import iter_traces, save
+from ..core.read import iter_log_records, split_format
 from ..core.validate import DEFAULT_MAX_FINDINGS, validate_path
 from .common import console, console_err, expand_paths
 

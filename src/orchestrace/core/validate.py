@@ -53,9 +53,9 @@ import numpy as np
 
 from .errors import Finding, InvalidTrace, LoadError
 from .fastcheck import VEvent, columns, columns_of, decode_clean, decode_record
-from .io import RawTrace, find_duplicate_key, iter_lines, iter_raw, parse_json, read_bytes, split_format
 from .limits import INT64_MAX, MAX_STRING_CHARS, check_value, needs_exact_check
 from .model import EDGE_TYPES, EVENT_TYPES, STATUSES, TOPOLOGIES
+from .read import RawTrace, find_duplicate_key, iter_lines, iter_raw, parse_json, read_bytes, split_format
 
 _EVENT_TYPES = frozenset(EVENT_TYPES)
 _EDGE_TYPES = frozenset(EDGE_TYPES)

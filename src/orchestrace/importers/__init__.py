@@ -238,7 +238,8 @@ def iter_import(
 
 def write(traces: Iterable[Trace], out: str) -> int:
     """Save traces; ``.jsonl`` outputs (also ``.gz``/``.zst``) are streamed, one trace in memory."""
-    from ..core.io import dumps, save, split_format
+    from ..core.io import dumps, save
+    from ..core.read import split_format
 
     fmt, comp = split_format(out)
     if fmt != "jsonl":

@@ -23,8 +23,8 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ..core.io import iter_lines
 from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs
+from ..core.read import iter_lines
 from .redact import redact
 
 # ---------------------------------------------------------------- privacy

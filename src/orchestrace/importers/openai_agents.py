@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import LoadError
-from ..core.io import parse_json
 from ..core.model import Trace
+from ..core.read import parse_json
 from ._common import Builder, ImportStats, head_bytes, iter_jsonl, require_nonempty, ts_of
 
 NAME = "openai-agents"

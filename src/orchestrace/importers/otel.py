@@ -32,8 +32,8 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ..core.io import parse_json
 from ..core.model import Edge, event_from_dict, trace_from_dict
+from ..core.read import parse_json
 from ._common import Builder, ImportStats, head_bytes, iter_jsonl, require_nonempty
 
 NAME = "otel"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import LoadError
-from ..core.io import parse_json
+from ..core.read import parse_json
 from ._common import Builder, head_bytes, require_nonempty
 
 NAME = "who-and-when"

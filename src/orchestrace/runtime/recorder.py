@@ -30,8 +30,9 @@ from typing import Any, Literal
 import msgspec
 import orjson
 
-from ..core.io import REC, EventLogWriter
+from ..core.io import EventLogWriter
 from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs, event_to_dict
+from ..core.read import REC
 
 Clock = Literal["wall", "logical"]
 ROOT_AGENT = "orchestrator"

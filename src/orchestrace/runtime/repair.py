@@ -17,8 +17,9 @@ import msgspec
 import orjson
 
 from ..core.errors import OrchestraceError
-from ..core.io import LOG_TOP_LEVEL, REC, save, split_format
+from ..core.io import save
 from ..core.model import SCHEMA_VERSION, Trace, derived_costs, trace_from_dict
+from ..core.read import LOG_TOP_LEVEL, REC, split_format
 from ..core.validate import validate_trace
 
 _PTR = re.compile(r"^/(events|edges)/(\d+)")

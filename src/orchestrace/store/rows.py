@@ -18,7 +18,7 @@ import orjson
 import pyarrow as pa
 
 from ..core.errors import Finding, LoadError
-from ..core.io import RawTrace, iter_raw, raw_to_trace
+from ..core.read import RawTrace, iter_raw, raw_to_trace
 from ..core.validate import check_raw
 from .schema import TABLES
 

@@ -1,0 +1,435 @@
+"""Reading traces without validating them: formats, decompression, JSON parsing (with the input
+limits and duplicate-key detection), and the ``.events.jsonl`` log read record by record.
+
+Every format may be gzip (``.gz``) or zstd (``.zst``) compressed; the extension decides.
+
+The event log is what a running system appends to: a header line with the trace's top-level
+fields, then one record per line (``"rec"`` is ``event``, ``edge`` or ``update``; an update merges
+rewards/costs/metrics/metadata known only at the end of a run). It can be read record by record
+without holding the whole trace. ``validate`` checks what this module reads; ``io`` loads
+validated traces on top of both.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import IO, Any, Literal
+
+import msgspec
+import orjson
+
+from .errors import LoadError
+from .limits import MAX_DEPTH, MAX_STRING_CHARS, LimitViolation, check_text, needs_exact_check
+from .model import Trace, derived_costs, trace_from_dict
+
+Format = Literal["json", "jsonl", "events"]
+#: what a damaged gzip stream raises (zlib.error is no OSError)
+_CORRUPT = (EOFError, gzip.BadGzipFile, zlib.error, OSError)
+Compression = Literal["gz", "zst", None]
+
+REC = "rec"
+LOG_TOP_LEVEL = (
+    "schema_version",
+    "trace_id",
+    "task_id",
+    "system",
+    "topology",
+    "rewards",
+    "costs",
+    "metrics",
+    "metadata",
+)
+
+
+def split_format(path: str | os.PathLike[str]) -> tuple[Format, Compression]:
+    """Format and compression of a path, from its extension."""
+    name = os.fspath(path).lower()
+    comp: Compression = None
+    if name.endswith(".gz"):
+        comp, name = "gz", name[:-3]
+    elif name.endswith(".zst"):
+        comp, name = "zst", name[:-4]
+    if name.endswith(".events.jsonl"):
+        return "events", comp
+    if name.endswith(".jsonl"):
+        return "jsonl", comp
+    return "json", comp
+
+
+# ---------------------------------------------------------------- byte streams
+
+
+def open_read(path: str | os.PathLike[str]) -> IO[bytes]:
+    """A binary stream of the decompressed content; ``-`` is stdin."""
+    p = os.fspath(path)
+    if p == "-":
+        return sys.stdin.buffer
+    _, comp = split_format(p)
+    try:
+        raw = open(p, "rb")  # noqa: SIM115 - caller closes
+    except FileNotFoundError:
+        raise LoadError("OT001", "file not found", path=p) from None
+    except IsADirectoryError:
+        raise LoadError("OT001", "is a directory, expected a trace file", path=p) from None
+    except OSError as e:
+        raise LoadError("OT001", f"cannot read: {e.strerror}", path=p) from None
+    if comp == "gz":
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    if comp == "zst":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)  # type: ignore[return-value]
+    return raw
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    p = os.fspath(path)
+    with open_read(p) as f:
+        try:
+            return f.read()
+        except _CORRUPT as e:
+            raise LoadError("OT007", f"corrupt or truncated compressed data ({e})", path=p) from None
+        except Exception as e:  # zstandard.ZstdError
+            if type(e).__name__ == "ZstdError":
+                raise LoadError("OT007", f"corrupt or truncated zstd data ({e})", path=p) from None
+            raise
+
+
+def iter_lines(path: str | os.PathLike[str], *, tolerant: bool = False) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, line bytes) of a possibly compressed file, streamed.
+
+    With ``tolerant`` a truncated compressed stream ends the iteration instead of raising.
+    """
+    p = os.fspath(path)
+    f = open_read(p)
+    try:
+        n = 0
+        buf = io.BufferedReader(f, buffer_size=1 << 20) if not isinstance(f, io.BufferedReader) else f
+        while True:
+            try:
+                line = buf.readline()
+            except _CORRUPT as e:
+                if tolerant:
+                    return
+                raise LoadError(
+                    "OT007", f"corrupt or truncated compressed data ({e})", path=p, line=n + 1
+                ) from None
+            except Exception as e:
+                if type(e).__name__ == "ZstdError":
+                    if tolerant:
+                        return
+                    raise LoadError(
+                        "OT007", f"corrupt or truncated zstd data ({e})", path=p, line=n + 1
+                    ) from None
+                raise
+            if not line:
+                return
+            n += 1
+            yield n, line
+    finally:
+        if p != "-":
+            f.close()
+
+
+# ---------------------------------------------------------------- JSON parsing
+
+
+def parse_json(data: bytes, *, path: str | None = None, line: int | None = None) -> Any:
+    """orjson.loads with errors that say what is wrong and where (OT002-OT006), and the
+    limits of ``core.limits`` (OT008) enforced, so every reader of a document agrees."""
+    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark carries no meaning; accept one
+        data = data[3:]
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        if needs_exact_check(data) and (over := check_text(data)) is not None:
+            raise limit_error(over, path, line) from None
+        raise _json_error(e, data, path, line) from None
+    if needs_exact_check(data) and (over := check_text(data)) is not None:
+        raise limit_error(over, path, line)
+    return value
+
+
+def limit_error(over: LimitViolation, path: str | None, line: int | None) -> LoadError:
+    """A ``core.limits`` violation as a load error (OT008)."""
+    return LoadError("OT008", over.message, path=path, line=line, pointer=over.pointer or None)
+
+
+def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: int | None) -> LoadError:
+    msg = str(e).split(": line ")[0]
+    pos = e.pos
+    where_line = line if line is not None else e.lineno
+    head = data[pos : pos + 9] if isinstance(data, bytes | bytearray) else b""
+    col = f" column {e.colno}" if line is None else f" (char {pos})"
+    if "depth limit" in msg:
+        return LoadError(
+            "OT008", f"nested deeper than {MAX_DEPTH} levels of arrays/objects", path=path, line=where_line
+        )
+    if "UTF-8" in msg or "utf-8" in msg:
+        return LoadError(
+            "OT002", "invalid UTF-8: trace files must be UTF-8 encoded", path=path, line=where_line
+        )
+    if "infinity" in msg or head.lstrip(b"-").startswith((b"NaN", b"Infinity", b"inf")):
+        return LoadError(
+            "OT004",
+            f"NaN or Infinity at{col}: JSON numbers must be finite",
+            path=path,
+            line=where_line,
+        )
+    stripped = data[pos:].strip() if isinstance(data, bytes | bytearray) else b""
+    if not stripped or "EOF" in msg or "end of" in msg.lower():
+        return LoadError(
+            "OT006",
+            f"unexpected end of input at{col}: the file looks truncated (an event log can be salvaged with `orchestrace repair`)",
+            path=path,
+            line=where_line,
+        )
+    return LoadError("OT003", f"not valid JSON at{col}: {msg}", path=path, line=where_line)
+
+
+class _DupDict(dict):  # type: ignore[type-arg]
+    dup: str | None = None
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = _DupDict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                d.dup = k
+                break
+            seen.add(k)
+    return d
+
+
+def _same_key_count(text: bytes, parsed: Any) -> bool:
+    """True when the parse kept every key of the text (so no key was duplicated).
+
+    orjson's re-serialisation keeps every string's characters and writes one colon per key, so
+    the colon count of the input equals that of the dump exactly when no key was dropped (a
+    dropped key takes at least its own colon with it). An escaped colon (``\\u003a``), which
+    the dump would write literally, sends the input to the exact check.
+    """
+    if b"\\u003" in text:
+        return False
+    try:
+        return text.count(b":") == orjson.dumps(parsed).count(b":")
+    except orjson.JSONEncodeError:  # nested past orjson's writer: let the exact check decide
+        return False
+
+
+def find_duplicate_key(data: bytes, parsed: Any = None) -> tuple[str, str] | None:
+    """(JSON pointer of the object, key) of the first duplicated key, or None.
+
+    orjson silently keeps the last value of a duplicated key; a silent wrong answer is worse
+    than a slower check. Fast path: count the keys (see ``_same_key_count``); only when the
+    counts differ, or cannot be trusted, does the stdlib parser locate the duplicate.
+    """
+    if parsed is not None and _same_key_count(data, parsed):
+        return None
+    if b'"' not in data:
+        return None
+    try:
+        obj = json.loads(data, object_pairs_hook=_pairs_hook)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[str, Any]] = [("", obj)]
+    while stack:
+        ptr, o = stack.pop()
+        if isinstance(o, dict):
+            if getattr(o, "dup", None) is not None:
+                return ptr, o.dup  # type: ignore[attr-defined]
+            stack.extend((f"{ptr}/{_esc(k)}", v) for k, v in o.items() if isinstance(v, dict | list))
+        elif isinstance(o, list):
+            stack.extend((f"{ptr}/{i}", v) for i, v in enumerate(o) if isinstance(v, dict | list))
+    return None
+
+
+def _esc(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+# ---------------------------------------------------------------- raw traces (dicts)
+
+
+class RawTrace(msgspec.Struct):
+    """A decoded but not yet validated trace object, with where it came from."""
+
+    data: Any
+    path: str
+    line: int | None = None
+    event_lines: list[int] | None = None
+    edge_lines: list[int] | None = None
+    log_errors: list[LoadError] = msgspec.field(default_factory=list)
+    duplicates: list[tuple[str, str, int | None]] = msgspec.field(default_factory=list)
+    may_have_null: bool = True  # False when the source text holds no ``null`` token
+    large: bool = True  # False when no line of the source is long enough to break the string limit
+
+
+def iter_raw(
+    path: str | os.PathLike[str],
+    *,
+    tolerant: bool = False,
+    check_duplicates: bool = False,
+    collect_errors: bool = False,
+) -> Iterator[RawTrace]:
+    """Decoded trace objects of a file, one per trace, without validation.
+
+    With ``collect_errors`` a JSONL line that does not parse yields a RawTrace with ``data=None``
+    and the error, so validation can go on with the next line.
+    """
+    p = os.fspath(path)
+    fmt, _ = split_format(p)
+    if fmt == "events":
+        yield read_event_log_raw(p, tolerant=tolerant, check_duplicates=check_duplicates)
+    elif fmt == "jsonl":
+        empty = True
+        for n, line in iter_lines(p):
+            if not line.strip():
+                continue
+            empty = False
+            try:
+                raw = RawTrace(
+                    parse_json(line, path=p, line=n),
+                    p,
+                    line=n,
+                    may_have_null=b"null" in line,
+                    large=len(line) > MAX_STRING_CHARS,
+                )
+            except LoadError as e:
+                if not collect_errors:
+                    raise
+                yield RawTrace(None, p, line=n, log_errors=[e])
+                continue
+            if check_duplicates and (dup := find_duplicate_key(line, raw.data)):
+                raw.duplicates.append((dup[0], dup[1], n))
+            yield raw
+        if empty:
+            raise LoadError("OT006", "empty file: expected one trace per line", path=p)
+    else:
+        data = read_bytes(p)
+        if not data.strip():
+            raise LoadError("OT006", "empty file: expected a JSON trace object", path=p)
+        raw = RawTrace(
+            parse_json(data, path=p), p, may_have_null=b"null" in data, large=len(data) > MAX_STRING_CHARS
+        )
+        if check_duplicates and (dup := find_duplicate_key(data, raw.data)):
+            raw.duplicates.append((dup[0], dup[1], None))
+        yield raw
+
+
+def iter_log_records(
+    path: str | os.PathLike[str],
+    *,
+    tolerant: bool = False,
+    check_duplicates: bool = False,
+    dups: list[tuple[str, str, int | None]] | None = None,
+    longest: list[int] | None = None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line, record) of an event log, streamed. ``tolerant`` skips a bad or truncated line.
+    ``longest``, when given, holds the length of the longest line read so far."""
+    p = os.fspath(path)
+    for n, line in iter_lines(p, tolerant=tolerant):
+        if not line.strip():
+            continue
+        if longest is not None and len(line) > longest[0]:
+            longest[0] = len(line)
+        try:
+            rec = parse_json(line, path=p, line=n)
+        except LoadError:
+            if tolerant:
+                continue
+            raise
+        if check_duplicates and dups is not None and (dup := find_duplicate_key(line, rec)):
+            dups.append((dup[0], dup[1], n))
+        if not isinstance(rec, dict):
+            if tolerant:
+                continue
+            raise LoadError(
+                "OT102", f"expected a JSON object per line, got {type(rec).__name__}", path=p, line=n
+            )
+        yield n, rec
+
+
+def read_event_log_raw(path: str, *, tolerant: bool = False, check_duplicates: bool = False) -> RawTrace:
+    """Assemble an event log into one trace object, remembering each record's line."""
+    top: dict[str, Any] = {}
+    events: list[Any] = []
+    edges: list[Any] = []
+    ev_lines: list[int] = []
+    ed_lines: list[int] = []
+    errors: list[LoadError] = []
+    saw_header = False
+    dups: list[tuple[str, str, int | None]] = []
+    longest = [0]
+    records = iter_log_records(
+        path, tolerant=tolerant, check_duplicates=check_duplicates, dups=dups, longest=longest
+    )
+    for n, rec in records:
+        kind = rec.pop(REC, None)
+        if kind == "event":
+            events.append(rec)
+            ev_lines.append(n)
+        elif kind == "edge":
+            edges.append(rec)
+            ed_lines.append(n)
+        elif kind in ("header", "update"):
+            if kind == "header":
+                if saw_header:
+                    errors.append(LoadError("OT110", "second header record", path=path, line=n))
+                saw_header = True
+            _merge_top(top, rec)
+        else:
+            err = LoadError(
+                "OT110",
+                f'unknown record kind {kind!r}: expected "rec" to be header, event, edge or update',
+                path=path,
+                line=n,
+            )
+            if not tolerant:
+                raise err
+            errors.append(err)
+    if not saw_header and not tolerant:
+        raise LoadError("OT110", 'event log has no header line ({"rec": "header", ...})', path=path, line=1)
+    top["events"] = events
+    top["edges"] = edges
+    top.setdefault("rewards", {})
+    if "costs" not in top and events and all(isinstance(e, dict) for e in events):
+        top["_derived_costs"] = True
+    return RawTrace(
+        top,
+        path,
+        event_lines=ev_lines,
+        edge_lines=ed_lines,
+        log_errors=errors,
+        duplicates=dups,
+        large=longest[0] > MAX_STRING_CHARS,
+    )
+
+
+def _merge_top(top: dict[str, Any], rec: dict[str, Any]) -> None:
+    for k, v in rec.items():
+        if (
+            k in ("rewards", "costs", "metrics", "metadata")
+            and isinstance(v, dict)
+            and isinstance(top.get(k), dict)
+        ):
+            top[k].update(v)
+        else:
+            top[k] = v
+
+
+def raw_to_trace(raw: RawTrace) -> Trace:
+    d = raw.data
+    derived = d.pop("_derived_costs", False)
+    tr = trace_from_dict(d)
+    if derived:
+        tr.costs = derived_costs(tr.events)
+    return tr
