@@ -32,7 +32,8 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 from orchestrace import importers  # noqa: E402
 from orchestrace.core.io import load  # noqa: E402
 from orchestrace.core.validate import validate_trace  # noqa: E402
-from orchestrace.importers.openai_agents import OrchestraceProcessor, convert  # noqa: E402
+from orchestrace.importers.agents_processor import OrchestraceProcessor  # noqa: E402
+from orchestrace.importers.openai_agents import convert  # noqa: E402
 
 
 def _msg(text: str) -> ResponseOutputMessage:

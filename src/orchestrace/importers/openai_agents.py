@@ -13,7 +13,8 @@ its backend exporter uploads as ``{"data": [...]}``). Mapping:
 - ``guardrail`` span that tripped -> ``safety_event``; untripped guardrails are counted only;
 - ``custom`` task/turn spans carry run totals and are counted, not imported (no double counting).
 
-Use :class:`OrchestraceProcessor` to record live runs:
+Live runs are recorded by ``agents_processor.OrchestraceProcessor`` (kept apart: importing the SDK
+takes seconds, and format detection imports this module for every ``.json`` file):
 ``agents.add_trace_processor(OrchestraceProcessor("runs.jsonl"))``.
 """
 
@@ -197,13 +198,3 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     if not traces:
         raise LoadError("OT006", "no Agents SDK spans that map to events", path=str(p))
     yield from traces
-
-
-def __getattr__(name: str) -> Any:
-    """``OrchestraceProcessor`` lives in ``agents_processor``: importing the SDK takes seconds, and
-    format detection imports this module for every ``.json`` file."""
-    if name == "OrchestraceProcessor":
-        from .agents_processor import OrchestraceProcessor
-
-        return OrchestraceProcessor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
