@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 EXAMPLES = {"ingest": 6, "import": 30, "import-auto": 20, "load": 40, "validate-json-multi": 25}
 
 
-@pytest.mark.parametrize("command", hostile.TRACE_COMMANDS)
+@pytest.mark.parametrize("command", hostile.ALL_COMMANDS)
 def test_hostile_inputs_end_in_a_finding(command: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     work = tmp_path_factory.mktemp(command)
 

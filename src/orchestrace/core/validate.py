@@ -53,7 +53,7 @@ import numpy as np
 
 from .errors import Finding, InvalidTrace, LoadError
 from .fastcheck import VEvent, columns, columns_of, decode_clean, decode_record
-from .limits import INT64_MAX, MAX_STRING_CHARS, check_value, needs_exact_check
+from .limits import INT64_MAX, INT64_MIN, MAX_STRING_CHARS, check_value, needs_exact_check
 from .model import EDGE_TYPES, EVENT_TYPES, STATUSES, TOPOLOGIES
 from .read import RawTrace, find_duplicate_key, iter_lines, iter_raw, parse_json, read_bytes, split_format
 
@@ -347,6 +347,8 @@ def _check_num_map(m: Any, name: str, s: _Sink, *, nonneg: bool) -> None:
     for k, v in m.items():
         if not _is_num(v):
             s.add("OT102", f"{name}.{k} must be a number, got {_jtype(v)}", f"/{name}/{k}")
+        elif type(v) is int and not INT64_MIN <= v <= INT64_MAX:
+            s.add("OT008", f"{name}.{k} is an integer outside the signed 64-bit range", f"/{name}/{k}")
         elif not math.isfinite(v):
             s.add("OT208", f"{name}.{k} must be finite, got {v}", f"/{name}/{k}")
         elif nonneg and v < 0:
@@ -453,6 +455,8 @@ def _scan_events_fast(events: list[Any], nulls: bool = True) -> tuple[Any, ...] 
         vals, null = _column(events, k, nulls)
         kinds = set(map(type, vals))
         if null or not kinds <= ({int, none} if k in _INT_FIELDS else {int, float, none}):
+            return None
+        if int in kinds and max(v for v in vals if type(v) is int) > INT64_MAX:
             return None
         arr = np.asarray([v for v in vals if v is not None], dtype=np.float64)
         if not (np.all(arr >= 0) and np.all(np.isfinite(arr))):

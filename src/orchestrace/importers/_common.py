@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
+from ..core.limits import INT64_MAX, INT64_MIN, check_text, needs_exact_check
 from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs
 from ..core.read import iter_lines
 from .redact import redact
@@ -42,7 +43,10 @@ def as_text(value: Any) -> str:
         return value
     if isinstance(value, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in value):
         return "\n".join(str(b.get("text", "")) for b in value)
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONEncodeError:  # nested past orjson's writer, or an int past 64 bits
+        return f"[{type(value).__name__} too deep or too large to keep as text]"
 
 
 # ---------------------------------------------------------------- time
@@ -55,6 +59,48 @@ def parse_ts(value: str) -> float | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except (ValueError, AttributeError, TypeError):
         return None
+
+
+# ---------------------------------------------------------------- foreign values
+
+# Foreign logs hold whatever their writers (or attackers) put there: each value is read through
+# one of these, so a wrong type degrades to "absent" (and is counted) instead of a crash.
+
+
+def as_obj(value: Any) -> dict[str, Any]:
+    """A value that should be a JSON object; anything else reads as an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """A value that should be a JSON array; anything else reads as an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def as_int(value: Any) -> int | None:
+    """An int64 from an int, an integral float or a decimal string (OTLP writes int64 as
+    strings); None for anything else, a bool or a number past 64 bits."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not (text.lstrip("-").isdigit() and text.isascii() and len(text) <= 20):
+            return None
+        value = int(text)
+    elif type(value) is float and value.is_integer() and abs(value) <= 2**63:
+        value = int(value)
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+        return value
+    return None
+
+
+def as_count(value: Any, stats: ImportStats | None = None, what: str = "count") -> int:
+    """A count (tokens, turns) as a non-negative int64 (see ``as_int``). Anything else is 0,
+    noted in ``stats.bad_values[what]`` so the trace's metadata says what was not read."""
+    n = as_int(value)
+    if n is not None and n >= 0:
+        return n
+    if value is not None and stats is not None:
+        stats.bad_values[what] += 1
+    return 0
 
 
 def ts_of(value: Any) -> float | None:
@@ -77,6 +123,7 @@ class ImportStats:
         self.bad_lines: list[int] = []
         self.truncated = False
         self.notes: list[str] = []
+        self.bad_values: Counter[str] = Counter()  # values of the wrong type or range, not read
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"records": dict(self.records)}
@@ -89,6 +136,8 @@ class ImportStats:
             d["truncated"] = True
         if self.notes:
             d["notes"] = self.notes[:50]
+        if self.bad_values:
+            d["bad_values"] = dict(self.bad_values)
         return d
 
 
@@ -106,6 +155,9 @@ def iter_jsonl(path: str | os.PathLike[str], stats: ImportStats) -> Iterator[tup
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
             pending = n
+            continue
+        if needs_exact_check(line) and check_text(line) is not None:
+            stats.bad_values["record beyond the input limits"] += 1
             continue
         yield n, obj
     if pending is not None:

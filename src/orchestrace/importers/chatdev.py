@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import LoadError
-from ._common import Builder, head_bytes, require_nonempty
+from ._common import Builder, as_count, as_int, head_bytes, require_nonempty
 
 NAME = "chatdev"
 DESCRIPTION = "ChatDev v1 WareHouse logs (phases, role turns, [Post Info] cost/tokens/duration)"
@@ -54,7 +54,7 @@ def sniff(path: str | os.PathLike[str]) -> bool:
     return any(k in head for k in (b"ChatDev Starts", b"AgentTech Starts", b"**[Preprocessing]**"))
 
 
-def _entries(text: str) -> Iterator[tuple[float, str]]:
+def _entries(text: str, path: str) -> Iterator[tuple[float, str]]:
     """(POSIX time, body) of each log entry; ChatDev writes dates as year-day-month."""
     heads = list(_HEADER.finditer(text))
     for k, m in enumerate(heads):
@@ -62,7 +62,15 @@ def _entries(text: str) -> Iterator[tuple[float, str]]:
         try:
             t = datetime(y, mo, d, hh, mi, ss, tzinfo=UTC).timestamp()
         except ValueError:  # a log with month-day order after all
-            t = datetime(y, d, mo, hh, mi, ss, tzinfo=UTC).timestamp()
+            try:
+                t = datetime(y, d, mo, hh, mi, ss, tzinfo=UTC).timestamp()
+            except ValueError:
+                raise LoadError(
+                    "OT023",
+                    f"entry header {m.group(0).strip()!r} holds no valid date (expected [YYYY-DD-MM hh:mm:ss LEVEL])",
+                    path=path,
+                    line=text.count("\n", 0, m.start()) + 1,
+                ) from None
         end = heads[k + 1].start() if k + 1 < len(heads) else len(text)
         yield t, _ANSI.sub("", text[m.end() : end]).strip()
 
@@ -111,8 +119,8 @@ class _Run:
             return
         if "[OpenAI_Usage_Info" in first:
             tok = dict(_TOKENS.findall(body))
-            self.pending_usage[0] += int(tok.get("prompt_tokens", 0))
-            self.pending_usage[1] += int(tok.get("completion_tokens", 0))
+            self.pending_usage[0] += as_count(tok.get("prompt_tokens"), b.stats, "prompt_tokens")
+            self.pending_usage[1] += as_count(tok.get("completion_tokens"), b.stats, "completion_tokens")
             self.usage_blocks += 1
             b.stats.records["usage"] += 1
             return
@@ -161,7 +169,7 @@ class _Run:
             speaker = m.group("speaker").strip()
             a, c = m.group("a").strip(), m.group("b").strip()
             self.phase = m.group("phase")
-            self._message(speaker, c if speaker == a else a, t, rest, int(m.group("turn")), "turn")
+            self._message(speaker, c if speaker == a else a, t, rest, as_int(m.group("turn")), "turn")
             return
         m = _START.match(first)
         if m:
@@ -183,7 +191,7 @@ class _Run:
                 )
             else:
                 other = self.roles.get("User" if side == "Assistant" else "Assistant")
-                turn = int(m.group("turn")) if m.group("turn") else None
+                turn = as_int(m.group("turn"))
                 self._message(role, other if other != role else None, t, rest, turn, "turn")
             return
         b.stats.unknown[first[:40]] += 1
@@ -212,7 +220,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     b = Builder(keep_content=keep_content)
     run = _Run(b)
     n = 0
-    for t, body in _entries(text):
+    for t, body in _entries(text, str(p)):
         n += 1
         run.entry(t, body)
     if n == 0:

@@ -39,6 +39,8 @@ import orjson
 from ._common import (
     Builder,
     ImportStats,
+    as_count,
+    as_list,
     as_text,
     first_json_lines,
     iter_jsonl,
@@ -279,7 +281,10 @@ class _Session:
                     continue
                 self.seen.add(uid)
             typ = r.get("type")
-            self.b.stats.records[str(typ)] += 1
+            if not isinstance(typ, str):
+                self.b.stats.bad_values["record type that is not a string"] += 1
+                continue
+            self.b.stats.records[typ] += 1
             n0 = len(self.b.events)
             if typ == "assistant":
                 self._assistant(r, agent, is_main)
@@ -304,7 +309,7 @@ class _Session:
         if model and model != "<synthetic>":
             self.models.add(model)
         content = m.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else as_list(content)
         last: int | None = None
         for blk in blocks:
             if not isinstance(blk, dict):
@@ -412,7 +417,7 @@ class _Session:
         """Usage of one API call, on the last event it produced (its action): streamed records of
         the same call move it forward and keep the largest value per field."""
         fields = {
-            k: int(usage.get(k) or 0)
+            k: as_count(usage.get(k), self.b.stats, k)
             for k in (
                 "input_tokens",
                 "output_tokens",

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from ._common import Builder, first_json_lines, iter_jsonl, require_nonempty, ts_of
+from ._common import Builder, as_count, as_list, as_obj, first_json_lines, iter_jsonl, require_nonempty, ts_of
 
 NAME = "codex"
 DESCRIPTION = "OpenAI Codex CLI rollouts (rollout-*.jsonl)"
@@ -90,6 +90,9 @@ class _Rollout:
             b.stats.unknown[f"{typ} without payload"] += 1
             return
         sub = p.get("type")
+        if not isinstance(sub, str | None):
+            b.stats.bad_values["payload type that is not a string"] += 1
+            return
         b.stats.records[f"{typ}/{sub}" if sub else str(typ)] += 1
         if typ == "session_meta":
             for k in ("id", "timestamp", "cli_version", "originator", "source", "model_provider", "cwd"):
@@ -137,7 +140,7 @@ class _Rollout:
                 )
             # user/developer items repeat the user_message event and the instructions
         elif sub == "reasoning":
-            summary = p.get("summary") or []
+            summary = as_list(p.get("summary"))
             self._model_event(
                 b.add(
                     "orchestrator_decision",
@@ -289,18 +292,19 @@ class _Rollout:
             self.b.stats.records["repeated token_count"] += 1
             return
         self.last_total = total
-        last = info.get("last_token_usage") or {}
+        last = as_obj(info.get("last_token_usage"))
         target = self.unpaid[-1] if self.unpaid else self.last_model  # the call's action
         if target is None:
             target = self.b.add(
                 "orchestrator_decision", self.agent, None, model=self.model, attrs={"kind": "model_call"}
             )
         ev = self.b.events[target]
-        ev.tokens_in = (ev.tokens_in or 0) + int(last.get("input_tokens") or 0)
-        ev.tokens_out = (ev.tokens_out or 0) + int(last.get("output_tokens") or 0)
+        stats = self.b.stats
+        ev.tokens_in = (ev.tokens_in or 0) + as_count(last.get("input_tokens"), stats, "input_tokens")
+        ev.tokens_out = (ev.tokens_out or 0) + as_count(last.get("output_tokens"), stats, "output_tokens")
         a = dict(ev.attrs or {})
         for k in ("cached_input_tokens", "reasoning_output_tokens"):
-            a[k] = a.get(k, 0) + int(last.get(k) or 0)
+            a[k] = a.get(k, 0) + as_count(last.get(k), stats, k)
         ev.attrs = a
         self.unpaid = []
 
@@ -361,7 +365,7 @@ def _run_file(b: Builder, path: Path, agent: str, parent: str | None) -> _Rollou
     sid = run.meta.get("id")
     for k, (child, meta) in enumerate(_children(path, sid) if isinstance(sid, str) else []):
         cid = str(meta.get("id"))
-        spawn = ((meta.get("source") or {}).get("subagent") or {}).get("thread_spawn") or {}
+        spawn = as_obj(as_obj(as_obj(meta.get("source")).get("subagent")).get("thread_spawn"))
         label = run.children.get(cid)
         info = {
             "agent_id": cid,

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ._common import Builder, head_bytes, require_nonempty, ts_of
+from ._common import Builder, as_count, as_list, head_bytes, require_nonempty, ts_of
 
 NAME = "gemini-cli"
 DESCRIPTION = "Gemini CLI chat sessions (session-*.json)"
@@ -86,7 +86,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
 def _gemini(b: Builder, m: dict[str, Any], ts: float | None, attrs: dict[str, Any]) -> None:
     model = m.get("model") if isinstance(m.get("model"), str) else None
     last: int | None = None  # tokens go on the message's last event (its action)
-    for th in m.get("thoughts") or ():
+    for th in as_list(m.get("thoughts")):
         if isinstance(th, dict):
             i = b.add(
                 "orchestrator_decision", AGENT, ts_of(th.get("timestamp")) or ts, model=model,
@@ -97,7 +97,7 @@ def _gemini(b: Builder, m: dict[str, Any], ts: float | None, attrs: dict[str, An
         last = b.add(
             "message", AGENT, ts, to=USER, model=model, content=m["content"], attrs={**attrs, "kind": "text"}
         )
-    for k, call in enumerate(m.get("toolCalls") or ()):
+    for k, call in enumerate(as_list(m.get("toolCalls"))):
         if not isinstance(call, dict):
             continue
         cid = str(call.get("id") or f"{m.get('id')}:{k}")
@@ -113,6 +113,8 @@ def _gemini(b: Builder, m: dict[str, Any], ts: float | None, attrs: dict[str, An
         if last is None:
             last = b.add("message", AGENT, ts, to=USER, model=model, attrs={**attrs, "kind": "empty"})
         ev = b.events[last]
-        ev.tokens_in = int(tok.get("input") or 0)
-        ev.tokens_out = int(tok.get("output") or 0) + int(tok.get("thoughts") or 0)
-        ev.attrs = {**(ev.attrs or {}), "cached_tokens": int(tok.get("cached") or 0)}
+        ev.tokens_in = as_count(tok.get("input"), b.stats, "input")
+        ev.tokens_out = as_count(tok.get("output"), b.stats, "output") + as_count(
+            tok.get("thoughts"), b.stats, "thoughts"
+        )
+        ev.attrs = {**(ev.attrs or {}), "cached_tokens": as_count(tok.get("cached"), b.stats, "cached")}

@@ -28,7 +28,16 @@ from typing import Any
 from ..core.errors import LoadError
 from ..core.model import Trace
 from ..core.read import parse_json
-from ._common import Builder, ImportStats, head_bytes, iter_jsonl, require_nonempty, ts_of
+from ._common import (
+    Builder,
+    ImportStats,
+    as_int,
+    as_obj,
+    head_bytes,
+    iter_jsonl,
+    require_nonempty,
+    ts_of,
+)
 
 NAME = "openai-agents"
 DESCRIPTION = "OpenAI Agents SDK exported traces/spans (JSON {data: [...]} or JSONL of items)"
@@ -62,7 +71,7 @@ def _usage(u: Any) -> tuple[int | None, int | None]:
         return None, None
     tin = u.get("input_tokens", u.get("prompt_tokens"))
     tout = u.get("output_tokens", u.get("completion_tokens"))
-    return (int(tin) if tin is not None else None, int(tout) if tout is not None else None)
+    return as_int(tin), as_int(tout)
 
 
 def convert(
@@ -73,6 +82,9 @@ def convert(
     heads: dict[str, dict[str, Any]] = {}
     spans: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for it in items:
+        if not isinstance(it, dict):
+            stats.bad_values["item that is not an object"] += 1
+            continue
         obj = it.get("object")
         if obj == "trace":
             heads[str(it.get("id"))] = it
@@ -111,12 +123,12 @@ def convert(
 
 
 def _build(spans: list[dict[str, Any]], b: Builder) -> None:
-    by_id = {s.get("id"): s for s in spans}
+    by_id = {s["id"]: s for s in spans if isinstance(s.get("id"), str)}
     kids: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     roots = []
     for s in sorted(spans, key=lambda s: ts_of(s.get("started_at")) or 0.0):
         parent = s.get("parent_id")
-        (kids[parent] if parent in by_id else roots).append(s)
+        (kids[parent] if isinstance(parent, str) and parent in by_id else roots).append(s)
     acted: set[str] = set()
 
     def act(agent: str) -> str:
@@ -124,7 +136,7 @@ def _build(spans: list[dict[str, Any]], b: Builder) -> None:
         return agent
 
     def visit(s: dict[str, Any], agent: str | None) -> None:
-        d = s.get("span_data") or {}
+        d = as_obj(s.get("span_data"))
         ty = d.get("type")
         t0, t1 = ts_of(s.get("started_at")), ts_of(s.get("ended_at"))
         err = s.get("error")
@@ -177,7 +189,7 @@ def _build(spans: list[dict[str, Any]], b: Builder) -> None:
             b.stats.records[f"custom {d.get('name')}"] += 1
         else:
             b.stats.unknown[f"span {ty}"] += 1
-        for c in kids.get(s.get("id"), ()):
+        for c in kids.get(s["id"], ()) if isinstance(s.get("id"), str) else ():
             visit(c, me)
         if nested_agent:
             b.ret(me, t1, status=status, attrs={"span_id": s.get("id")})

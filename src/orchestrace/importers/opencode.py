@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ._common import Builder, head_bytes, require_nonempty
+from ._common import Builder, as_count, as_obj, head_bytes, require_nonempty
 
 NAME = "opencode"
 DESCRIPTION = "opencode storage sessions (session/<project>/<id>.json with message/ and part/)"
@@ -86,7 +86,7 @@ class _Session:
                 continue
             role = m.get("role")
             b.stats.records[f"message/{role}"] += 1
-            times = m.get("time") or {}
+            times = as_obj(m.get("time"))
             t0, t1 = _ms(times.get("created")), _ms(times.get("completed"))
             parts = [
                 p for f in sorted((self.root / "part" / str(m.get("id"))).glob("*.json")) if (p := _json(f))
@@ -126,7 +126,7 @@ class _Session:
         for p in parts:
             ty = p.get("type")
             b.stats.records[f"part/{ty}"] += 1
-            pt = p.get("time") or {}
+            pt = as_obj(p.get("time"))
             ts = _ms(pt.get("start")) or t0
             i: int | None = None
             if ty == "text" and str(p.get("text", "")).strip():
@@ -158,12 +158,17 @@ class _Session:
         if isinstance(tok, dict):
             if first is None:
                 first = b.add("message", agent, t0, model=model, attrs={"kind": "empty"})
-            cache = tok.get("cache") or {}
+            cache = as_obj(tok.get("cache"))
             ev = b.events[first]
+            st = b.stats
             ev.tokens_in = (
-                int(tok.get("input") or 0) + int(cache.get("read") or 0) + int(cache.get("write") or 0)
+                as_count(tok.get("input"), st, "input")
+                + as_count(cache.get("read"), st, "cache.read")
+                + as_count(cache.get("write"), st, "cache.write")
             )
-            ev.tokens_out = int(tok.get("output") or 0) + int(tok.get("reasoning") or 0)
+            ev.tokens_out = as_count(tok.get("output"), st, "output") + as_count(
+                tok.get("reasoning"), st, "reasoning"
+            )
             if isinstance(m.get("cost"), int | float):
                 ev.cost_usd = float(m["cost"])
 
@@ -171,8 +176,8 @@ class _Session:
         self, p: dict, agent: str, ts: float | None, t1: float | None, model: str | None, kids: list[str]
     ) -> int:
         b = self.b
-        state = p.get("state") or {}
-        st = state.get("time") or {}
+        state = as_obj(p.get("state"))
+        st = as_obj(state.get("time"))
         start, end = _ms(st.get("start")) or ts, _ms(st.get("end")) or t1
         cid = str(p.get("callID") or p.get("id"))
         name = str(p.get("tool") or "tool")
@@ -212,7 +217,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     s.run(d["id"], "opencode", None)
     if not b.events:
         raise LoadError("OT006", "session has no messages in the storage", path=str(p))
-    times = d.get("time") or {}
+    times = as_obj(d.get("time"))
     meta = {
         "source_format": NAME,
         "source": str(p),

@@ -34,7 +34,7 @@ import orjson
 from ..core.errors import LoadError
 from ..core.model import Edge, event_from_dict, trace_from_dict
 from ..core.read import parse_json
-from ._common import Builder, ImportStats, head_bytes, iter_jsonl, require_nonempty
+from ._common import Builder, ImportStats, as_int, as_list, as_obj, head_bytes, iter_jsonl, require_nonempty
 
 NAME = "otel"
 DESCRIPTION = "OpenTelemetry GenAI spans, OTLP/JSON (.json request or .jsonl collector file)"
@@ -64,16 +64,20 @@ def _val(v: dict[str, Any]) -> Any:
         return None
     k, x = next(iter(v.items()))
     if k == "intValue":
-        return int(x)
+        return as_int(x)
     if k == "arrayValue":
-        return [_val(y) for y in (x or {}).get("values", [])]
+        return [_val(y) for y in as_list(as_obj(x).get("values"))]
     if k == "kvlistValue":
-        return {kv["key"]: _val(kv.get("value", {})) for kv in (x or {}).get("values", [])}
+        return _attrs(as_obj(x).get("values"))
     return x
 
 
 def _attrs(items: Any) -> dict[str, Any]:
-    return {a["key"]: _val(a.get("value", {})) for a in items or () if isinstance(a, dict) and "key" in a}
+    return {
+        str(a["key"]): _val(a.get("value"))
+        for a in as_list(items)
+        if isinstance(a, dict) and isinstance(a.get("key"), str)
+    }
 
 
 def _requests(p: Path, stats: ImportStats) -> list[dict[str, Any]]:
@@ -90,21 +94,27 @@ def read_spans(
     stats = stats or ImportStats()
     by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for req in _requests(Path(path), stats):
-        for rs in req.get("resourceSpans") or ():
-            resource = _attrs((rs.get("resource") or {}).get("attributes"))
-            for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
-                for s in ss.get("spans") or ():
+        for rs in map(as_obj, as_list(req.get("resourceSpans"))):
+            resource = _attrs(as_obj(rs.get("resource")).get("attributes"))
+            scopes = as_list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans"))
+            for ss in map(as_obj, scopes):
+                for s in as_list(ss.get("spans")):
+                    if not isinstance(s, dict):
+                        stats.bad_values["span that is not an object"] += 1
+                        continue
+                    name = s.get("name")
                     span = {
                         "trace": _id(s.get("traceId")),
                         "id": _id(s.get("spanId")),
                         "parent": _id(s.get("parentSpanId")),
-                        "name": s.get("name", ""),
-                        "start": int(s.get("startTimeUnixNano") or 0) / 1e9,
-                        "end": int(s.get("endTimeUnixNano") or 0) / 1e9,
+                        "name": name if isinstance(name, str) else "",
+                        "start": (as_int(s.get("startTimeUnixNano")) or 0) / 1e9,
+                        "end": (as_int(s.get("endTimeUnixNano")) or 0) / 1e9,
                         "attrs": _attrs(s.get("attributes")),
-                        "status": (s.get("status") or {}).get("code"),
+                        "status": as_obj(s.get("status")).get("code"),
                         "links": [
-                            (_id(x.get("spanId")), _attrs(x.get("attributes"))) for x in s.get("links") or ()
+                            (_id(x.get("spanId")), _attrs(x.get("attributes")))
+                            for x in map(as_obj, as_list(s.get("links")))
                         ],
                         "resource": resource,
                     }
@@ -172,7 +182,7 @@ def _normalize(s: dict[str, Any]) -> None:
 def _usage(a: dict[str, Any]) -> tuple[int | None, int | None]:
     tin = a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))
     tout = a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
-    return (int(tin) if tin is not None else None, int(tout) if tout is not None else None)
+    return as_int(tin), as_int(tout)
 
 
 def _genai(tid: str, spans: list[dict[str, Any]], b: Builder) -> None:
@@ -190,7 +200,8 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: Builder) -> None:
     def visit(s: dict[str, Any], agent: str | None) -> None:
         a = s["attrs"]
         name = _agent_name(s)
-        op = a.get("gen_ai.operation.name") or s["name"].split(" ", 1)[0]
+        op = a.get("gen_ai.operation.name")
+        op = op if isinstance(op, str) and op else s["name"].split(" ", 1)[0]
         error = s["status"] in (2, "STATUS_CODE_ERROR") or "error.type" in a
         me = agent
         after: tuple[str, str, str] | None = None  # a tool result comes after what the tool did
@@ -252,7 +263,16 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
         raise LoadError("OT006", "no spans in this OTLP file", path=str(p))
     for tid, spans in groups.items():
         if any("orchestrace.trace" in s["attrs"] for s in spans):
-            tr = _roundtrip(tid, spans)
+            try:
+                tr = _roundtrip(tid, spans)
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
+                # the orchestrace.* attributes hold our own JSON; damaged, they are bad input
+                raise LoadError(
+                    "OT023",
+                    f"trace {tid}: the orchestrace.trace/orchestrace.event span attributes do not hold "
+                    f"an orchestrace trace ({type(e).__name__}: {str(e)[:120]})",
+                    path=str(p),
+                ) from None
             if not keep_content:
                 for e in tr.events:
                     e.content = None

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.errors import LoadError
 from ..core.read import parse_json
-from ._common import Builder, head_bytes, require_nonempty
+from ._common import Builder, as_int, head_bytes, require_nonempty
 
 NAME = "who-and-when"
 DESCRIPTION = "Who&When failure-attribution runs (Hand-Crafted Magentic-One, Algorithm-Generated AG2)"
@@ -65,10 +65,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     b = Builder(keep_content=keep_content)
     hand_crafted = any(_speaker(s)[1] is not None for s in history if isinstance(s, dict))
     orchestrator = "Orchestrator"
-    try:
-        mistake_step = int(d.get("mistake_step"))
-    except (TypeError, ValueError):
-        mistake_step = None
+    mistake_step = as_int(d.get("mistake_step"))
     prev: int | None = None
     pending_delegation: dict[str, int] = {}
     for i, step in enumerate(history):
