@@ -180,17 +180,17 @@ def test_trl_grpo_two_steps_on_our_export(tmp_path, monkeypatch):
     assert changed > 0
 
 
-def _codex_rows(data, tmp_path, **opts):
+def _codex_rows(root, tmp_path, **opts):
     from orchestrace.importers import codex
 
-    tr = next(codex.load(next((data / "codex").glob("rollout-*.jsonl")), keep_content=True))
+    tr = next(codex.load(next((root / "codex").glob("rollout-*.jsonl")), keep_content=True))
     get_exporter("trl")([tr], str(tmp_path / "trl"), group="turn", **opts)
     return tr, [orjson.loads(x) for x in (tmp_path / "trl" / "codex.jsonl").read_bytes().splitlines()]
 
 
-def test_trl_rows_from_a_real_codex_log(data, tmp_path):
+def test_trl_rows_from_a_real_codex_log(public_excerpt, tmp_path):
     """One real session (one trace, one task): per-turn groups ranked by each tool call's outcome."""
-    tr, rows = _codex_rows(data, tmp_path)
+    tr, rows = _codex_rows(public_excerpt, tmp_path)
     session = tr.task_id
     assert rows and all(r["completion"] for r in rows)
     assert not any(r["prompt"] == session for r in rows)  # the real context, not the session id
@@ -212,7 +212,7 @@ def test_trl_rows_from_a_real_codex_log(data, tmp_path):
         )
 
 
-def test_trl_grpo_two_steps_on_real_log_rows(data, tmp_path, monkeypatch):
+def test_trl_grpo_two_steps_on_real_log_rows(public_excerpt, tmp_path, monkeypatch):
     """TRL's GRPOTrainer on rows exported from a real Codex log: non-zero advantages, weights move."""
     for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "TRL_EXPERIMENTAL_SILENCE"):
         monkeypatch.setenv(k, "1")
@@ -224,7 +224,7 @@ def test_trl_grpo_two_steps_on_real_log_rows(data, tmp_path, monkeypatch):
 
     from orchestrace.export.trainer import trl_replay
 
-    _, rows = _codex_rows(data, tmp_path, max_prompt_chars=150)
+    _, rows = _codex_rows(public_excerpt, tmp_path, max_prompt_chars=150)
     rows = [r for r in rows if r["group_id"].endswith("::turn:1::codex")]
     model, tok = _tiny_lm_and_tokenizer([r["prompt"] + " " + r["completion"] for r in rows[:60]], tmp_path)
     dataset, replay, reward_func = trl_replay(rows, tok, group_size=16)

@@ -158,7 +158,7 @@ def test_undelivered_return_reaches_the_recipients_next_event():
     assert r["critical_path_s"] == 7.0  # d, s, w1 (1..6), r, o3 (6..7)
 
 
-# ---------------------------------------------------------------- real logs
+# ---------------------------------------------------------------- real logs (vendored, tests/data/public)
 
 
 def _imported(path: Path, fmt: str):
@@ -167,9 +167,9 @@ def _imported(path: Path, fmt: str):
     return list(importers.load(path, fmt))  # named format: detection imports every importer
 
 
-def test_claude_code_orchestrator_with_six_teammates(data):
+def test_claude_code_orchestrator_with_six_teammates(public_excerpt):
     (tr,) = _imported(
-        data
+        public_excerpt
         / "claude-code/test/test_data/real_projects/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl",
         "claude-code",
     )
@@ -188,15 +188,17 @@ def test_claude_code_orchestrator_with_six_teammates(data):
 @pytest.mark.parametrize(
     "rel", ["who-and-when/Who&When/Hand-Crafted/1.json", "who-and-when/Who&When/Algorithm-Generated/1.json"]
 )
-def test_who_and_when_runs(rel, data):
-    for tr in _imported(data / rel, "who-and-when"):
+def test_who_and_when_runs(rel, public_excerpt):
+    for tr in _imported(public_excerpt / rel, "who-and-when"):
         r = analyze(tr)
         assert r["events"] == len(tr.events) and r["critical_steps"] >= 1
         assert_unclamped_invariants(tr, r)
 
 
-def test_chatdev_and_codex_logs(data):
-    logs = sorted(data.glob("chatdev/WareHouse/*/*.log"))[:2] + sorted(data.glob("codex/*.jsonl"))
+def test_chatdev_and_codex_logs(public_excerpt):
+    logs = sorted(public_excerpt.glob("chatdev/WareHouse/*/*.log")) + sorted(
+        public_excerpt.glob("codex/*.jsonl")
+    )
     assert len(logs) == 3
     for p in logs:
         for tr in _imported(p, "codex" if p.suffix == ".jsonl" else "chatdev"):

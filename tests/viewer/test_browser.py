@@ -337,13 +337,13 @@ def check_small_trace(o, tr: Trace) -> None:
     assert o.errors == []
 
 
-def test_real_claude_code_session(open_page, tmp_path, data):
+def test_real_claude_code_session(open_page, tmp_path, public_excerpt):
     """A real Claude Code session with sub-agents (public test data), content kept."""
     from orchestrace.importers import load as import_log
     from orchestrace.viewer import lane_order
 
     session = (
-        data
+        public_excerpt
         / "claude-code/test/test_data/real_projects/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"
     )
     tr = next(import_log(session, keep_content=True))
