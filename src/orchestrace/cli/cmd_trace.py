@@ -79,12 +79,19 @@ def validate(
 def stats(
     paths: Annotated[list[str], typer.Argument(help="Trace files or directories.")],
     format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+    per_trace: Annotated[
+        bool, typer.Option("--per-trace", help="Also list every trace, one row each (several traces).")
+    ] = False,
 ) -> None:
     """Counts by event type, agent and role; duration; costs. Event logs are validated, then
     streamed; an invalid trace exits 1 as validate does.
 
+    One trace gets its own table; several get one corpus total (and, with --per-trace, one row
+    per trace). JSON is always the list of per-trace counts.
+
     Examples:\n
       orchestrace stats run.events.jsonl\n
+      orchestrace stats corpus.jsonl --per-trace\n
       orchestrace stats corpus.jsonl --format json
     """
     out = []
@@ -109,21 +116,66 @@ def stats(
     if format == "json":
         sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
         return
-    for s in out:
-        table = Table(title=f"{s['trace_id']}  ({s['path']})", show_header=True)
-        table.add_column("what")
-        table.add_column("count / value", justify="right")
-        table.add_row("events", str(s["events"]))
-        table.add_row("edges", str(s["edges"]))
-        table.add_row("agents", str(len(s["by_agent"])))
-        table.add_row("duration (s)", f"{s['duration_s']:.3f}")
-        for k, v in s["costs"].items():
-            table.add_row(f"costs.{k}", f"{v:g}")
-        for k, v in s["by_type"].items():
-            table.add_row(f"type {k}", str(v))
-        for k, v in list(s["by_role"].items())[:12]:
-            table.add_row(f"role {k}", str(v))
-        console.print(table)
+    if len(out) == 1:
+        console.print(_detail_table(out[0], f"{out[0]['trace_id']}  ({out[0]['path']})"))
+        return
+    if per_trace:
+        rows = Table("trace", "path", title="per trace")
+        for c in ("events", "edges", "agents", "duration (s)"):
+            rows.add_column(c, justify="right")
+        for x in out:
+            n = (str(x["events"]), str(x["edges"]), str(len(x["by_agent"])), f"{x['duration_s']:.3f}")
+            rows.add_row(x["trace_id"], x["path"], *n)
+        console.print(rows)
+    console.print(
+        _detail_table(
+            _corpus_total(out), f"corpus: {len(out)} traces in {len({x['path'] for x in out})} file(s)"
+        )
+    )
+    if not per_trace and len(out) > 1:
+        console.print("(--per-trace lists each trace; --format json gives per-trace counts)")
+
+
+def _detail_table(s: dict, title: str) -> Table:  # type: ignore[type-arg]
+    table = Table(title=title, show_header=True)
+    table.add_column("what")
+    table.add_column("count / value", justify="right")
+    if "traces" in s:
+        table.add_row("traces", str(s["traces"]))
+    table.add_row("events", str(s["events"]))
+    table.add_row("edges", str(s["edges"]))
+    table.add_row("agents" if "traces" not in s else "agents (summed over traces)", str(s["agents"]))
+    table.add_row("duration (s)" if "traces" not in s else "duration (s, summed)", f"{s['duration_s']:.3f}")
+    for k, v in s["costs"].items():
+        table.add_row(f"costs.{k}", f"{v:g}")
+    for k, v in s["by_type"].items():
+        table.add_row(f"type {k}", str(v))
+    for k, v in list(s["by_role"].items())[:12]:
+        table.add_row(f"role {k}", str(v))
+    return table
+
+
+def _corpus_total(out: list[dict]) -> dict:  # type: ignore[type-arg]
+    """Sums over traces: counts, durations, numeric costs, events by type and role."""
+    costs: Counter[str] = Counter()
+    by_type: Counter[str] = Counter()
+    by_role: Counter[str] = Counter()
+    for x in out:
+        costs.update(
+            {k: v for k, v in x["costs"].items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        )
+        by_type.update(x["by_type"])
+        by_role.update(x["by_role"])
+    return {
+        "traces": len(out),
+        "events": sum(x["events"] for x in out),
+        "edges": sum(x["edges"] for x in out),
+        "agents": sum(x["agents"] for x in out),
+        "duration_s": sum(x["duration_s"] for x in out),
+        "costs": dict(costs),
+        "by_type": dict(by_type.most_common()),
+        "by_role": dict(by_role.most_common()),
+    }
 
 
 def _stats_of(path: str, trace_id: str, rows, n_edges: int, costs: dict) -> dict:  # type: ignore[no-untyped-def]
@@ -147,6 +199,7 @@ def _stats_of(path: str, trace_id: str, rows, n_edges: int, costs: dict) -> dict
         "trace_id": trace_id,
         "events": n,
         "edges": n_edges,
+        "agents": len(by_agent),
         "duration_s": max(0.0, hi - lo) if n else 0.0,
         "event_tokens": tokens,
         "costs": costs,
