@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from orchestrace.cli import main
 from orchestrace.core.io import load
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrace", *args], capture_output=True, text=True, timeout=120
-    )
+    """The CLI entry point in this process (as `orchestrace ARGS`, output piped): code, stdout, stderr."""
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.StringIO()  # stats json writes bytes
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+    out.flush()
+    return subprocess.CompletedProcess(args, code, out.buffer.getvalue().decode(), err.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +57,33 @@ def test_stats_prints_one_corpus_total(corpus: Path) -> None:
     one = run("stats", str(corpus.parent / "one.json"))  # one trace: its own table, no total
     assert one.stdout.count("┏") == 1 and traces[0].trace_id in one.stdout and "corpus:" not in one.stdout
     assert len(json.loads(run("stats", str(corpus), "--format", "json").stdout)) == 4
+
+
+def test_view_says_which_trace_of_a_corpus_it_shows(corpus: Path, tmp_path: Path) -> None:
+    ids = [t.trace_id for t in load(corpus)]
+    r = run("view", str(corpus), "-o", str(tmp_path / "v.html"))
+    assert r.returncode == 0, r.stderr
+    assert f"holds 4 traces; showing #0 '{ids[0]}'" in r.stderr and "--trace ID" in r.stderr
+    r = run("view", str(corpus), "--trace", ids[2], "-o", str(tmp_path / "v.html"))
+    assert r.returncode == 0 and f"showing #2 '{ids[2]}'" in r.stderr
+    assert f'"trace_id":"{ids[2]}"' in (tmp_path / "v.html").read_text()
+    r = run("view", str(corpus), "--trace", "nope", "-o", str(tmp_path / "v.html"))
+    assert r.returncode == 2 and "no trace with id 'nope'" in r.stderr and ids[0] in r.stderr
+    single = tmp_path / "one.json"
+    single.write_text(corpus.read_text().splitlines()[1])
+    r = run("view", str(single), "-o", str(tmp_path / "v.html"))
+    assert r.returncode == 0 and "holds" not in r.stderr
+
+
+def test_view_reads_a_store_and_says_what_a_broken_one_is(corpus: Path, tmp_path: Path) -> None:
+    store = tmp_path / "traces.duckdb"
+    assert run("ingest", str(corpus), "-s", str(store)).returncode == 0
+    ids = [t.trace_id for t in load(corpus)]
+    r = run("view", str(store), "--trace", ids[3], "-o", str(tmp_path / "v.html"))
+    assert r.returncode == 0, r.stderr
+    assert f"'{ids[3]}' (choose" in r.stderr and f'"trace_id":"{ids[3]}"' in (tmp_path / "v.html").read_text()
+    bad = tmp_path / "other.duckdb"
+    bad.write_bytes(corpus.read_bytes())
+    r = run("view", str(bad))
+    assert r.returncode != 0 and "not a DuckDB store" in r.stderr and "UTF-8" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

@@ -7,18 +7,21 @@ from typing import Annotated
 
 import typer
 
-from ..core.errors import OrchestraceError
 from .common import console, console_err
 
 
 def view(
     trace: Annotated[
-        str, typer.Argument(help="A trace file (.json, .jsonl, .events.jsonl, optionally .gz/.zst).")
+        str,
+        typer.Argument(help="A trace file (.json, .jsonl, .events.jsonl, optionally .gz/.zst) or a store."),
     ],
     out: Annotated[
         str | None, typer.Option("--out", "-o", help="HTML file to write (default: TRACE name + .html).")
     ] = None,
-    index: Annotated[int, typer.Option("--index", help="Which trace of a multi-trace file (0-based).")] = 0,
+    index: Annotated[
+        int | None, typer.Option("--index", help="Which trace of a multi-trace file or store (0-based).")
+    ] = None,
+    trace_id: Annotated[str | None, typer.Option("--trace", help="The trace with this id.")] = None,
     max_content: Annotated[
         int, typer.Option("--max-content", help="Characters of each event's content kept in the page.")
     ] = 4000,
@@ -31,21 +34,23 @@ def view(
     Examples:\n
       orchestrace view run.json -o run.html\n
       orchestrace view corpus.jsonl --index 3 -o third.html\n
+      orchestrace view traces.duckdb --trace gen-swarm-30-3\n
       orchestrace view run.json --serve --port 8765
     """
-    from ..core.io import iter_traces
     from ..viewer import render_html
+    from ..viewer.pick import pick_trace
     from ..viewer.serve import make_server
+    from .progress import count_traces
 
-    if index < 0:
-        raise OrchestraceError("OT010", f"--index must be >= 0, got {index}")
-    chosen = None
-    for k, tr in enumerate(iter_traces(trace)):
-        if k == index:
-            chosen = tr
-            break
-    if chosen is None:
-        raise OrchestraceError("OT010", f"the file holds fewer than {index + 1} trace(s)", path=trace)
+    picked = pick_trace(trace, index=index, trace_id=trace_id)
+    chosen = picked.trace
+    if picked.more:
+        n = count_traces([trace])
+        console_err.print(
+            f"{trace} holds {n if n is not None else 'several'} traces; showing #{picked.position} "
+            f"{chosen.trace_id!r} (choose another with --index K or --trace ID)",
+            highlight=False,
+        )
     html = render_html(chosen, max_content=max_content)
     if out is not None or not serve:
         dest = Path(out) if out is not None else _default_out(trace)
