@@ -95,7 +95,12 @@ def test_fork_shares_prefix_exactly_and_differs_after(debate):
         "index": k,
         "do": "replace:boiling",
         "group": f"{original.trace_id}@{first.id}",
+        "fresh_ids_from": len(original.events),
     }
+    # the fork keeps the parent's ids before the fork point; after it, ids the parent never used
+    assert [e.id for e in res.trace.events[k:]] == [
+        f"e{len(original.events) + j}" for j in range(len(res.trace.events) - k)
+    ]
     # the replaced answer reached the other debaters in round 2
     heard = [
         e
@@ -119,6 +124,29 @@ def test_sibling_forks_of_one_event_form_a_group_and_replay(debate):
         assert r.live_calls >= 1  # the resampled call went to the backend
         again, forked = replay(r.path)  # a fork is itself replayable, offline
         assert again.live_calls == 0 and same_trace(again.trace, forked) is None
+
+
+def test_resample_forks_are_distinct_draws_and_keep_the_parents_ids(debate):
+    """Two resamples of one debater's first answer: with a likely answer both redraws can equal
+    the recording, so the rounds after the fork are redrawn with seeds mixed with SEED too."""
+    path, original = debate
+    first = next(e for e in original.events if e.type == "return")
+    k = original.events.index(first)
+    a, b = fork_group(path, first.id, ["resample:1", "resample:2"])
+    n = len(original.events)
+    for r in (a, b):
+        assert [e.id for e in r.trace.events[:k]] == [f"e{i}" for i in range(k)]
+        # parent e0..e{n-1}; the fork's own events are numbered from e{n}: no id names two events
+        assert [e.id for e in r.trace.events[k:]] == [f"e{n + j}" for j in range(len(r.trace.events) - k)]
+    caches = [CallCache(cache_path(p), write=False) for p in (path, a.path, b.path)]
+    seeds = [{c["request"]["seed"] for c in cache.entries.values()} for cache in caches]
+    # the other two round-0 debaters ran in the resampled call's batch: the parent's seeds
+    assert len(seeds[1] & seeds[0]) == 2 and len(seeds[2] & seeds[0]) == 2
+    assert 1 in seeds[1] and 2 in seeds[2]
+    # every later call has a seed neither the parent nor the other fork used
+    assert len(seeds[1] - seeds[0] - seeds[2]) == len(seeds[1]) - 2 >= 3
+    words = [[e.content for e in r.trace.events if e.type == "return"] for r in (a, b)]
+    assert words[0] != words[1]
 
 
 def test_forced_stop_and_policy_swap(debate):
@@ -199,7 +227,7 @@ def test_fork_continues_live_against_the_server_only_where_needed(tmp_path, serv
     ret = next(e for e in original.events if e.type == "return" and e.agent == "worker_1")
     res = fork(path, ret.id, "resample:9")
     _ok(res.trace)
-    # the prefix and the other workers come from the cache; only the resampled call is live
+    # the prefix and the other workers (same batch) come from the cache; only the resampled call is live
     assert len(server.requests) == 5 and server.requests[-1]["seed"] == 9
     assert res.live_calls == 1 and res.cache_hits == 3
     k = original.events.index(ret)

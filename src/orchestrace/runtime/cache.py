@@ -13,6 +13,7 @@ finish in the recorded order and the replayed trace is the recorded one.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
@@ -132,6 +133,9 @@ class Calls:
         self.rec, self.backend, self.mode = rec, backend, mode
         self.store, self.source = store, source
         self.intervention = intervention
+        self.resample_seed: int | None = None  # set once a resample:SEED intervention applied
+        self.batch = 0  # the orchestrator's batch of parallel calls (``new_batch``)
+        self._resampled_batch = 0  # the batch the resample happened in: later ones are reseeded
         self.live_calls = 0
         self.cache_hits = 0
         self._occ: dict[str, int] = defaultdict(int)
@@ -139,6 +143,11 @@ class Calls:
         for i, e in enumerate(rec.reference or ()):
             if e.attrs and isinstance(e.attrs.get("call"), str):
                 self._ref_index.setdefault(e.attrs["call"], i)
+
+    def new_batch(self) -> None:
+        """A new batch of calls starts (its calls are issued after every call of the batches
+        before it): the unit after which a resample's continuation is reseeded."""
+        self.batch += 1
 
     def _next(self, key: str) -> tuple[int, str]:
         n = self._occ[key]
@@ -201,6 +210,8 @@ class Calls:
         self, req: ChatRequest, *, timeout: float | None = None
     ) -> tuple[ChatResponse | BackendError, str, bool]:
         """(response or error, call reference, dropped by an intervention)."""
+        if self.resample_seed is not None and self.batch > self._resampled_batch:
+            req = msgspec.structs.replace(req, seed=reseed(req.seed, self.resample_seed))
         key = request_key(req)
         n, ref = self._next(key)
         if self._targets(ref):
@@ -214,7 +225,9 @@ class Calls:
                 return ChatResponse(text=iv.arg or "", model="intervention"), ref, False
             if iv.kind == "drop":
                 return ChatResponse(text="", model="intervention"), ref, True
-            req = msgspec.structs.replace(req, seed=int(iv.arg) if iv.arg else req.seed + 1)
+            self.resample_seed = int(iv.arg) if iv.arg else req.seed + 1
+            self._resampled_batch = self.batch
+            req = msgspec.structs.replace(req, seed=self.resample_seed)
             key = request_key(req)
             n, ref = self._next(key)
         hit = await self._from_source(key, n, ref)
@@ -271,6 +284,14 @@ class Calls:
         if self.store is not None:
             self.store.put(key, n, "tool", payload, o)
         return o.get("ok"), o.get("error"), ref
+
+
+def reseed(seed: int, resample_seed: int) -> int:
+    """The seed of a call made after a ``resample:SEED`` fork point: the continuation is a fresh
+    draw per SEED (two resample forks differ even where the resampled answer is the recorded one,
+    as a likely answer often is), and the same SEED gives the same fork."""
+    h = hashlib.sha256(f"{seed}|resample|{resample_seed}".encode()).digest()
+    return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
 
 
 def _to_outcome(out: ChatResponse | BackendError) -> dict[str, Any]:

@@ -288,6 +288,7 @@ class Orchestrator:
         rec, s = self.rec, self.state
         cur = rec.cursor
         running: dict[asyncio.Task[Result], str] = {}
+        self.calls.new_batch()
         for t in tasks:
             if t.agent not in s.agents:
                 continue
@@ -329,7 +330,7 @@ class Orchestrator:
         return done_results
 
     def _order(self, event_id: str) -> int:
-        return int(event_id[1:]) if event_id[1:].isdigit() else 0
+        return self.rec.index_of(event_id)
 
     async def _work(self, task: Task, task_msg: str) -> Result:
         """One agent's turn: tool calls, then the LLM call with retries; ends in a return event."""

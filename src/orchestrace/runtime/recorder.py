@@ -106,6 +106,7 @@ class Recorder:
         clock: Clock = "wall",
         reference: Trace | None = None,
         root_agent: str = ROOT_AGENT,
+        fresh_ids: tuple[int, int] | None = None,
     ) -> None:
         self.path = path
         self.task_id = task_id
@@ -138,6 +139,7 @@ class Recorder:
         self._div_base = 0.0
         self._waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.interventions: list[Any] = []
+        self._fresh_ids = fresh_ids
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -268,7 +270,7 @@ class Recorder:
                     srcs.append(s)
         with self._lock:
             i = len(self.events)
-            eid = f"e{i}"
+            eid = self._id_for(i)
             t_end: float | None = None
             if self.clock == "logical":
                 t = float(i)
@@ -299,6 +301,21 @@ class Recorder:
         if self._waiters:
             self._wake(i + 1)
         return eid
+
+    def _id_for(self, i: int) -> str:
+        """``e{i}``; in a fork (``fresh_ids`` = (fork index k, first fresh number)) the prefix
+        keeps the parent's ids and event k on gets numbers the parent never used, so an id
+        shared by parent and fork always names the same event."""
+        if self._fresh_ids is None:
+            return f"e{i}"
+        k, base = self._fresh_ids
+        if i < k and self.reference is not None and i < len(self.reference):
+            return self.reference[i].id
+        return f"e{base + i - k}"
+
+    def index_of(self, event_id: str) -> int:
+        """Position of a recorded event in this run."""
+        return self._index[event_id]
 
     def edge(self, src: str, dst: str, type: str = "causal") -> None:
         """Add an edge by hand between two recorded events."""

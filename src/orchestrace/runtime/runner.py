@@ -5,6 +5,10 @@
 - ``fork``: re-execute with an intervention at one event: the prefix comes from the cache and
   matches the original exactly; after the event, calls come from the cache when the same request
   was made before and go live otherwise. Several forks of one event form a sibling group.
+  The fork keeps the parent's event ids up to the fork point; its own events get ids the parent
+  never used (``metadata.fork.fresh_ids_from``), so a shared id always names the same event.
+  ``resample:SEED`` redraws the chosen call with SEED and every later call with a seed mixed
+  with SEED: each resample fork is its own draw of the rest of the run.
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ async def execute(
     intervention: Intervention | None = None,
     metadata: dict[str, Any] | None = None,
     trace_policies: dict[str, TraceDecider] | None = None,
+    fresh_ids: tuple[int, int] | None = None,
 ) -> RunResult:
     """Run ``program`` once and write its trace to ``out`` and its calls beside it.
 
@@ -159,6 +164,7 @@ async def execute(
         metadata=meta,
         clock=clock,
         reference=reference,
+        fresh_ids=fresh_ids,
     )
     calls = Calls(rec, live, mode=mode, store=store, source=source, intervention=intervention)
     policy = WithTracePolicies(setup.policy, trace_policies, rec) if trace_policies else setup.policy
@@ -238,10 +244,13 @@ def replay(path: str, out: str | None = None) -> tuple[RunResult, Trace]:
     rt = _runtime_meta(original, path)
     md = original.metadata or {}
     iv = None
+    fresh: tuple[int, int] | None = None
     if isinstance(md.get("fork"), dict):
         f = md["fork"]
         iv = parse_intervention(f["do"])
         iv.at, iv.event = int(f["index"]), f["at"]
+        if "fresh_ids_from" in f:  # forks recorded before fresh ids renumbered from the fork point
+            fresh = (int(f["index"]), int(f["fresh_ids_from"]))
     res = asyncio.run(
         execute(
             rt["program"],
@@ -259,6 +268,7 @@ def replay(path: str, out: str | None = None) -> tuple[RunResult, Trace]:
             source=CallCache(cache_path(path), write=False),
             intervention=iv,
             metadata={k: v for k, v in md.items() if k != "outcome"},
+            fresh_ids=fresh,
         )
     )
     return res, original
@@ -288,12 +298,15 @@ def fork(
     tag = content_key("fork", [at, do])[:8]
     out = out or sibling_path(path, f"fork-{at}-{tag}")
     md = {k: v for k, v in (original.metadata or {}).items() if k not in ("outcome", "fork")}
+    fresh_from = 1 + max((int(x[1:]) for x in ids if x[:1] == "e" and x[1:].isdigit()), default=-1)
+    fresh_from = max(fresh_from, len(ids))
     md["fork"] = {
         "parent": original.trace_id,
         "at": at,
         "index": i,
         "do": do,
         "group": f"{original.trace_id}@{at}",
+        "fresh_ids_from": fresh_from,
     }
     if backend is not None:
         md["runtime"] = {
@@ -317,6 +330,7 @@ def fork(
             source=CallCache(cache_path(path), write=False),
             intervention=iv,
             metadata=md,
+            fresh_ids=(i, fresh_from),
         )
     )
 
