@@ -64,6 +64,19 @@ def test_cli_functions(tmp_path, public_excerpt) -> None:
         ["eval-retry", "-p", str(pol), "-f", "alfworld", "--data", str(public_excerpt), "--format", "json"],
     )
     assert res.exit_code == 0 and json.loads(res.output)["trained_on"] == "humaneval"
+    res = run.invoke(app, ["eval-retry", "-p", str(pol), "-f", "humaneval", "--data", str(public_excerpt)])
+    printed = " ".join(res.output.split())  # the table, then one plain line per baseline comparison
+    assert res.exit_code == 0 and "humaneval: learned - train_cap (reward):" in printed
+    assert "paired 95% CI" in printed and "learned - hindsight_cap" in printed
+    app.command("train-delegate")(cmd.train_delegate_cmd)
+    app.command("eval-delegate")(cmd.eval_delegate_cmd)
+    args = ["-s", "gsm8k", "--data", str(public_excerpt)]
+    res = run.invoke(app, ["train-delegate", *args, "--iters", "2", "-o", str(tmp_path), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    # the router also sees each model's training quality on the query's group; eval rebuilds it
+    res = run.invoke(app, ["eval-delegate", *args, "-p", str(tmp_path / "delegate-gsm8k.safetensors")])
+    printed = " ".join(res.output.split())
+    assert res.exit_code == 0 and "learned - threshold_router (reward):" in printed, res.output
     res = run.invoke(app, ["eval-swarm", "--eval-tasks", "4", "--format", "json"])
     assert res.exit_code == 0 and "makespan_heuristic" in json.loads(res.output)["methods"]
     res = run.invoke(app, ["eval-swarm", "--format", "yaml"])

@@ -241,7 +241,7 @@ def eval_stop_cmd(
             raise OrchestraceError(
                 "OT666", "--leave-one-family-out uses the seven embedded families: no --bank or --policy"
             )
-        _leave_one_family_out(budget, orders, seed, out)
+        _leave_one_family_out(budget, orders, seed, out, ray)
         return
     if not bank:
         raise OrchestraceError("OT666", "give --bank (or --leave-one-family-out)")
@@ -254,15 +254,33 @@ def eval_stop_cmd(
         _print_results(rows)
 
 
-def _leave_one_family_out(budget: int, orders: int, seed: int, out: str) -> None:
+def _leave_one_family_out(budget: int, orders: int, seed: int, out: str, ray: str | None) -> None:
+    from ..learn.stopping.transfer import leave_one_family_out, write_transfer
+
+    map_fn = map if ray is None else partial(_ray_map, ray=ray)
+    with _bars() as bars:
+        advance = bars("leave-one-family-out: held-out families", 7)
+        rep, _ = leave_one_family_out(
+            budget=budget, orders=orders, seed=seed, map_fn=lambda fn, ks: _counted(map_fn(fn, ks), advance)
+        )
+    write_transfer(rep, out)
+    print_transfer(rep, out)
+
+
+def _counted(items: Any, advance: Any) -> Any:
+    for x in items:
+        advance()
+        yield x
+
+
+def print_transfer(rep: Any, out: str) -> None:
+    """The leave-one-family-out table: the learned policy at the default cost, the adapted Bayes
+    rules and ConSol's default SPRT per held-out family and pooled (every row in the JSON)."""
     from rich.table import Table
 
     from ..learn.stopping.training import DEFAULT_COST
-    from ..learn.stopping.transfer import leave_one_family_out, write_transfer
 
-    with console_err.status("leave-one-family-out") as status:
-        rep, _ = leave_one_family_out(budget=budget, orders=orders, seed=seed, progress=status.update)
-    write_transfer(rep, out)
+    budget, orders, seed = rep.budget, rep.orders, rep.seed
     t = Table(
         "held out", "method", "accuracy", f"fixed-{budget}", "mean samples", "diff (points)", "paired 95% CI",
         "dominated by",

@@ -35,6 +35,27 @@ def _emit(result: dict[str, Any], fmt: str, rows: list[tuple[str, ...]], header:
     console.print(t)
 
 
+def _comparisons(result: dict[str, Any], what: str, scope: str = "") -> None:
+    """One plain line per ``learned_minus_<baseline>`` of a result: the paired difference of
+    ``what`` with its 95% CI, and whether the learned policy wins, loses or ties (CI holds 0)."""
+    for key, d in result.items():
+        if not key.startswith("learned_minus_"):
+            continue
+        base = key.removeprefix("learned_minus_").removesuffix("_r_perf")
+        lo, hi = d["ci95"]
+        verdict = (
+            "[green]learned wins[/green]"
+            if lo > 0
+            else "[red]learned loses[/red]"
+            if hi < 0
+            else "no significant difference (the CI contains 0)"
+        )
+        console.print(
+            f"{scope}learned - {base} ({what}): {d['mean']:+.4f}, paired 95% CI [{lo:+.4f}, {hi:+.4f}]: {verdict}",
+            highlight=False,
+        )
+
+
 def _check_format(fmt: str) -> None:
     from ..core.errors import OrchestraceError
 
@@ -91,6 +112,9 @@ def train_retry_cmd(
     )
     rows = [row for fam, v in r["families"].items() for row in _retry_rows(fam, v)]
     _emit(r, fmt, rows, _RETRY_HEADER)
+    if fmt != "json":
+        for fam, v in r["families"].items():
+            _comparisons(v, "reward", f"{fam}: ")
 
 
 def eval_retry_cmd(
@@ -111,6 +135,8 @@ def eval_retry_cmd(
     _check_format(fmt)
     r = eval_retry(policy, family, cost, seed=seed, data=data)
     _emit(r, fmt, _retry_rows(family, r), _RETRY_HEADER)
+    if fmt != "json":
+        _comparisons(r, "reward", f"{family}: ")
 
 
 def _delegate_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -156,6 +182,8 @@ def train_delegate_cmd(
         source, lam, seed=seed, iters=iters, mode=mode, algo=algo, out=out, data=data, progress=fmt != "json"
     )
     _emit(r, fmt, _delegate_rows(r), _DELEGATE_HEADER)
+    if fmt != "json":
+        _comparisons(r, "reward")
 
 
 def eval_delegate_cmd(
@@ -178,6 +206,8 @@ def eval_delegate_cmd(
     _check_format(fmt)
     r = eval_delegate(source, policy, lam, seed=seed, data=data)
     _emit(r, fmt, _delegate_rows(r), _DELEGATE_HEADER)
+    if fmt != "json":
+        _comparisons(r, "reward")
 
 
 def _swarm_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -256,6 +286,8 @@ def train_swarm_cmd(
     r = train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo, eval_tasks=eval_tasks or 200,
                     out=out, progress=fmt != "json")  # fmt: skip
     _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)
+    if fmt != "json":
+        _comparisons(r, "r_perf")
 
 
 def eval_swarm_cmd(
@@ -281,3 +313,5 @@ def eval_swarm_cmd(
         return
     r = eval_swarm(policy, eval_tasks=eval_tasks or 200, seed=seed)
     _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)
+    if fmt != "json":
+        _comparisons(r, "r_perf")

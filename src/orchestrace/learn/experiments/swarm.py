@@ -68,7 +68,9 @@ def _swarm_report(env: Any, policy: NumpyPolicy | None, n: int, seed: int) -> di
     for k, v in ev.items():
         res["methods"][k] = {kk: vv for kk, vv in v.items() if not kk.startswith("_")}
     if policy is not None:
-        for base in ("serial", "makespan_heuristic", "max_agents"):
+        from ..envs.swarm import BASELINES
+
+        for base in BASELINES:
             d, lo, hi = paired_ci(ev["learned"]["_r_perf"], ev[base]["_r_perf"], seed=seed)
             res[f"learned_minus_{base}_r_perf"] = {"mean": d, "ci95": [lo, hi]}
     return res

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -121,55 +122,82 @@ def leave_one_family_out(
     learned_costs: Sequence[float] = LEARNED_COSTS,
     bayes_costs: Sequence[float] = BAYES_COSTS,
     iterations: int | None = None,
-    progress: Callable[[str], None] | None = None,
+    map_fn: Callable[[Callable[[int], HeldOut], list[int]], Iterable[HeldOut]] = map,
 ) -> tuple[TransferReport, dict[str, list[Result]]]:
     """For each bank (default: the seven embedded families): train the learned policy (exact
     policy gradient, majority vote) at each of ``learned_costs`` on the other banks, fit the
     label-free prior on the held-out calibration half, and evaluate both, every rule setting and
-    fixed-``budget`` voting on the reported half. Returns the report and every result per family."""
-    from ..envs.stopvote import build_pool
-
+    fixed-``budget`` voting on the reported half. The held-out families are independent and
+    seeded, so ``map_fn`` (a Ray map from the CLI's ``--ray``) may run them in parallel with the
+    same results. Returns the report and every result per family."""
     banks = list(banks) if banks is not None else [default_bank(n) for n in default_bank_names()]
     if len(banks) < 2:
         raise ValueError("leave-one-family-out needs at least two banks")
     rep = TransferReport(PROTOCOL, budget, orders, seed, list(learned_costs), list(bayes_costs))
+    run = partial(
+        held_out,
+        banks=banks,
+        budget=budget,
+        orders=orders,
+        seed=seed,
+        learned_costs=tuple(learned_costs),
+        bayes_costs=tuple(bayes_costs),
+        iterations=iterations,
+    )
     per_family: dict[str, list[Result]] = {}
-    rule_methods = default_methods(budget) + sweep_methods()
-    for k, held in enumerate(banks):
-        if progress:
-            progress(f"{held.name}: training on the other {len(banks) - 1}")
-        train = merge([b for j, b in enumerate(banks) if j != k], f"all-but-{held.name}")
-        pool = build_pool(train, budget, 16, seed)
-        policies = []
-        for c in learned_costs:
-            pol, _ = train_policy(train, c, budget=budget, seed=seed, iterations=iterations, pool=pool)
-            pol.config.trained_on = [b.name for j, b in enumerate(banks) if j != k]
-            policies.append(policy_method(pol, f"learned(c={c:g})"))
-        calib, reported = split(held, 0.5, seed + 1)
-        prior = fit_label_free(calib, budget)
-        if progress:
-            progress(f"{held.name}: evaluating on {len(reported)} questions x {orders} orders")
-        reps = tables(reported, budget, orders, seed)
-        results = [run_rule(reported, reps, m, budget) for m in rule_methods + policies]
-        for c, fn in bayes_stoppers(prior, list(bayes_costs), budget):
-            results.append(run_stopper(reported, reps, f"bayes-adapted(c={c:g})", "bayes-adapted", c, fn))
-        per_family[held.name] = results
-        learned = [r for r in results if r.family == "learned"]
-        rules = [r for r in results if r.family in RULE_FAMILIES]
-        rep.families.append(
-            FamilyTransfer(
-                held.name,
-                len(reported),
-                len(calib),
-                len(calib) * budget,
-                prior,
-                next(r for r in results if r.method == "hindsight-oracle").mean_samples,
-                sum(bool(dominating_rules(r, rules)) for r in learned),
-                len(learned),
-            )
-        )
+    for fam, results in map_fn(run, list(range(len(banks)))):
+        rep.families.append(fam)
+        per_family[fam.family] = results
     rep.rows = transfer_rows(per_family, budget, seed)
     return rep, per_family
+
+
+HeldOut = tuple[FamilyTransfer, list[Result]]
+
+
+def held_out(
+    k: int,
+    *,
+    banks: Sequence[Bank],
+    budget: int,
+    orders: int,
+    seed: int,
+    learned_costs: Sequence[float],
+    bayes_costs: Sequence[float],
+    iterations: int | None,
+) -> HeldOut:
+    """Bank ``k`` held out: its summary and every method's result on its reported half."""
+    from ..envs.stopvote import build_pool
+
+    held = banks[k]
+    train = merge([b for j, b in enumerate(banks) if j != k], f"all-but-{held.name}")
+    pool = build_pool(train, budget, 16, seed)
+    policies = []
+    for c in learned_costs:
+        pol, _ = train_policy(train, c, budget=budget, seed=seed, iterations=iterations, pool=pool)
+        pol.config.trained_on = [b.name for j, b in enumerate(banks) if j != k]
+        policies.append(policy_method(pol, f"learned(c={c:g})"))
+    calib, reported = split(held, 0.5, seed + 1)
+    prior = fit_label_free(calib, budget)
+    reps = tables(reported, budget, orders, seed)
+    results = [
+        run_rule(reported, reps, m, budget) for m in default_methods(budget) + sweep_methods() + policies
+    ]
+    for c, fn in bayes_stoppers(prior, list(bayes_costs), budget):
+        results.append(run_stopper(reported, reps, f"bayes-adapted(c={c:g})", "bayes-adapted", c, fn))
+    learned = [r for r in results if r.family == "learned"]
+    rules = [r for r in results if r.family in RULE_FAMILIES]
+    fam = FamilyTransfer(
+        held.name,
+        len(reported),
+        len(calib),
+        len(calib) * budget,
+        prior,
+        next(r for r in results if r.method == "hindsight-oracle").mean_samples,
+        sum(bool(dominating_rules(r, rules)) for r in learned),
+        len(learned),
+    )
+    return fam, results
 
 
 def transfer_rows(per_family: dict[str, list[Result]], budget: int, seed: int) -> list[MethodRow]:
