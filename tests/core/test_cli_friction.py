@@ -87,3 +87,11 @@ def test_view_reads_a_store_and_says_what_a_broken_one_is(corpus: Path, tmp_path
     r = run("view", str(bad))
     assert r.returncode != 0 and "not a DuckDB store" in r.stderr and "UTF-8" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_analyze_write_says_what_it_wrote(corpus: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "measured.jsonl"
+    r = run("analyze", str(corpus), "-o", str(dest), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert f"wrote 4 trace(s) with their metrics -> {dest}" in r.stderr
+    assert len(json.loads(r.stdout)["traces"]) == 4 and len(load(dest)) == 4

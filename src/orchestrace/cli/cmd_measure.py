@@ -17,7 +17,7 @@ from rich.table import Table
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
 from ..store.ray_exec import RayCommand, RayOption
-from .common import console, expand_paths
+from .common import console, console_err, expand_paths
 from .progress import stream_traces
 
 _FORMATS = ("table", "json", "csv")
@@ -146,13 +146,16 @@ def analyze_cmd(
                 add_breakdown(acc, TraceView(tr), by)  # type: ignore[arg-type]
             yield write_metrics(tr, r) if write else tr
 
+    n_written = 0
     if write:
-        write_traces(measured(), write)
+        n_written = write_traces(measured(), write)
     else:
         for _ in measured():
             pass
     if not results:
         raise OrchestraceError("OT001", "no traces found in the given paths")
+    if write:  # on stderr: stdout may be the JSON or CSV report
+        console_err.print(f"wrote {n_written} trace(s) with their metrics -> {write}", highlight=False)
     report = corpus_report(results, by if by in ("topology", "system") else None)
     groups: dict[str, dict[str, Any]] | None = None
     if per_group:
