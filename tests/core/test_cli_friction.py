@@ -95,3 +95,20 @@ def test_analyze_write_says_what_it_wrote(corpus: Path, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert f"wrote 4 trace(s) with their metrics -> {dest}" in r.stderr
     assert len(json.loads(r.stdout)["traces"]) == 4 and len(load(dest)) == 4
+
+
+def test_a_glob_that_matches_nothing_does_not_abort_validate(corpus: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run("validate", str(tmp_path / "nomatch" / "*.json"), str(corpus), str(empty), "--format", "json")
+    assert r.returncode == 2  # an input that names no file is an I/O error, as a missing file is
+    out = json.loads(r.stdout)
+    assert [(o["path"], o["valid"]) for o in out] == [
+        (str(tmp_path / "nomatch" / "*.json"), False),
+        (str(corpus), True),
+        (str(empty), False),
+    ]
+    assert out[0]["findings"][0]["message"] == "glob matches no file" and out[1]["traces"] == 4
+    assert out[2]["findings"][0]["code"] == "OT001"
+    text = run("validate", str(tmp_path / "nomatch" / "*.json"), str(corpus))
+    assert "glob matches no file" in text.stdout and "1/2 file(s) valid" in text.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -13,10 +14,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..core.errors import InvalidTrace, OrchestraceError
+from ..core.errors import Finding, InvalidTrace, OrchestraceError
 from ..core.io import iter_traces, save
 from ..core.read import iter_log_records, split_format
-from ..core.validate import DEFAULT_MAX_FINDINGS, validate_path
+from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult, validate_path
 from .common import console, console_err, expand_paths
 
 
@@ -39,7 +40,7 @@ def validate(
     """
     if format not in ("table", "json"):
         raise OrchestraceError("OT010", f"--format must be table or json, got {format!r}")
-    results = [validate_path(p, max_findings=max_findings) for p in expand_paths(paths)]
+    results = [r for p in paths for r in _validated(p, max_findings)]
     io_error = any(f.code == "OT001" for r in results for f in r.findings)
     if format == "json":
         sys.stdout.buffer.write(
@@ -74,6 +75,18 @@ def validate(
         raise typer.Exit(2)
     if not all(r.valid for r in results):
         raise typer.Exit(1)
+
+
+def _validated(path: str, max_findings: int) -> Iterator[ValidationResult]:
+    """Results of one argument; a glob or directory that matches nothing is that argument's I/O
+    error (exit 2 in the end), and the other arguments are still validated."""
+    try:
+        files = list(expand_paths([path]))
+    except OrchestraceError as e:
+        yield ValidationResult(path, False, [Finding(code=e.code, severity="error", message=e.message)])
+        return
+    for f in files:
+        yield validate_path(f, max_findings=max_findings)
 
 
 def stats(
