@@ -7,11 +7,12 @@ import sys
 
 import numpy as np
 import pytest
+from tracekit import ev, mk
 
 from orchestrace.core.errors import OrchestraceError
-from orchestrace.credit import compute_credit
+from orchestrace.core.model import Trace
 from orchestrace.learn.envs.swarm import swarm_reward
-from orchestrace.learn.envs.swarm_parallel import SwarmParallelEnv, lead_view
+from orchestrace.learn.envs.swarm_parallel import SwarmParallelEnv, lead_rewards
 from orchestrace.learn.experiments import SWARM_TEST_SEED, train_swarm_parallel
 
 LEADS = ["lead_0", "lead_1", "lead_2"]
@@ -31,18 +32,55 @@ def _lead_of(agent: str) -> str:
     return parts[1] if len(parts) == 3 else agent
 
 
+def _two_leads() -> Trace:
+    """main decides, lead_0 and lead_1 act on it (lead_1's action fails), main aggregates both."""
+    es = [
+        ev("d", 0, "orchestrator_decision", "main"),
+        ev("a0", 1, "message", "lead_0", to="main"),
+        ev("a1", 1, "message", "lead_1", to="main", status="error"),
+        ev("agg", 2, "aggregate", "main"),
+    ]
+    return mk(
+        es,
+        [
+            ("d", "a0", "causal"),
+            ("d", "a1", "causal"),
+            ("a0", "agg", "aggregate"),
+            ("a1", "agg", "aggregate"),
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "credit", "reward"),
+    [
+        # docs/credit.md: v(S) = R |K(S) & A| / |A| - (failed events in K(S)), A = all 4 events; an
+        # event survives with a surviving predecessor (edges only), so without main nothing survives
+        # and agg needs a0 or a1: v(main) = R/4, v(main, lead_0) = 3R/4, v(main, lead_1) = 3R/4 - 1,
+        # v(all) = R - 1. LOO: lead_0 = (R - 1) - (3R/4 - 1) = R/4; lead_1 = (R - 1) - 3R/4 = R/4 - 1.
+        ("loo", {"lead_0": 0.25, "lead_1": -0.75}, {"lead_0": 1.0, "lead_1": 0.0}),
+        # Shapley over {main, lead_0, lead_1}: lead_0 = 1/6 (R/2) + 2/6 (R/4) = R/6;
+        # lead_1 = 1/6 (R/2 - 1) + 2/6 (R/4 - 1) = R/6 - 1/2
+        ("shapley", {"lead_0": 1 / 6, "lead_1": -1 / 3}, {"lead_0": 0.75, "lead_1": 0.25}),
+    ],
+)
+def test_lead_rewards_by_hand(method: str, credit: dict, reward: dict) -> None:
+    # R = 1; the rest, R - (sum of the leads' credits), is spread equally over the two leads
+    rew, raw = lead_rewards(_two_leads(), 1.0, method, ["lead_0", "lead_1"])
+    assert raw == pytest.approx(credit, abs=1e-12)
+    assert rew == pytest.approx(reward, abs=1e-12)
+
+
 @pytest.mark.parametrize("method", ["loo", "shapley"])
-def test_lead_rewards_are_the_credit_modules_values(method: str) -> None:
+def test_lead_rewards_sum_to_the_team_reward(method: str) -> None:
     env = SwarmParallelEnv(branches=3, credit=method, l1=0.2, l2=1.0)
     rng = np.random.default_rng(0)
     for task in range(4):
         rew, info = _episode(env, task, rng.integers(0, 9, size=(10, 3)).tolist())
-        big_r = info["reward"]
-        ((_, uc),) = compute_credit([lead_view(info["trace"], big_r)], method, "agent", channel="parl")
-        spread = (big_r - sum(uc.values[a] for a in LEADS)) / 3
+        big_r, credit = info["reward"], info["lead_credit"]
+        spread = (big_r - sum(credit.values())) / 3
         for a in LEADS:
-            assert info["lead_credit"][a] == pytest.approx(uc.values[a], abs=1e-12)
-            assert rew[a] == pytest.approx(uc.values[a] + spread, abs=1e-12)
+            assert rew[a] == pytest.approx(credit[a] + spread, abs=1e-12)
         assert sum(rew.values()) == pytest.approx(big_r, abs=1e-9)
         assert len({round(v, 9) for v in rew.values()}) > 1  # leads are told apart
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from tracekit import ev, mk
 
 from orchestrace.core.model import Event, Trace
+from orchestrace.measure import TraceView
+from orchestrace.measure.view import time_critical_path
 
 
 class _StageBuilder:
@@ -85,3 +88,17 @@ def stages_trace(stages: list, trace_id: str = "kimi") -> Trace:
 
 KIMI = [(1, []), (1, [6, 9, 4, 7]), (1, [])]
 KIMI_BALANCED = [(1, []), (1, [7, 7, 6, 6]), (1, [])]
+
+
+def assert_unclamped_invariants(tr: Trace, r: dict[str, Any]) -> None:
+    """The replay's own critical path (before ``critical_path``'s ``min(., serial)`` and the
+    efficiency's ``max(1, .)``) is at most the serial work, and the reported values are exactly
+    that unclamped ratio: a clamp that ever changed a value would hide a regression."""
+    raw, _, _ = time_critical_path(TraceView(tr))
+    serial = r["serial_work_s"]
+    assert raw <= serial * (1 + 1e-12) + 1e-12, (raw, serial)
+    assert r["critical_path_s"] == pytest.approx(raw, rel=1e-12, abs=1e-12)
+    if raw > 0:
+        assert r["parallelism_efficiency"] == pytest.approx(serial / raw, rel=1e-12)
+    else:  # no time recorded: only the trace's own recorded value, if any, is reported
+        assert r["parallelism_efficiency"] == (tr.metrics or {}).get("parallelism_efficiency")

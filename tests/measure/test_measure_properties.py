@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from measure_kit import assert_unclamped_invariants
 from tracekit import ev, mk
 
 from orchestrace.core import io
@@ -24,23 +25,10 @@ from orchestrace.measure import (
     taint,
     write_metrics,
 )
-from orchestrace.measure.view import time_critical_path
 
 AGENTS = ("o", "a", "b")
 
 
-def assert_unclamped_invariants(tr, r) -> None:
-    """The replay's own critical path (before ``critical_path``'s ``min(., serial)`` and the
-    efficiency's ``max(1, .)``) is at most the serial work, and the reported values are exactly
-    that unclamped ratio: a clamp that ever changed a value would hide a regression."""
-    raw, _, _ = time_critical_path(TraceView(tr))
-    serial = r["serial_work_s"]
-    assert raw <= serial * (1 + 1e-12) + 1e-12, (raw, serial)
-    assert r["critical_path_s"] == pytest.approx(raw, rel=1e-12, abs=1e-12)
-    if raw > 0:
-        assert r["parallelism_efficiency"] == pytest.approx(serial / raw, rel=1e-12)
-    else:
-        assert r["parallelism_efficiency"] is None or not tr.events
 
 
 TYPES = ("orchestrator_decision", "message", "tool_call", "aggregate", "safety_event", "human_intervention")

@@ -42,10 +42,8 @@ def test_example_loads_with_lanes_and_critical_path(open_page, example_html, ref
     o = open_page(example_html)
     api = "window.__orchestrace"
     assert o.page.evaluate(f"{api}.lanes()") == ["orchestrator", "planner_1", "executor_1", "browser.search"]
-    expected = [
-        load_one(reference_example).events[i].id for i in critical_path(load_one(reference_example))["path"]
-    ]
-    assert o.page.evaluate(f"{api}.criticalPath()") == expected == [f"e{k}" for k in range(1, 9)]
+    # every event, e1..e8, by hand (see test_payload: the explicit chain plus the orchestrator's order)
+    assert o.page.evaluate(f"{api}.criticalPath()") == [f"e{k}" for k in range(1, 9)]
     frame = o.page.evaluate(f"{api}.draw()")
     assert frame["events"] == 8 and frame["cp"] == 8 and frame["edges"] == 8
     assert frame["lanes"] == [0, 3]
