@@ -13,7 +13,6 @@ from orchestrace.learn.envs.delegate import (
     cost_scale,
     delegate_reward,
     delegate_trace,
-    group_quality,
     route_rewards,
     threshold_router,
 )
@@ -110,16 +109,3 @@ def test_cascade_paths_and_reward_by_hand(public_excerpt) -> None:
     assert response_features("She makes about 2.5 dollars, approximately")[3] == 1.0
     obs = np.concatenate([np.zeros(env.feats.shape[1]), response_features("no marker here"), [1.0]])
     assert rule_cascade(obs) == 1
-
-
-def test_group_quality_is_the_shrunk_group_mean_without_the_query_itself() -> None:
-    d = toy(20)  # 10 easy (both models right), 10 hard (only 'strong')
-    test = toy(4)
-    got = group_quality(d, test)
-    # easy group, cheap model: (10 x 1 + 5 x overall 0.5) / (10 + 5); strong: 1 everywhere
-    assert got[0] == pytest.approx([12.5 / 15, 1.0]) and got[1] == pytest.approx([2.5 / 15, 1.0])
-    loo = group_quality(d, d, leave_one_out=True)
-    assert loo[0] == pytest.approx([(9 + 2.5) / 14, 1.0])  # its own outcome left out
-    env = DelegateEnv(d, lam=0.5, prior=d)
-    assert env.feats.shape[1] == DelegateEnv(d, lam=0.5).feats.shape[1] + 2
-    assert env.observation_space.contains(env.reset(options={"query": 3})[0])

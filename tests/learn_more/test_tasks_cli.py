@@ -73,7 +73,6 @@ def test_cli_functions(tmp_path, public_excerpt) -> None:
     args = ["-s", "gsm8k", "--data", str(public_excerpt)]
     res = run.invoke(app, ["train-delegate", *args, "--iters", "2", "-o", str(tmp_path), "--format", "json"])
     assert res.exit_code == 0, res.output
-    # the router also sees each model's training quality on the query's group; eval rebuilds it
     res = run.invoke(app, ["eval-delegate", *args, "-p", str(tmp_path / "delegate-gsm8k.safetensors")])
     printed = " ".join(res.output.split())
     assert res.exit_code == 0 and "learned - threshold_router (reward):" in printed, res.output

@@ -105,45 +105,19 @@ def cost_scale(data: RouteData) -> float:
     return float(data.cost.mean(axis=0).max())
 
 
-GROUP_SHRINK = 5.0  # pseudo-queries of the overall mean in each group's mean quality
-
-
-def group_quality(train: RouteData, data: RouteData, leave_one_out: bool = False) -> np.ndarray:
-    """[Q, M] each model's mean training quality on the query's group (the statistic the
-    threshold router reads), shrunk to the overall mean by ``GROUP_SHRINK`` pseudo-queries; with
-    ``leave_one_out`` (``data`` is ``train``) a query's own outcome is left out of its group."""
-    groups = np.array(train.groups)
-    overall = train.quality.mean(axis=0)
-    sums = {g: train.quality[groups == g].sum(axis=0) for g in np.unique(groups)}
-    counts = {g: float((groups == g).sum()) for g in sums}
-    out = np.empty((len(data.ids), len(data.models)), np.float32)
-    for i, g in enumerate(data.groups):
-        s, n = sums.get(g, 0.0 * overall), counts.get(g, 0.0)
-        if leave_one_out:
-            s, n = s - data.quality[i], n - 1
-        out[i] = (s + GROUP_SHRINK * overall) / (n + GROUP_SHRINK)
-    return out
-
-
 class DelegateEnv(gym.Env):
-    """Gymnasium view: obs = :func:`query_features` (and, with ``prior``, each model's mean
-    training quality on the query's group, :func:`group_quality`); action = model index; one step
-    per episode.
+    """Gymnasium view: obs = :func:`query_features`; action = model index; one step per episode.
 
     ``reset(options={"query": i})`` picks a query (default: random); ``info["trace"]`` holds the
     trace and the reward is :func:`delegate_reward` of it."""
 
     metadata = {"render_modes": []}
 
-    def __init__(
-        self, data: RouteData, lam: float = 0.5, scale: float | None = None, prior: RouteData | None = None
-    ) -> None:
+    def __init__(self, data: RouteData, lam: float = 0.5, scale: float | None = None) -> None:
         self.data = data
         self.lam = lam
         self.scale = cost_scale(data) if scale is None else scale
         self.feats = np.stack([query_features(t, g) for t, g in zip(data.texts, data.groups, strict=True)])
-        if prior is not None:
-            self.feats = np.concatenate([self.feats, group_quality(prior, data, prior is data)], axis=1)
         self.observation_space = data_box(self.feats)  # an observation is one of these rows
         self.action_space = gym.spaces.Discrete(len(data.models))
 

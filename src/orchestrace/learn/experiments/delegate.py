@@ -137,26 +137,19 @@ def train_delegate(
         raise OrchestraceError("OT665", f"cascade mode needs logged answers; {source} has none (use gsm8k)")
     tr, te = split(len(full.ids))
     train_d, test_d = full.subset(tr), full.subset(te)
-    if mode == "cascade":
-        env: Any = CascadeEnv(train_d, lam=lam, scale=None)
-    else:  # the router also sees each model's training quality on the query's group
-        env = DelegateEnv(train_d, lam=lam, scale=None, prior=train_d)
+    make = CascadeEnv if mode == "cascade" else DelegateEnv
+    env = make(train_d, lam=lam, scale=None)
     scale = env.scale
     res = train_policy(
         algo, env, [{"query": i} for i in range(len(train_d.ids))], env_name="Delegate", iters=iters,
         batch=batch, seed=seed, hidden=hidden, progress=progress, **kw,
         init_bias=(1.0, 0.0) if mode == "cascade" else None,  # cascade: start cheap, accept (P = 0.73)
-        extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale, "mode": mode,
-               "group_quality": mode == "route"},
+        extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale, "mode": mode},
     )  # fmt: skip
     suffix = "-cascade" if mode == "cascade" else ""
     if out is not None:
         res.policy.save(Path(out) / f"delegate-{source}{suffix}")
-    test_env = (
-        CascadeEnv(test_d, lam=lam, scale=scale)
-        if mode == "cascade"
-        else DelegateEnv(test_d, lam=lam, scale=scale, prior=train_d)
-    )
+    test_env = make(test_d, lam=lam, scale=scale)
     r = _delegate_report(train_d, test_d, lam, scale, res.policy, test_env, seed)
     r.update(
         env="Delegate", mode=mode, source=source, seed=seed, split_seed=SPLIT_SEED, models=full.models,
@@ -186,12 +179,7 @@ def eval_delegate(
     train_d, test_d = full.subset(tr), full.subset(te)
     scale = cost_scale(train_d)
     mode = pol.meta.extra.get("mode", "route") if pol is not None else "route"
-    prior = train_d if pol is not None and pol.meta.extra.get("group_quality") else None
-    test_env = (
-        CascadeEnv(test_d, lam=lam_, scale=scale)
-        if mode == "cascade"
-        else DelegateEnv(test_d, lam=lam_, scale=scale, prior=prior)
-    )
+    test_env = (CascadeEnv if mode == "cascade" else DelegateEnv)(test_d, lam=lam_, scale=scale)
     r = _delegate_report(train_d, test_d, lam_, scale, pol, test_env, seed)
     r.update(
         env="Delegate",
