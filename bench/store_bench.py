@@ -28,7 +28,8 @@ import duckdb
 
 from orchestrace.core.io import save
 from orchestrace.gen import GEN_TOPOLOGIES, generate, generate_corpus
-from orchestrace.store import ingest, parallel_map
+from orchestrace.parallel import parallel_map
+from orchestrace.store import ingest
 from orchestrace.store.schema import TABLES
 
 QUERIES = {
@@ -151,7 +152,7 @@ def bench_ray(n_items: int, rounds: int = 3) -> None:
     interleaved ``rounds`` times so that the load of other jobs hits all three alike; min of rounds."""
     import ray
 
-    from orchestrace.store.ray_exec import parallel_imap, start_local
+    from orchestrace.parallel import parallel_imap, start_local
 
     items = list(range(n_items))
     dt_start, _ = timed(start_local, num_cpus=2)

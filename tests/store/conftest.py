@@ -29,7 +29,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], list[T
 @pytest.fixture(scope="session")
 def ray_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One local Ray instance (2 CPUs, loopback only) for the whole test session."""
-    from orchestrace.store.ray_exec import BOOTSTRAP_FILE, BOOTSTRAP_TEXT, start_local
+    from orchestrace.parallel import BOOTSTRAP_FILE, BOOTSTRAP_TEXT, start_local
 
     home = tmp_path_factory.mktemp("rayhome")
     (home / BOOTSTRAP_FILE).write_text(BOOTSTRAP_TEXT)

@@ -15,7 +15,8 @@ from store_kit import run_cli
 from typer.testing import CliRunner
 
 from orchestrace.cli import app
-from orchestrace.store import RayCommand, RayOption, export_parquet, ingest, query, stats
+from orchestrace.cli.ray_option import RayCommand, RayOption
+from orchestrace.store import export_parquet, ingest, query, stats
 from orchestrace.store.schema import TABLES
 
 

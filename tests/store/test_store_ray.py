@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from orchestrace.gen import generate
-from orchestrace.store import agent_cost_ray, export_parquet, ingest, map_traces, parallel_map, query
-from orchestrace.store.ray_exec import BOOTSTRAP_FILE, BOOTSTRAP_TEXT, item_seeds
+from orchestrace.parallel import BOOTSTRAP_FILE, BOOTSTRAP_TEXT, item_seeds, parallel_map
+from orchestrace.store import agent_cost_ray, export_parquet, ingest, map_traces, query
 
 pytestmark = pytest.mark.slow
 
@@ -102,7 +102,7 @@ def test_map_traces_and_ray_data(tmp_path: Path, corpus, ray_local: str) -> None
 
 _RAY_SCRIPT = """
 import sys
-from orchestrace.store.ray_exec import parallel_map, start_local
+from orchestrace.parallel import parallel_map, start_local
 start_local(num_cpus=1, home=sys.argv[1])
 print(parallel_map(abs, [-1, -2, 3], ray="local"), flush=True)
 """

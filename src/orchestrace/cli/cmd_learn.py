@@ -15,8 +15,8 @@ from typing import Any
 import typer
 
 from ..core.errors import OrchestraceError
-from ..store.ray_exec import RayCommand, RayOption
 from .common import console, console_err
+from .ray_option import RayCommand, RayOption
 
 train_app = typer.Typer(help="Train orchestration policies from traces.", no_args_is_help=True)
 eval_app = typer.Typer(
@@ -196,7 +196,7 @@ def _print_results(rows: list[dict[str, Any]]) -> None:
 
 
 def _ray_map(fn: Any, items: Any, *, ray: str) -> list[Any]:
-    from ..store.ray_exec import parallel_map
+    from ..parallel import parallel_map
 
     return parallel_map(fn, list(items), ray=ray)
 

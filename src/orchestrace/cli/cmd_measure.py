@@ -16,9 +16,9 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
-from ..store.ray_exec import RayCommand, RayOption
 from .common import console, console_err, expand_paths
 from .progress import stream_traces
+from .ray_option import RayCommand, RayOption
 
 _FORMATS = ("table", "json", "csv")
 _BY = ("topology", "system", "agent", "role", "type")
@@ -134,7 +134,7 @@ def analyze_cmd(
                 (tr, analyze(TraceView(tr), verifier=check)) for tr in traces
             )
         else:  # Ray tasks in order, so the results equal the local ones
-            from ..store.ray_exec import parallel_imap
+            from ..parallel import parallel_imap
 
             batch = list(traces)
             pairs = zip(

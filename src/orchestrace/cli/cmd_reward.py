@@ -12,9 +12,9 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
-from ..store.ray_exec import RayCommand, RayOption
 from .common import console, console_err
 from .progress import stream_traces
+from .ray_option import RayCommand, RayOption
 
 _MAX_SHOWN = 50  # traces whose credits the tables list
 
@@ -133,7 +133,7 @@ def credit(
         nonlocal n
         traces = stream_traces(paths, "credit", quiet=quiet)
         if ray is not None and streamable(method, **opts):  # per-trace methods: one Ray task per batch
-            from ..store.ray_exec import parallel_imap
+            from ..parallel import parallel_imap
 
             args = (method, units, channel, partition, opts)
             stream = parallel_imap(_credit_one, list(enumerate(traces)), ray=ray, args=args, batch=8)

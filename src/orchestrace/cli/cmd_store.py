@@ -13,9 +13,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..core.errors import OrchestraceError
-from ..store.ray_exec import RayCommand, RayOption
 from ..store.schema import TABLES
 from .common import console, console_err, expand_paths
+from .ray_option import RayCommand, RayOption
 
 StoreOption = Annotated[str, typer.Option("--store", "-s", help="The DuckDB store file (created by ingest).")]
 _FORMATS = ("table", "json", "csv")

@@ -2,11 +2,12 @@
 
 ``ingest`` loads trace files in one transaction, idempotent by trace id; ``query`` runs SQL;
 ``iter_store_traces`` reads traces back unchanged; ``export_parquet`` writes hive-partitioned
-Parquet; ``ray_exec`` runs bulk work as Ray tasks with the same results as local mode.
+Parquet; ``map_traces`` runs a function over a store's traces, locally or as Ray tasks
+(``orchestrace.parallel``), with the same results.
 Tables are documented in docs/store.md and ``schema.TABLES``.
 
 DuckDB and pyarrow (the ``store`` extra) are imported on first use of what needs them, so the
-CLI and the ``--ray`` option work without them installed.
+CLI works without them installed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .ray_exec import RayCommand, RayOption, item_seeds, map_traces, parallel_imap, parallel_map
 from .schema import METRIC_SOURCES, STORE_VERSION, TABLES
 
 _LAZY = {
@@ -32,8 +32,9 @@ _LAZY = {
     "traces_of": "db",
     "export_parquet": "parquet",
     "Failure": "rows",
-    "agent_cost_ray": "ray_exec",
-    "read_parquet": "ray_exec",
+    "agent_cost_ray": "parquet",
+    "read_parquet": "parquet",
+    "map_traces": "db",
 }
 
 
@@ -48,11 +49,5 @@ __all__ = [
     "METRIC_SOURCES",
     "STORE_VERSION",
     "TABLES",
-    "RayCommand",
-    "RayOption",
-    "item_seeds",
-    "map_traces",
-    "parallel_imap",
-    "parallel_map",
     *_LAZY,
 ]

@@ -12,8 +12,8 @@ import errno
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Literal, TypeVar
 
 import msgspec
 import orjson
@@ -22,8 +22,11 @@ import pyarrow.compute as pc
 
 from ..core.errors import Finding, OrchestraceError
 from ..core.model import Trace, trace_from_dict
+from ..parallel import parallel_imap, parallel_map
 from .rows import EVENT_COLUMN_TO_FIELD, Chunk, Failure, Known, is_unchanged, iter_chunks, prepare_file
 from .schema import ROW_TABLES, STORE_VERSION, TABLES, agents_sql, ddl
+
+R = TypeVar("R")
 
 OnError = Literal["report", "skip", "abort"]
 ON_ERROR: tuple[str, ...] = ("report", "skip", "abort")
@@ -222,7 +225,6 @@ def _chunks(
         for p in files:
             yield from iter_chunks(p, measure=measure, chunk_events=chunk_events, known=known)
         return
-    from .ray_exec import parallel_imap
 
     for chunks in parallel_imap(prepare_file, files, ray=ray, args=(measure, chunk_events, dict(known))):
         yield from chunks
@@ -404,3 +406,22 @@ def stats(store: str) -> dict[str, int]:
         return {name: con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0] for name in TABLES}
     finally:
         con.close()
+
+
+def map_traces(
+    fn: Callable[..., R],
+    source: str | Sequence[str],
+    *,
+    ray: str | None = None,
+    seed: int | None = None,
+    where: str | None = None,
+    batch: int = 16,
+) -> list[R]:
+    """``fn(trace[, seed])`` over every trace of a store (path ending .duckdb) or of trace files.
+
+    Traces are read here and shipped to the tasks, so workers on other machines need no
+    access to the files; results come in store order (trace id) or file order.
+    """
+    paths = [source] if isinstance(source, str) else list(source)
+    traces = [tr for p in paths for tr in traces_of(p, where=where)]
+    return parallel_map(fn, traces, ray=ray, seed=seed, batch=batch)

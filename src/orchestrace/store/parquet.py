@@ -16,8 +16,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from typing import Any
 
 from ..core.errors import OrchestraceError
+from ..parallel import LOCAL, ensure_ray
 from .db import connect, store_error
 from .schema import TABLES
 
@@ -105,3 +107,51 @@ def export_parquet(
 
 def _sql_str(s: str) -> str:
     return s.replace("'", "''")
+
+
+# ---------------------------------------------------------------- Ray Data over Parquet
+
+
+def read_parquet(folder: str, table: str = "events", *, ray: str = LOCAL) -> Any:
+    """A Ray Dataset over one exported table (hive partitions ``system=``/``date=`` become columns)."""
+    import ray.data
+
+    ensure_ray(ray)
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    path = os.path.join(folder, table)
+    if not os.path.isdir(path):
+        raise OrchestraceError(
+            "OT001", f"no exported table {table!r} here (run `orchestrace parquet`)", path=folder
+        )
+    return ray.data.read_parquet(path)
+
+
+def agent_cost_ray(folder: str, *, ray: str = LOCAL) -> dict[str, dict[str, float]]:
+    """Per-agent events, tokens and USD over an exported Parquet folder, computed with Ray Data.
+
+    Each block is aggregated where it is read (no shuffle); the small per-block tables are
+    summed here, so the cost is one pass over the data whatever the number of blocks.
+    """
+    ds = read_parquet(folder, "events", ray=ray).select_columns(
+        ["agent", "tokens_in", "tokens_out", "cost_usd"]
+    )
+    parts = ds.map_batches(_partial_agent_cost, batch_format="pyarrow").take_all()
+    out: dict[str, dict[str, float]] = {}
+    for r in parts:
+        acc = out.setdefault(r["agent"], {"events": 0, "tokens": 0, "usd": 0.0})
+        acc["events"] += int(r["events"])
+        acc["tokens"] += int(r["tokens"])
+        acc["usd"] += float(r["usd"])
+    return dict(sorted(out.items()))
+
+
+def _partial_agent_cost(batch: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tokens = pc.add(pc.fill_null(batch["tokens_in"], 0), pc.fill_null(batch["tokens_out"], 0))
+    t = pa.table({"agent": batch["agent"], "tokens": tokens, "usd": pc.fill_null(batch["cost_usd"], 0.0)})
+    g = t.group_by("agent").aggregate([("agent", "count"), ("tokens", "sum"), ("usd", "sum")])
+    return g.rename_columns({"agent_count": "events", "tokens_sum": "tokens", "usd_sum": "usd"})

@@ -1,4 +1,4 @@
-"""Ray for bulk work: the same function over many items, locally or as Ray tasks, same results.
+"""Bulk work: the same function over many items, locally or as Ray tasks, same results.
 
 ``ray=None`` runs in this process; ``"local"`` starts a private single-machine Ray instance
 bound to loopback only; ``"auto"`` joins a cluster already started on this machine
@@ -22,13 +22,11 @@ import sys
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
-import typer
-from typer.core import TyperCommand
 
-from ..core.errors import OrchestraceError
+from .core.errors import OrchestraceError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,39 +39,6 @@ LOOPBACK_ENV: dict[str, str] = {
 BOOTSTRAP_FILE = "ray_bootstrap_config.yaml"
 BOOTSTRAP_TEXT = "provider: {type: local}\n"
 LOCAL = "local"
-
-#: The ``--ray [ADDRESS]`` option for any command that does bulk work: ``--ray`` alone starts a
-#: local loopback-only instance, ``--ray ADDRESS`` joins a cluster. Register the command with
-#: ``app.command(name, cls=RayCommand)`` so the address may be left out, and pass the value on
-#: as ``parallel_map(..., ray=value)``.
-RayOption = Annotated[
-    str | None,
-    typer.Option(
-        "--ray",
-        metavar="[ADDRESS]",
-        help="Run the bulk work as Ray tasks. Alone (last, or before another option): a local "
-        'instance on loopback. With an address: "auto", HOST:PORT or ray://HOST:10001.',
-    ),
-]
-
-
-class RayCommand(TyperCommand):
-    """A typer command whose ``--ray`` option may be given without a value (meaning "local").
-
-    Typer's parser has no optional-value options, so a bare ``--ray`` (last, or followed by
-    another option) gets ``local`` inserted after it before parsing.
-    """
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        out: list[str] = []
-        for i, a in enumerate(args):
-            out.append(a)
-            if a == "--":
-                out.extend(args[i + 1 :])
-                break
-            if a == "--ray" and (i + 1 == len(args) or args[i + 1].startswith("-")):
-                out.append(LOCAL)
-        return super().parse_args(ctx, out)
 
 
 def ray_home() -> str:
@@ -206,72 +171,3 @@ def parallel_map(
 ) -> list[R]:
     """All results of ``parallel_imap`` as a list (same order as ``items``)."""
     return list(parallel_imap(fn, items, ray=ray, args=args, seed=seed, batch=batch))
-
-
-def map_traces(
-    fn: Callable[..., R],
-    source: str | Sequence[str],
-    *,
-    ray: str | None = None,
-    seed: int | None = None,
-    where: str | None = None,
-    batch: int = 16,
-) -> list[R]:
-    """``fn(trace[, seed])`` over every trace of a store (path ending .duckdb) or of trace files.
-
-    Traces are read here and shipped to the tasks, so workers on other machines need no
-    access to the files; results come in store order (trace id) or file order.
-    """
-    from .db import traces_of
-
-    paths = [source] if isinstance(source, str) else list(source)
-    traces = [tr for p in paths for tr in traces_of(p, where=where)]
-    return parallel_map(fn, traces, ray=ray, seed=seed, batch=batch)
-
-
-# ---------------------------------------------------------------- Ray Data over Parquet
-
-
-def read_parquet(folder: str, table: str = "events", *, ray: str = LOCAL) -> Any:
-    """A Ray Dataset over one exported table (hive partitions ``system=``/``date=`` become columns)."""
-    import ray.data
-
-    ensure_ray(ray)
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.print_on_execution_start = False
-    path = os.path.join(folder, table)
-    if not os.path.isdir(path):
-        raise OrchestraceError(
-            "OT001", f"no exported table {table!r} here (run `orchestrace parquet`)", path=folder
-        )
-    return ray.data.read_parquet(path)
-
-
-def agent_cost_ray(folder: str, *, ray: str = LOCAL) -> dict[str, dict[str, float]]:
-    """Per-agent events, tokens and USD over an exported Parquet folder, computed with Ray Data.
-
-    Each block is aggregated where it is read (no shuffle); the small per-block tables are
-    summed here, so the cost is one pass over the data whatever the number of blocks.
-    """
-    ds = read_parquet(folder, "events", ray=ray).select_columns(
-        ["agent", "tokens_in", "tokens_out", "cost_usd"]
-    )
-    parts = ds.map_batches(_partial_agent_cost, batch_format="pyarrow").take_all()
-    out: dict[str, dict[str, float]] = {}
-    for r in parts:
-        acc = out.setdefault(r["agent"], {"events": 0, "tokens": 0, "usd": 0.0})
-        acc["events"] += int(r["events"])
-        acc["tokens"] += int(r["tokens"])
-        acc["usd"] += float(r["usd"])
-    return dict(sorted(out.items()))
-
-
-def _partial_agent_cost(batch: Any) -> Any:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    tokens = pc.add(pc.fill_null(batch["tokens_in"], 0), pc.fill_null(batch["tokens_out"], 0))
-    t = pa.table({"agent": batch["agent"], "tokens": tokens, "usd": pc.fill_null(batch["cost_usd"], 0.0)})
-    g = t.group_by("agent").aggregate([("agent", "count"), ("tokens", "sum"), ("usd", "sum")])
-    return g.rename_columns({"agent_count": "events", "tokens_sum": "tokens", "usd_sum": "usd"})
