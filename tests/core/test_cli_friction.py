@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,29 @@ def test_a_glob_that_matches_nothing_does_not_abort_validate(corpus: Path, tmp_p
     assert out[2]["findings"][0]["code"] == "OT001"
     text = run("validate", str(tmp_path / "nomatch" / "*.json"), str(corpus))
     assert "glob matches no file" in text.stdout and "1/2 file(s) valid" in text.stdout
+
+
+def test_help_has_no_raw_rst_and_one_line_command_summaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    import typer
+
+    from orchestrace.cli import app
+
+    monkeypatch.setenv("COLUMNS", "400")  # wide: every summary fits on its row unless it holds a line break
+    groups: dict[str, list[str]] = {}
+    pages: dict[str, str] = {}
+
+    def walk(cmd: Any, path: list[str]) -> None:  # typer's vendored click command
+        pages[" ".join(path)] = run(*path, "--help").stdout
+        if hasattr(cmd, "list_commands"):
+            ctx = cmd.context_class(cmd)
+            groups[" ".join(path)] = names = cmd.list_commands(ctx)
+            for name in names:
+                walk(cmd.get_command(ctx, name), [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    assert len(pages) > 30 and all(pages.values())
+    assert [name for name, page in pages.items() if "``" in page] == []
+    for name, subs in groups.items():
+        panel = pages[name].split("Commands")[1].split("╰")[0]
+        rows = [line for line in panel.splitlines() if line.startswith("│")]
+        assert len(rows) == len(subs), (name, rows)

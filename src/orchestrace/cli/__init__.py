@@ -49,6 +49,19 @@ def _register_all() -> None:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("cmd_"):
             importlib.import_module(f"{__name__}.{info.name}").register(app)
+    _one_line_summaries(app)
+
+
+def _one_line_summaries(group: typer.Typer) -> None:
+    """Command lists show the first paragraph of each docstring; typer keeps its source line
+    breaks there, so the list wraps mid-sentence. Give every command that paragraph as one line."""
+    for cmd in group.registered_commands:
+        doc = cmd.help or (cmd.callback.__doc__ if cmd.callback else None)
+        if cmd.short_help is None and doc:
+            cmd.short_help = " ".join(doc.strip().split("\n\n")[0].split())
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _one_line_summaries(sub.typer_instance)
 
 
 _register_all()

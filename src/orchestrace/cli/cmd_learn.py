@@ -358,7 +358,7 @@ def bank_synth_cmd(
     seed: int = typer.Option(0, "--seed"),
     like: str = typer.Option(None, "--like", help="calibrate the generator to this bank"),
 ) -> None:
-    """Write a synthetic bank (parameters documented in ``SynthParams``)."""
+    """Write a synthetic bank (default generator parameters, or calibrated to a bank with --like)."""
     from ..learn.stopping.banks import SynthParams, calibrate, load_bank, save_bank, synthetic_bank
 
     params = calibrate(load_bank(like)) if like else SynthParams()
@@ -371,7 +371,7 @@ def bank_traces_cmd(
     bank: str = typer.Argument(..., help="bank (.jsonl[.gz] or embedded name)"),
     out: str = typer.Option(..., "-o", "--out", help="folder for one vote trace per question"),
 ) -> None:
-    """Write a bank as vote traces (one per question; ``train stop --traces`` reads them back exactly)."""
+    """Write a bank as vote traces, one per question (train stop --traces reads them back exactly)."""
     from ..learn.stopping.banks import load_bank
     from ..learn.stopping.traces import bank_to_traces
 

@@ -104,7 +104,7 @@ def credit(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ray: RayOption = None,
 ) -> None:
-    """Assign credit at one or more units; credits go to ``event.credit["<method>/<unit>"]``.
+    """Assign credit at one or more units; each event's credit is stored under "METHOD/UNIT".
 
     Examples:\n
       orchestrace credit --method grpo --unit agent group/*.json -o credited.jsonl\n
