@@ -196,7 +196,8 @@ def test_same_id_different_content_in_one_input(tmp_path: Path) -> None:
     save(hand_trace(reward=0.5), b)
     store = tmp_path / "s.duckdb"
     rep = ingest(str(store), [str(a), str(b), str(a)])
-    assert rep.inserted == 1 and rep.unchanged == 1 and [x.first().code for x in rep.failures] == ["OT310"]
+    assert (rep.inserted, rep.unchanged, rep.duplicates) == (1, 0, 1)
+    assert [x.first().code for x in rep.failures] == ["OT310"]
     assert query(str(store), "SELECT value FROM rewards WHERE channel = 'team'").to_pylist() == [
         {"value": 1.0}
     ]

@@ -79,9 +79,14 @@ def ingest_cmd(
             if report.failed
             else ""
         )
+        dups = (
+            f", {report.duplicates} duplicate(s) of a trace earlier in the input (same id and content) stored once"
+            if report.duplicates
+            else ""
+        )
         console_err.print(
             f"{report.inserted} new, {report.replaced} replaced, {report.unchanged} unchanged trace(s)"
-            f"{failed}; {report.events:,} events written to {store} in {report.seconds:.2f} s",
+            f"{dups}{failed}; {report.events:,} events written to {store} in {report.seconds:.2f} s",
             highlight=False,
         )
     if report.failed and on_error == "report":

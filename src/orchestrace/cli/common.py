@@ -6,6 +6,7 @@ import glob
 import os
 from collections.abc import Iterator
 
+import orjson
 from rich.console import Console
 
 from ..core.errors import OrchestraceError
@@ -33,19 +34,75 @@ def is_trace_file(name: str) -> bool:
     return any(low.endswith(s + c) for s in TRACE_SUFFIXES for c in COMPRESSED)
 
 
+CALL_CACHE_SUFFIX = ".cache.jsonl"  # the runtime's call cache beside each recorded trace
+
+
+def looks_like_trace(path: str) -> bool:
+    """Whether a file met while walking a folder can be a trace: not a runtime call cache, and
+    (``.jsonl``) a first line that is a trace or an event-log header, or (``.json``) a text
+    that mentions ``"events"``, which every trace has. Policies, reports and call caches beside
+    the traces are skipped (a JSON object without ``events``); an unreadable or unparsable file
+    is kept so validation reports it."""
+    from ..core.errors import LoadError
+    from ..core.read import open_read, split_format
+
+    if any(path.lower().endswith(CALL_CACHE_SUFFIX + c) for c in COMPRESSED):
+        return False
+    try:
+        fmt, _ = split_format(path)
+        with open_read(path) as f:
+            if fmt == "json":
+                data = f.read()
+                if b'"events"' in data:
+                    return True
+                try:
+                    return not isinstance(orjson.loads(data), dict)
+                except orjson.JSONDecodeError:
+                    return True
+            first = b""
+            while not first.strip():
+                first = f.readline()
+                if not first:
+                    return True  # empty: let validation say so
+    except (LoadError, OSError, EOFError, ValueError):
+        return True
+    except Exception as e:  # zstandard.ZstdError: a corrupt stream is validation's finding
+        if type(e).__name__ == "ZstdError":
+            return True
+        raise
+    try:
+        rec = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return True
+    return not isinstance(rec, dict) or "events" in rec or "trace_id" in rec or rec.get("rec") == "header"
+
+
 def expand_paths(paths: list[str]) -> Iterator[str]:
-    """Files, directories (walked for trace files, sorted) and globs; ``-`` is stdin."""
+    """Files, directories (walked for trace files, sorted) and globs; ``-`` is stdin. Files in a
+    walked folder that are not traces (call caches, policies, reports) are skipped, with one line
+    per folder saying how many."""
     for p in paths:
         if p == "-":
             yield p
         elif os.path.isdir(p):
             found = False
+            skipped = 0
             for root, dirs, files in os.walk(p):
                 dirs.sort()
                 for f in sorted(files):
-                    if is_trace_file(f):
-                        found = True
-                        yield os.path.join(root, f)
+                    if not is_trace_file(f):
+                        continue
+                    full = os.path.join(root, f)
+                    if not looks_like_trace(full):
+                        skipped += 1
+                        continue
+                    found = True
+                    yield full
+            if skipped:
+                console_err.print(
+                    f"{p}: skipped {skipped} file(s) that are not traces (call caches, policies, reports)",
+                    highlight=False,
+                )
             if not found:
                 raise OrchestraceError(
                     "OT001", "directory holds no trace files (.json, .jsonl, .events.jsonl)", path=p

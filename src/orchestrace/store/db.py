@@ -3,7 +3,9 @@
 Ingest runs in ONE DuckDB transaction per call: DuckDB writes its log only at commit, so a
 process killed before the commit leaves the file as it was, and one killed after it leaves it
 fully updated. A trace whose content digest is already stored under its id is skipped, so
-re-ingesting the same files changes nothing; a changed trace replaces the stored one.
+re-ingesting the same files changes nothing; a changed trace replaces the stored one. A trace
+met twice in one input with the same content (a recording and its replay) is stored once and
+counted as a duplicate; with different content the later one is refused (OT310).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class IngestReport(msgspec.Struct, kw_only=True):
     inserted: int = 0
     replaced: int = 0
     unchanged: int = 0
+    duplicates: int = 0  # same id and content as a trace earlier in the input (a replay): stored once
     events: int = 0
     seconds: float = 0.0
     failures: list[Failure] = msgspec.field(default_factory=list)
@@ -245,10 +248,13 @@ def _write_chunk(
     measure: bool,
 ) -> None:
     for tid, dig in chunk.unchanged:
-        if seen.setdefault(tid, dig) != dig:
+        if tid not in seen:
+            seen[tid] = dig
+            report.unchanged += 1
+        elif seen[tid] != dig:
             _conflict(report, chunk.path, tid, on_error)
         else:
-            report.unchanged += 1
+            report.duplicates += 1
     traces = chunk.tables["traces"]
     keep: list[str] = []
     replace: list[str] = []
@@ -259,7 +265,7 @@ def _write_chunk(
             if seen[tid] != dig:
                 _conflict(report, chunk.path, tid, on_error)
             else:
-                report.unchanged += 1
+                report.duplicates += 1
             continue
         seen[tid] = dig
         if is_unchanged(stored, tid, dig, measure):
