@@ -190,3 +190,18 @@ def test_event_log_struct_path_taken_and_agrees_with_dict_path(tmp_path):
     p.write_bytes(b"".join(lines))
     assert _check_log_fast(str(p), 100) is None
     assert [f.code for f in validate_path(p).findings] == ["OT204"]
+
+
+def test_validate_path_streams_a_clean_event_log_without_the_dict_path(tmp_path, monkeypatch):
+    import orchestrace.core.validate as v
+
+    tr = generate(seed=5, size=200, topology="hierarchical")
+    p = tmp_path / "run.events.jsonl"
+    ot.save(tr, p)
+
+    def no_dicts(*a, **k):
+        raise AssertionError("the dict path ran on a clean event log")
+
+    monkeypatch.setattr(v, "iter_raw", no_dicts)
+    r = v.validate_path(p)
+    assert (r.valid, r.traces, r.findings) == (True, 1, [])

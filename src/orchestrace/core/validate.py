@@ -839,6 +839,15 @@ def validate_path(
     dropped = 0
     count = 0
     fmt, _ = split_format(p)
+    if fmt == "events":
+        try:
+            fast = _check_log_fast(p, max_findings)
+        except LoadError:
+            fast = None  # the dict path below reports the read error with its line
+        if fast is not None:
+            items, more = fast
+            valid = not any(f.severity == "error" for f in items) and more == 0
+            return ValidationResult(p, valid, items, traces=1, truncated=more)
     try:
         if fmt == "events":
             docs: Iterator[RawTrace | tuple[bytes, int | None]] = iter_raw(
