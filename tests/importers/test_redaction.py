@@ -326,6 +326,20 @@ def test_home_paths_leave_cwd(fmt: str, home: str, tmp_path: Path) -> None:
     )
 
 
+def test_claude_code_project_folder_loses_the_user_name_too(tmp_path: Path) -> None:
+    """The project folder is the cwd with "/" as "-": it names the user as the cwd does."""
+    src = tmp_path / "-home-alice-src-acme-api" / "session.jsonl"
+    src.parent.mkdir()
+    _claude_session(src)
+    (tr,) = list(importers.load(src, "claude-code"))
+    assert (tr.metadata["cwd"], tr.metadata["project"]) == ("~/src/acme-api", "~-src-acme-api")
+    (kept,) = list(importers.load(src, "claude-code", keep_home_paths=True))
+    assert (kept.metadata["cwd"], kept.metadata["project"]) == (
+        "/home/alice/src/acme-api",
+        "-home-alice-src-acme-api",
+    )
+
+
 @pytest.mark.parametrize(
     ("path", "tilde"),
     [

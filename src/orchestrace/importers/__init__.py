@@ -155,8 +155,10 @@ def load(
     keep_content: bool = False,
     keep_home_paths: bool = False,
 ) -> Iterator[Trace]:
-    """Traces of one file in a named or detected format; a home directory in a ``cwd`` of the
-    metadata becomes ``~`` (it names the user) unless ``keep_home_paths``."""
+    """Traces of one file in a named or detected format; the home directory in the metadata's
+    working directory becomes ``~`` (it names the user) unless ``keep_home_paths``."""
+    from .redact import tilde_home
+
     name = fmt or detect(path)
     if name is None:
         raise OrchestraceError(
@@ -166,19 +168,8 @@ def load(
         )
     for tr in get(name).load(path, keep_content=keep_content):
         if not keep_home_paths:
-            _tilde_cwd(tr.metadata)
+            tilde_home(tr.metadata)
         yield tr
-
-
-def _tilde_cwd(meta: Any) -> None:
-    """``cwd`` values in the metadata (top level and one object down) with ``~`` for the home."""
-    from .redact import home_to_tilde
-
-    if not isinstance(meta, dict):
-        return
-    for d in [meta, *(v for v in meta.values() if isinstance(v, dict))]:
-        if isinstance(d.get("cwd"), str):
-            d["cwd"] = home_to_tilde(d["cwd"])
 
 
 @dataclass

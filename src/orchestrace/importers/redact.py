@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 MARK = "[REDACTED]"
 
@@ -247,3 +248,21 @@ _HOME = re.compile(
 def home_to_tilde(path: str) -> str:
     """``/home/alice/x`` -> ``~/x``: a working directory without the user's name."""
     return _HOME.sub("~", path, count=1)
+
+
+def tilde_home(meta: Any) -> None:
+    """In place: ``cwd`` values of the metadata (top level and one object down) with ``~`` for
+    the home directory, and a Claude Code ``project`` (the cwd with ``/`` as ``-``) to match."""
+    if not isinstance(meta, dict):
+        return
+    for d in [meta, *(v for v in meta.values() if isinstance(v, dict))]:
+        cwd = d.get("cwd")
+        if not isinstance(cwd, str):
+            continue
+        d["cwd"] = home_to_tilde(cwd)
+        home = _HOME.match(cwd)
+        project = d.get("project")
+        if home and isinstance(project, str):
+            encoded = re.sub(r"[^A-Za-z0-9]", "-", home.group())
+            if project.startswith(encoded):
+                d["project"] = "~" + project[len(encoded) :]
