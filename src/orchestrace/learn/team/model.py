@@ -182,85 +182,103 @@ class TeamModel:
             [t for t in ids if t not in self.eos_ids], skip_special_tokens=True
         ).strip()
 
-    def _left_pad(self, seqs: list[tuple[int, ...]]) -> tuple[Any, Any, Any]:
+    # ------------------------------------------------------------------ shared prefix + segments
+
+    def _segments(
+        self, prompts: list[list[int]], tails: list[list[int]]
+    ) -> tuple[Any, Any, Any, int, list[int]]:
+        """Forward ``prompt + tail`` of every row under the active adapter, the rows' common prefix
+        once (the few-shot turns are the same for every question; on CPU the prompt dominates):
+        (last hidden states of the segments, KV cache, attention mask, prefix length, segment lengths).
+        Segments are right-padded; every segment keeps at least one prompt token."""
         torch = self.torch
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s) :] = 1
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        return ids, mask, pos
+        inner = self.model.get_base_model()  # the LoRA layers are inside it
+        n = len(prompts)
+        shared = min(len(p) for p in prompts) - 1
+        first = prompts[0]
+        for p in prompts[1:]:
+            k = 0
+            while k < shared and p[k] == first[k]:
+                k += 1
+            shared = k
+        cache: Any = None
+        if shared > 0:
+            pre = inner.model(input_ids=torch.tensor([first[:shared]], dtype=torch.long), use_cache=True)
+            cache = pre.past_key_values
+            cache.reorder_cache(torch.zeros(n, dtype=torch.long))
+        segs = [list(p[shared:]) + list(t) for p, t in zip(prompts, tails, strict=True)]
+        width = max(len(x) for x in segs)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        smask = torch.zeros((n, width), dtype=torch.long)
+        for i, x in enumerate(segs):
+            ids[i, : len(x)] = torch.tensor(x, dtype=torch.long)
+            smask[i, : len(x)] = 1
+        mask = torch.cat([torch.ones((n, shared), dtype=torch.long), smask], dim=1)
+        pos = shared + torch.arange(width)[None, :].expand(n, width)
+        out = inner.model(
+            input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True
+        )
+        return out.last_hidden_state, out.past_key_values, mask, shared, [len(x) for x in segs]
 
     # ------------------------------------------------------------------ sampling
 
     def sample(self, requests: list[SampleRequest]) -> list[SampledCompletion]:
-        """All requests in one batch: each distinct (prompt, adapter) is encoded once, then every row
-        samples token by token with its own generator (seeded by the request), so a row's sample
-        does not depend on which other rows share the batch (up to float rounding of the batch)."""
+        """Sample every request; rows of one adapter share a batch (and its prompt prefix). Each
+        row samples with its own generator (seeded by the request), so its sample does not depend
+        on which other rows share the batch (up to float rounding)."""
+        out: list[SampledCompletion | None] = [None] * len(requests)
+        for name in dict.fromkeys(r.adapter for r in requests):
+            idx = [i for i, r in enumerate(requests) if r.adapter == name]
+            for i, o in zip(idx, self._sample_one_adapter(name, [requests[i] for i in idx]), strict=True):
+                out[i] = o
+        return [o for o in out if o is not None]
+
+    def _sample_one_adapter(self, adapter: str, requests: list[SampleRequest]) -> list[SampledCompletion]:
         torch = self.torch
-        if not requests:
-            return []
-        unique: dict[tuple[tuple[int, ...], str], int] = {}
-        for r in requests:
-            unique.setdefault((r.prompt_ids, r.adapter), len(unique))
-        keys = list(unique)
-        row_of = torch.tensor([unique[(r.prompt_ids, r.adapter)] for r in requests], dtype=torch.long)
+        inner = self.model.get_base_model()
+        self.model.set_adapter(adapter)
         n = len(requests)
         steps = max(r.max_new_tokens for r in requests)
         gens = [torch.Generator().manual_seed(int(r.seed)) for r in requests]
         temps = torch.tensor([max(r.temperature, 1e-6) for r in requests], dtype=torch.float32)
-        greedy = [r.temperature <= 0 for r in requests]
-        names = [r.adapter for r in requests]
         with torch.inference_mode():
-            ids, mask, pos = self._left_pad([k[0] for k in keys])
-            out = self.model(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=pos,
-                use_cache=True,
-                adapter_names=[k[1] for k in keys],
-                logits_to_keep=1,
+            hidden, cache, mask, shared, lens = self._segments(
+                [list(r.prompt_ids) for r in requests], [[]] * n
             )
-            cache: Any = out.past_key_values
-            cache.reorder_cache(row_of)
-            logits = out.logits[:, -1, :].float().index_select(0, row_of)
-            mask = mask.index_select(0, row_of)
-            pos = pos[:, -1:].index_select(0, row_of)
+            last = hidden[torch.arange(n), torch.tensor(lens) - 1]
+            logits = inner.lm_head(last).float()
+            pos = torch.tensor([[shared + k] for k in lens], dtype=torch.long)
             done = [False] * n
             seqs: list[list[int]] = [[] for _ in range(n)]
             lps: list[list[float]] = [[] for _ in range(n)]
             for step in range(steps):
                 logp = torch.log_softmax(logits / temps[:, None], dim=-1)
-                nxt = torch.empty(n, dtype=torch.long)
-                for i in range(n):
+                nxt = torch.full((n,), self.pad_id, dtype=torch.long)
+                for i, r in enumerate(requests):
                     if done[i]:
-                        nxt[i] = self.pad_id
                         continue
-                    if greedy[i]:
+                    if r.temperature <= 0:
                         t = int(logits[i].argmax())
                     else:
                         t = int(torch.multinomial(logp[i].exp(), 1, generator=gens[i]))
                     nxt[i] = t
                     seqs[i].append(t)
                     lps[i].append(float(logp[i, t]))
-                    if t in self.eos_ids or len(seqs[i]) >= requests[i].max_new_tokens:
+                    if t in self.eos_ids or len(seqs[i]) >= r.max_new_tokens:
                         done[i] = True
                 if all(done) or step == steps - 1:
                     break
                 mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long)], dim=1)
-                pos = pos + 1
-                o = self.model(
+                o = inner.model(
                     input_ids=nxt[:, None],
                     attention_mask=mask,
                     position_ids=pos,
                     past_key_values=cache,
                     use_cache=True,
-                    adapter_names=names,
                 )
+                pos = pos + 1
                 cache = o.past_key_values
-                logits = o.logits[:, -1, :].float()
+                logits = inner.lm_head(o.last_hidden_state[:, -1]).float()
         return [SampledCompletion(s, lp) for s, lp in zip(seqs, lps, strict=True)]
 
     # ------------------------------------------------------------------ training
@@ -269,21 +287,14 @@ class TeamModel:
         self, adapter: str, prompts: list[list[int]], completions: list[list[int]], temperatures: list[float]
     ) -> list[Any]:
         """Log-probabilities (with gradient) of each completion's tokens under ``adapter``, at the
-        temperature they were sampled with; one padded forward pass (right padding)."""
+        temperature they were sampled with (shared prefix once, ``lm_head`` only where needed)."""
         torch = self.torch
         self.model.set_adapter(adapter)
-        seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-            mask[i, : len(s)] = 1
-        inner = self.model.get_base_model()  # the LoRA layers are inside it; lm_head only where needed
-        hidden = inner.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        inner = self.model.get_base_model()
+        hidden, _, _, shared, _ = self._segments(prompts, [list(c[:-1]) for c in completions])
         out = []
         for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-            lo = len(p) - 1
+            lo = len(p) - shared - 1
             rows = inner.lm_head(hidden[i, lo : lo + len(c)]).float() / max(temperatures[i], 1e-6)
             tgt = torch.tensor(c, dtype=torch.long)
             out.append(torch.log_softmax(rows, dim=-1).gather(1, tgt[:, None]).squeeze(1))

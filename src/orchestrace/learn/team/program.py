@@ -141,7 +141,7 @@ class TeamPolicy(BasePolicy):
 
 
 def build(config: dict[str, Any]) -> Setup:
-    fam = family(str(config.get("family", "antonyms")))
+    fam = family(str(config.get("family", "countries")))
     qid = config.get("question")
     q = question(fam, str(qid)) if qid is not None else fam.questions[0]
     k = int(config.get("solvers", 2))
@@ -177,7 +177,7 @@ def trace_question(trace: Trace) -> tuple[Family, Question]:
             "OT694",
             f"trace {trace.trace_id!r} was not recorded by the team program (no metadata.runtime.config.question)",
         )
-    fam = family(str(cfg.get("family", "antonyms")))
+    fam = family(str(cfg.get("family", "countries")))
     return fam, question(fam, str(cfg["question"]))
 
 

@@ -57,16 +57,18 @@ TRAIN_METHODS = ("broadcast", "grpo", "drmas", "loo", "shapley", "c3")
 class TeamConfig:
     """Everything that decides a run's numbers; a resume must match it (``iterations`` aside)."""
 
-    family: str = "antonyms"
+    program: str = PROGRAM  # a runtime program taking the team program's config keys
+    family: str = "countries"
     solvers: int = 2
     adapters: str = "role"
     credit: str = "grpo"
     unit: str = "agent"
     questions: int = 4  # training questions per iteration
     group: int = 4  # runs per training question (the GRPO group)
-    train_pool: int = 120  # training questions (the rest of the split is held out)
+    train_pool: int = 150  # training questions (the next ``heldout`` of the split are held out)
     heldout: int = 40
     eval_runs: int = 1  # runs per held-out question
+    eval_every: int = 1  # evaluate after every this many iterations (and always at 0 and the last)
     lr: float = 3e-4
     clip: float = 0.2
     epochs: int = 2
@@ -136,7 +138,7 @@ async def _run_all(backend: Any, cfg: TeamConfig, rollouts: list[Rollout]) -> No
     await asyncio.gather(
         *(
             execute(
-                PROGRAM,
+                cfg.program,
                 r.path,
                 config={
                     "family": cfg.family,
@@ -392,6 +394,7 @@ class TeamStep:
     train_ids: list[str] = field(default_factory=list)
     heldout_ids: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    last_iteration: int = 0
 
     def _ensure(self, policy: str | None) -> None:
         if policy != self.loaded:
@@ -446,6 +449,9 @@ class TeamStep:
         return path, figures
 
     def evaluate(self, policy: str | None, out_dir: Path) -> dict[str, float]:
+        i = int(out_dir.name.rpartition("-")[2])
+        if i not in (0, self.last_iteration) and i % self.cfg.eval_every:
+            return {}
         if policy is not None:
             self._ensure(policy)
         rollouts = [
@@ -510,8 +516,58 @@ def train_team(
     step = make_step(cfg, threads)
     if start is not None:
         load_policy(step.model, start)  # refuses adapters of another base model or shape
+    step.last_iteration = iterations
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / CONFIG_FILE
     if not cfg_path.is_file():
         cfg_path.write_text(json.dumps(asdict(cfg), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return run_loop(step, out, iterations, start_policy=start, progress=progress)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """Held-out team accuracy before (iteration 0) and after (the last evaluated iteration), paired
+    per question (the same runs, seeds and questions); the CI is a bootstrap over questions."""
+
+    before: float
+    after: float
+    difference: float
+    ci95: tuple[float, float]
+    questions: int
+    iteration: int
+
+
+def _per_question(folder: Path) -> dict[str, float]:
+    rows: dict[str, list[float]] = defaultdict(list)
+    for p in sorted((folder / "eval").glob("*.events.jsonl")):
+        tr = load_one(p)
+        fam, q = trace_question(tr)
+        rows[q.id].append(
+            float(answer_correct(fam, q, ((tr.metadata or {}).get("outcome") or {}).get("final")))
+        )
+    return {k: sum(v) / len(v) for k, v in rows.items()}
+
+
+def summarise(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> HeldOut:
+    import numpy as np
+
+    from ..loop import completed, iteration_dir
+
+    recs = [r for r in completed(out) if r.eval]
+    if len(recs) < 1:
+        raise OrchestraceError("OT699", "no evaluated iteration in this loop folder", path=str(out))
+    first, last = recs[0], recs[-1]
+    a = _per_question(iteration_dir(out, first.iteration))
+    b = _per_question(iteration_dir(out, last.iteration))
+    qs = sorted(set(a) & set(b))
+    d = np.array([b[q] - a[q] for q in qs])
+    rng = np.random.default_rng(seed)
+    boots = d[rng.integers(0, len(d), size=(resamples, len(d)))].mean(axis=1) if len(d) else np.zeros(1)
+    return HeldOut(
+        before=float(np.mean([a[q] for q in qs])) if qs else 0.0,
+        after=float(np.mean([b[q] for q in qs])) if qs else 0.0,
+        difference=float(d.mean()) if len(d) else 0.0,
+        ci95=(float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))),
+        questions=len(qs),
+        iteration=last.iteration,
+    )

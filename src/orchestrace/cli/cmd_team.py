@@ -1,0 +1,88 @@
+"""``orchestrace train team``: on-policy RL of the team's LoRA adapters from its recorded traces."""
+
+from __future__ import annotations
+
+import typer
+
+from .common import console
+
+
+def train_team_cmd(
+    program: str = typer.Option("team", "--program", help="runtime program (team, or module:function)"),
+    tasks: str = typer.Option(
+        "antonyms", "--tasks", help="question family (training and held-out questions)"
+    ),
+    credit: str = typer.Option("grpo", "--credit", help="broadcast, grpo, drmas, loo, shapley or c3"),
+    unit: str = typer.Option("agent", "--unit", help="credit unit: agent, role, turn, message, token, ..."),
+    iterations: int = typer.Option(3, "--iterations", "-k", min=0),
+    adapters: str = typer.Option("role", "--adapters", help="shared (one adapter), role or agent (one each)"),
+    solvers: int = typer.Option(2, "--solvers", help="solver agents before the aggregator"),
+    questions: int = typer.Option(4, "--questions", help="training questions per iteration"),
+    group: int = typer.Option(4, "--group", help="runs per training question"),
+    train_pool: int = typer.Option(150, "--train-pool", help="training questions in the split"),
+    heldout: int = typer.Option(40, "--heldout", help="held-out questions (never trained on)"),
+    eval_runs: int = typer.Option(1, "--eval-runs", help="runs per held-out question"),
+    eval_every: int = typer.Option(1, "--eval-every", help="evaluate every N iterations (0 and last always)"),
+    lr: float = typer.Option(3e-4, "--lr"),
+    epochs: int = typer.Option(2, "--epochs", help="PPO-clip epochs over each iteration's batch"),
+    clip: float = typer.Option(0.2, "--clip"),
+    reward: str = typer.Option(None, "--reward", help="reward spec TOML (default: R1 team success)"),
+    seed: int = typer.Option(0, "--seed"),
+    threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
+    start: str = typer.Option(None, "--start", help="start from these adapters (a policy folder)"),
+    out: str = typer.Option("runs/team", "-o", "--out", help="loop folder (resumed if it exists)"),
+) -> None:
+    """Train the agents' own weights: rollouts recorded as traces, reward and credit from them,
+    PPO-clip per adapter; held-out team accuracy before and after.
+
+    Example:
+      orchestrace train team --tasks antonyms --credit grpo --unit agent --iterations 3
+    """
+    from ..learn.team.trainer import TeamConfig, summarise, train_team
+    from .cmd_learn import _bars
+
+    cfg = TeamConfig(
+        program=program,
+        family=tasks,
+        solvers=solvers,
+        adapters=adapters,
+        credit=credit,
+        unit=unit,
+        questions=questions,
+        group=group,
+        train_pool=train_pool,
+        heldout=heldout,
+        eval_runs=eval_runs,
+        eval_every=eval_every,
+        lr=lr,
+        clip=clip,
+        epochs=epochs,
+        seed=seed,
+        reward=reward,
+    )
+    with _bars() as bars:
+        advance = bars(f"train team ({credit}/{unit})", iterations)
+        recs = train_team(
+            cfg, out, iterations, start=start, threads=threads, progress=lambda _i, _n: advance()
+        )
+    for r in recs:
+        tr = ", ".join(
+            f"{k} {v:.3f}" for k, v in r.train.items() if k in ("reward", "loss", "rollout_s", "update_s")
+        )
+        ev = ", ".join(f"{k} {v:.3f}" for k, v in r.eval.items())
+        console.print(f"iteration {r.iteration}: train ({tr})  held-out ({ev})", highlight=False)
+    s = summarise(out)
+    console.print(
+        f"held-out team accuracy: before {s.before:.3f}, after {s.after:.3f} "
+        f"(difference {s.difference:+.3f}, paired 95% CI [{s.ci95[0]:+.3f}, {s.ci95[1]:+.3f}], "
+        f"{s.questions} questions)",
+        highlight=False,
+    )
+    console.print(f"adapters {recs[-1].policy}  curves {out}/curves.png", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Joins the ``train`` group of ``cmd_learn`` (registered in module order, so before or after)."""
+    from .cmd_learn import train_app
+
+    train_app.command("team")(train_team_cmd)
