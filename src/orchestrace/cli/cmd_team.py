@@ -10,7 +10,7 @@ from .common import console
 def train_team_cmd(
     program: str = typer.Option("team", "--program", help="runtime program (team, or module:function)"),
     tasks: str = typer.Option(
-        "antonyms", "--tasks", help="question family (training and held-out questions)"
+        "countries", "--tasks", help="question family (training and held-out questions)"
     ),
     credit: str = typer.Option("grpo", "--credit", help="broadcast, grpo, drmas, loo, shapley or c3"),
     unit: str = typer.Option("agent", "--unit", help="credit unit: agent, role, turn, message, token, ..."),
@@ -36,7 +36,7 @@ def train_team_cmd(
     PPO-clip per adapter; held-out team accuracy before and after.
 
     Example:
-      orchestrace train team --tasks antonyms --credit grpo --unit agent --iterations 3
+      orchestrace train team --tasks countries --credit grpo --unit agent --iterations 3
     """
     from ..learn.team.trainer import TeamConfig, summarise, train_team
     from .cmd_learn import _bars

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...core.errors import OrchestraceError
 from ...runtime.backends.local import GGUF_NAME, MODEL_NAME, model_folder
+from .program import BadInput
 
 LORA_TARGETS = ("q_proj", "v_proj")
 
@@ -113,7 +113,7 @@ class TeamModel:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if not adapters:
-            raise OrchestraceError("OT690", "a team model needs at least one adapter")
+            raise BadInput("OT690", "a team model needs at least one adapter")
         if threads is not None:
             torch.set_num_threads(threads)
         self.torch = torch
@@ -157,14 +157,22 @@ class TeamModel:
 
         own = self.adapter_state(name)
         if set(own) != set(state) or any(own[k].shape != state[k].shape for k in own):
-            raise OrchestraceError(
+            raise BadInput(
                 "OT691",
                 f"adapter {name!r} does not fit this model (LoRA r={self.lora.rank} on "
                 f"{', '.join(LORA_TARGETS)} of {MODEL_NAME}): different tensor names or shapes",
             )
         res = set_peft_model_state_dict(self.model, state, adapter_name=name)
         if getattr(res, "unexpected_keys", None):
-            raise OrchestraceError("OT691", f"adapter {name!r}: unexpected tensors {res.unexpected_keys[:3]}")
+            raise BadInput("OT691", f"adapter {name!r}: unexpected tensors {res.unexpected_keys[:3]}")
+
+    def use(self, adapter: str) -> None:
+        """Make ``adapter`` the active one. peft's ``set_adapter`` also turns gradients off for the
+        others, which would drop an earlier adapter's gradient from a loss summed over adapters."""
+        self.model.set_adapter(adapter)
+        for n, p in self.model.named_parameters():
+            if "lora_" in n:
+                p.requires_grad_(True)
 
     def trainable(self, name: str) -> list[Any]:
         return [p for n, p in self.model.named_parameters() if f".{name}." in n and "lora_" in n]
@@ -236,7 +244,7 @@ class TeamModel:
     def _sample_one_adapter(self, adapter: str, requests: list[SampleRequest]) -> list[SampledCompletion]:
         torch = self.torch
         inner = self.model.get_base_model()
-        self.model.set_adapter(adapter)
+        self.use(adapter)
         n = len(requests)
         steps = max(r.max_new_tokens for r in requests)
         gens = [torch.Generator().manual_seed(int(r.seed)) for r in requests]
@@ -289,7 +297,7 @@ class TeamModel:
         """Log-probabilities (with gradient) of each completion's tokens under ``adapter``, at the
         temperature they were sampled with (shared prefix once, ``lm_head`` only where needed)."""
         torch = self.torch
-        self.model.set_adapter(adapter)
+        self.use(adapter)
         inner = self.model.get_base_model()
         hidden, _, _, shared, _ = self._segments(prompts, [list(c[:-1]) for c in completions])
         out = []

@@ -23,6 +23,14 @@ from ...runtime.orchestrator import AgentSpec, BasePolicy, Message, Result, RunS
 from ..stopping.families import FAMILIES, Family, Question
 
 ADAPTER_MODES = ("shared", "role", "agent")
+
+
+class BadInput(OrchestraceError):
+    """A bad option, file or program for team training: exit 1 (bad input), not 2 (usage)."""
+
+    exit_code = 1
+
+
 AGGREGATOR = "aggregator"
 AGGREGATE_ASK = "Your teammates answered this question. Reply with the best answer, just the answer."
 
@@ -34,7 +42,7 @@ def solver_names(k: int) -> list[str]:
 def adapter_of(mode: str, agent: str, role: str) -> str:
     """The adapter an agent's calls use under an adapter mode."""
     if mode not in ADAPTER_MODES:
-        raise OrchestraceError("OT692", f"unknown adapter mode {mode!r}; known: {', '.join(ADAPTER_MODES)}")
+        raise BadInput("OT692", f"unknown adapter mode {mode!r}; known: {', '.join(ADAPTER_MODES)}")
     return {"shared": "team", "role": role, "agent": agent}[mode]
 
 
@@ -46,7 +54,7 @@ def adapters_for(mode: str, k: int) -> list[str]:
 
 def family(name: str) -> Family:
     if name not in FAMILIES:
-        raise OrchestraceError("OT693", f"unknown question family {name!r}; known: {', '.join(FAMILIES)}")
+        raise BadInput("OT693", f"unknown question family {name!r}; known: {', '.join(FAMILIES)}")
     return FAMILIES[name]
 
 
@@ -54,7 +62,7 @@ def question(fam: Family, qid: str) -> Question:
     for q in fam.questions:
         if q.id == qid:
             return q
-    raise OrchestraceError("OT693", f"no question {qid!r} in family {fam.name!r}")
+    raise BadInput("OT693", f"no question {qid!r} in family {fam.name!r}")
 
 
 def solver_shots(fam: Family) -> list[dict[str, str]]:
@@ -146,7 +154,7 @@ def build(config: dict[str, Any]) -> Setup:
     q = question(fam, str(qid)) if qid is not None else fam.questions[0]
     k = int(config.get("solvers", 2))
     if k < 1:
-        raise OrchestraceError("OT693", f"the team program needs at least one solver, got {k}")
+        raise BadInput("OT693", f"the team program needs at least one solver, got {k}")
     mode = str(config.get("adapters", "role"))
     adapter_of(mode, AGGREGATOR, AGGREGATOR)
     gold = q.gold
@@ -173,7 +181,7 @@ def trace_question(trace: Trace) -> tuple[Family, Question]:
     rt = (trace.metadata or {}).get("runtime") or {}
     cfg = rt.get("config") if isinstance(rt, dict) else None
     if not isinstance(cfg, dict) or "question" not in cfg:
-        raise OrchestraceError(
+        raise BadInput(
             "OT694",
             f"trace {trace.trace_id!r} was not recorded by the team program (no metadata.runtime.config.question)",
         )

@@ -40,7 +40,7 @@ from ...runtime.backends.base import TokenSample
 from ...runtime.cache import CallCache, cache_path
 from ..loop import IterationRecord, run_loop
 from .model import LoraSettings, TeamModel
-from .program import ADAPTER_MODES, AGGREGATOR, adapters_for, answer_correct, family, trace_question
+from .program import ADAPTER_MODES, AGGREGATOR, BadInput, adapters_for, answer_correct, family, trace_question
 
 PROGRAM = "team"
 CONFIG_FILE = "config.json"
@@ -80,14 +80,14 @@ class TeamConfig:
 
     def check(self) -> None:
         if self.credit not in TRAIN_METHODS:
-            raise OrchestraceError(
+            raise BadInput(
                 "OT695",
                 f"unknown credit method {self.credit!r} for training; known: {', '.join(TRAIN_METHODS)}",
             )
         if self.unit not in UNITS:
-            raise OrchestraceError("OT695", f"unknown credit unit {self.unit!r}; known: {', '.join(UNITS)}")
+            raise BadInput("OT695", f"unknown credit unit {self.unit!r}; known: {', '.join(UNITS)}")
         if self.adapters not in ADAPTER_MODES:
-            raise OrchestraceError(
+            raise BadInput(
                 "OT695", f"unknown adapter mode {self.adapters!r}; known: {', '.join(ADAPTER_MODES)}"
             )
         for name in (
@@ -101,10 +101,10 @@ class TeamConfig:
             "lora_rank",
         ):
             if getattr(self, name) < 1:
-                raise OrchestraceError("OT695", f"{name} must be >= 1, got {getattr(self, name)}")
+                raise BadInput("OT695", f"{name} must be >= 1, got {getattr(self, name)}")
         n = len(family(self.family).questions)
         if self.train_pool + self.heldout > n:
-            raise OrchestraceError(
+            raise BadInput(
                 "OT695",
                 f"family {self.family!r} has {n} questions: train_pool + heldout = {self.train_pool + self.heldout}",
             )
@@ -202,13 +202,22 @@ def _tokens(path: str, cache: CallCache, ref: str, event: str) -> TokenSample | 
     try:
         return msgspec.convert(ok["tokens"], TokenSample)
     except msgspec.ValidationError as e:
-        raise OrchestraceError(
+        raise BadInput(
             "OT696", f"call {ref} of event {event}: bad token record: {e}", path=cache_path(path)
         ) from None
 
 
+def credit_options(method: str) -> dict[str, Any]:
+    """Broadcast uses the shared per-question mean baseline (MAPoRL-style), so that it and the
+    per-agent methods differ only in how the team's reward is split, not in having a baseline."""
+    return {"baseline": "mean"} if method == "broadcast" else {}
+
+
 def read_batch(paths: list[str], spec: RewardSpec, method: str, unit: str, **options: Any) -> Batch:
-    """Rewards, credit and the LLM calls (tokens, behaviour log-probs, adapter) of recorded traces."""
+    """Rewards, credit and the LLM calls (tokens, behaviour log-probs, adapter) of recorded traces.
+
+    ``options`` go to the credit method (default: :func:`credit_options`)."""
+    options = options or credit_options(method)
     traces = []
     for p in paths:
         tr = load_one(p)
@@ -229,7 +238,7 @@ def read_batch(paths: list[str], spec: RewardSpec, method: str, unit: str, **opt
                 continue
             rows.append(CallRow(i, e.id, e.agent, sample.adapter, float((e.credit or {})[key]), sample))
     if not rows:
-        raise OrchestraceError(
+        raise BadInput(
             "OT697",
             "the program made no LLM call of the trainable backend in these traces: nothing to train "
             "(is it a program whose agents call an LLM?)",
@@ -322,20 +331,20 @@ def load_policy(model: TeamModel, folder: str, optimizer: Any | None = None) -> 
     p = Path(folder)
     info_path = p / POLICY_FILE
     if not info_path.is_file():
-        raise OrchestraceError("OT698", f"not a team policy folder (no {POLICY_FILE})", path=str(p))
+        raise BadInput("OT698", f"not a team policy folder (no {POLICY_FILE})", path=str(p))
     try:
         info = json.loads(info_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise OrchestraceError("OT698", f"unreadable {POLICY_FILE}: {e}", path=str(info_path)) from None
+        raise BadInput("OT698", f"unreadable {POLICY_FILE}: {e}", path=str(info_path)) from None
     if info.get("base_model") != model.base_id:
-        raise OrchestraceError(
+        raise BadInput(
             "OT698",
             f"the adapters were trained on base model {info.get('base_model')!r}, this one is {model.base_id!r}",
             path=str(info_path),
             pointer="/base_model",
         )
     if sorted(info.get("adapters") or []) != sorted(model.adapters):
-        raise OrchestraceError(
+        raise BadInput(
             "OT698",
             f"the policy has adapters {info.get('adapters')}, this run needs {model.adapters}",
             path=str(info_path),
@@ -395,11 +404,26 @@ class TeamStep:
     heldout_ids: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     last_iteration: int = 0
+    initial: dict[str, dict[str, Any]] = field(default_factory=dict)  # adapter tensors at the start
+
+    def restart(self, cfg: TeamConfig) -> None:
+        """Back to the starting adapters and a fresh optimizer, for another run of the same model."""
+        if (
+            adapters_for(cfg.adapters, cfg.solvers) != self.model.adapters
+            or cfg.lora_rank != self.model.lora.rank
+        ):
+            raise BadInput("OT699", "a loaded team model can only be reused with the same adapters")
+        for name, state in self.initial.items():
+            self.model.load_adapter_state(name, state)
+        self.cfg, self.spec, self.loaded = cfg, reward_spec(cfg), None
+        self.train_ids, self.heldout_ids = split(cfg)
+        params = [p for name in self.model.adapters for p in self.model.trainable(name)]
+        self.optimizer = self.model.torch.optim.Adam(params, lr=cfg.lr)
 
     def _ensure(self, policy: str | None) -> None:
         if policy != self.loaded:
             if policy is None:
-                raise OrchestraceError("OT699", "cannot go back to the starting adapters in a running loop")
+                raise BadInput("OT699", "cannot go back to the starting adapters in a running loop")
             load_policy(self.model, policy, self.optimizer)
             self.loaded = policy
 
@@ -461,7 +485,14 @@ class TeamStep:
         ]
         traces = run_rollouts(self.backend, self.cfg, rollouts)
         for tr in traces[:1]:  # the reward spec must yield a reward on this program's traces
-            compute_rewards(tr, self.spec)
+            try:
+                compute_rewards(tr, self.spec)
+            except OrchestraceError as e:
+                raise BadInput(
+                    "OT402",
+                    f"the reward spec yields no reward on this program's traces: {e.message}",
+                    path=self.cfg.reward,
+                ) from None
         return accuracy_figures(traces)
 
 
@@ -473,12 +504,12 @@ def check_resume(out: Path, cfg: TeamConfig) -> None:
     try:
         old = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise OrchestraceError("OT699", f"unreadable loop configuration: {e}", path=str(p)) from None
+        raise BadInput("OT699", f"unreadable loop configuration: {e}", path=str(p)) from None
     new = asdict(cfg)
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if diff:
         shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff)
-        raise OrchestraceError(
+        raise BadInput(
             "OT699",
             f"this folder holds a run of another configuration ({shown}); use a new --out",
             path=str(p),
@@ -496,7 +527,37 @@ def make_step(cfg: TeamConfig, threads: int | None = None) -> TeamStep:
     params = [p for name in model.adapters for p in model.trainable(name)]
     optimizer = model.torch.optim.Adam(params, lr=cfg.lr)
     train_ids, heldout_ids = split(cfg)
-    return TeamStep(cfg, model, TrainableBackend(model), optimizer, spec, None, train_ids, heldout_ids)
+    initial = {name: model.adapter_state(name) for name in model.adapters}
+    return TeamStep(
+        cfg, model, TrainableBackend(model), optimizer, spec, None, train_ids, heldout_ids, initial=initial
+    )
+
+
+def check_policy_file(folder: str, adapters: list[str]) -> None:
+    """Refuse a start policy of another base model or adapter set before loading anything."""
+    from .model import base_model_id
+
+    p = Path(folder) / POLICY_FILE
+    try:
+        info = json.loads(p.read_text(encoding="utf-8"))
+    except OSError:
+        raise BadInput("OT698", f"not a team policy folder (no {POLICY_FILE})", path=folder) from None
+    except json.JSONDecodeError as e:
+        raise BadInput("OT698", f"unreadable {POLICY_FILE}: {e}", path=str(p)) from None
+    if info.get("base_model") != base_model_id():
+        raise BadInput(
+            "OT698",
+            f"the adapters were trained on base model {info.get('base_model')!r}, this one is {base_model_id()!r}",
+            path=str(p),
+            pointer="/base_model",
+        )
+    if sorted(info.get("adapters") or []) != sorted(adapters):
+        raise BadInput(
+            "OT698",
+            f"the policy has adapters {info.get('adapters')}, this run needs {adapters}",
+            path=str(p),
+            pointer="/adapters",
+        )
 
 
 def train_team(
@@ -507,15 +568,22 @@ def train_team(
     start: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     threads: int | None = None,
+    step: TeamStep | None = None,
 ) -> list[IterationRecord]:
-    """Run (or resume) the loop; every check that can refuse runs before anything is written."""
+    """Run (or resume) the loop; every check that can refuse runs before anything is written.
+    ``step``: a loaded model to reuse (its adapters are taken as they are)."""
     out = Path(out)
     cfg.check()
     check_resume(out, cfg)
     reward_spec(cfg)
-    step = make_step(cfg, threads)
     if start is not None:
-        load_policy(step.model, start)  # refuses adapters of another base model or shape
+        check_policy_file(start, adapters_for(cfg.adapters, cfg.solvers))
+    if step is None:
+        step = make_step(cfg, threads)
+    else:
+        step.restart(cfg)
+    if start is not None:
+        load_policy(step.model, start)
     step.last_iteration = iterations
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / CONFIG_FILE
@@ -555,7 +623,7 @@ def summarise(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> HeldO
 
     recs = [r for r in completed(out) if r.eval]
     if len(recs) < 1:
-        raise OrchestraceError("OT699", "no evaluated iteration in this loop folder", path=str(out))
+        raise BadInput("OT699", "no evaluated iteration in this loop folder", path=str(out))
     first, last = recs[0], recs[-1]
     a = _per_question(iteration_dir(out, first.iteration))
     b = _per_question(iteration_dir(out, last.iteration))
