@@ -35,6 +35,7 @@ def test_tiny_runs_are_json_and_complete(tmp_path, public_excerpt) -> None:
     json.dumps(d)
     # the excerpt's 40 prompts less 4 contaminated: round(0.6 * 36) = 22 train, 14 held out
     assert d["queries_heldout"] == 14 and {"learned", "threshold_router", "oracle"} <= set(d["methods"])
+    assert d["algo"]["name"] == "grpo"  # the default to route (reinforce to cascade)
     assert (
         d["methods"]["oracle"]["reward"]["mean"]
         >= max(v["reward"]["mean"] for v in d["methods"].values()) - 1e-12

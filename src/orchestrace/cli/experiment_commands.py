@@ -162,7 +162,9 @@ def train_delegate_cmd(
     mode: str = typer.Option("route", "--mode", help="route (one model) or cascade (cheap first; gsm8k)"),
     iters: int = typer.Option(200, "--iters"),
     out: Path = typer.Option(Path("runs/delegate"), "-o", "--out"),
-    algo: str = _ALGO,
+    algo: str = typer.Option(
+        None, "--algo", help="reinforce, ppo or grpo (default: grpo to route, reinforce to cascade)"
+    ),
     seed: int = _SEED,
     data: Path = _DATA,
     fmt: str = _FORMAT,
