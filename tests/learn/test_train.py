@@ -103,3 +103,23 @@ def test_goal_reads_the_front_at_the_reduction() -> None:
     assert round(g["sample_reduction_x"], 6) == round(40 / 6, 6)
     assert summarize_goal(results, reduction=30)["front_accuracy_at_reduction"] is None
     assert summarize_goal(results, "learned+agg")["front_accuracy_at_reduction"] == 0.75
+
+
+def test_trace_checks_every_iteration_or_rarely_give_the_same_policy(pool) -> None:
+    """Trace checks are a consistency check, not an input: checking on fewer iterations must not
+    change the random draws, so the same seed trains the same policy."""
+    every = exact.train(pool, COST, exact.Args(iterations=5, batch=64, eval_every=2, trace_check_every=1))
+    rarely = exact.train(pool, COST, exact.Args(iterations=5, batch=64, eval_every=2, trace_check_every=40))
+    x = pool.feats[:, 0]
+    np.testing.assert_array_equal(every.policy.stop_prob(x), rarely.policy.stop_prob(x))
+    assert [h["batch_reward"] for h in every.history] == [h["batch_reward"] for h in rarely.history]
+
+
+def test_replayed_features_are_computed_once_and_equal_fresh_ones() -> None:
+    from orchestrace.learn.stopping.features import features, replay_features
+
+    pt = tables(synthetic_bank(3, PARAMS, seed=1), 12)[0][0]
+    first = replay_features(pt, 12)
+    assert replay_features(pt, 12) is first
+    np.testing.assert_array_equal(first, features(pt, 12))
+    assert not first.flags.writeable

@@ -285,6 +285,7 @@ def rollout(
     as much as the rest of a training step, so with ``trace_frac < 1`` only that fraction of
     episodes (chosen at random) gets a trace; the others take the same quantity from the
     pool's arrays, and every traced episode checks that both agree (a mismatch is a bug).
+    With ``trace_frac`` 0 no trace is built and ``rng`` is drawn only for the actions.
     """
     feats = pool.feats[episodes]  # [N, D, F]
     n, d, _ = feats.shape
@@ -296,7 +297,10 @@ def rollout(
     mask[:, -1] = False  # no decision at the budget
     rows = np.arange(n)
     rewards = pool.correct[episodes, stop_step] - cost_coef * pool.costcum[episodes, stop_step]
-    traced = np.flatnonzero(rng.random(n) < trace_frac) if trace_frac < 1 else rows
+    if trace_frac <= 0:
+        traced = rows[:0]  # no trace and no draw: the generator's stream is as with trace_frac 1
+    else:
+        traced = np.flatnonzero(rng.random(n) < trace_frac) if trace_frac < 1 else rows
     traces: list[Trace] = []
     for i in traced.tolist():
         s = int(stop_step[i])

@@ -28,7 +28,10 @@ class Args:
     batch: int = 256  # episodes per iteration
     lr: float = 5e-3
     eval_every: int = 10
-    trace_check: int = 16  # episodes per iteration whose rewards are re-read from traces
+    trace_check: int = 16  # episodes whose rewards are re-read from traces, on checked iterations
+    # iterations between trace checks: building traces cost a third of the main job when every
+    # iteration checked; the episodes' random draws are the same either way (same policies)
+    trace_check_every: int = 40
     threads: int = 1
     seed: int = 0
 
@@ -58,7 +61,8 @@ def train(
     for it in range(args.iterations):
         eps = rng.integers(pool.episodes, size=args.batch)
         if args.trace_check:  # the arrays must agree with rewards read from traces
-            rollout(pool, prob_fn(actor), eps[: args.trace_check], rng, cost)
+            checked = it % args.trace_check_every == 0
+            rollout(pool, prob_fn(actor), eps[: args.trace_check], rng, cost, trace_frac=float(checked))
         x = torch.from_numpy(pool.feats[eps])
         p = torch.sigmoid(actor(x).squeeze(-1))
         dist = stop_distribution(p)

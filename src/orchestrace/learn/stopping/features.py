@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import betainc
@@ -52,6 +52,9 @@ class PrefixTable:
     cost: np.ndarray  # [T] cumulative cost
     static: np.ndarray | None = None  # [A, 2] per-answer prior and echo (``aggregate.answer_statics``)
     ids: np.ndarray | None = None  # [A] the bank question's answer id of each id here
+    feature_cache: dict[tuple[int, tuple[float, ...] | None], np.ndarray] = field(
+        default_factory=dict, repr=False, compare=False
+    )  # ``replay_features`` by (budget, aggregator weights)
 
     @property
     def length(self) -> int:
@@ -147,6 +150,17 @@ def features(
     if pt.static is None:
         raise ValueError("a learned aggregator needs the per-answer statics of the prefix table")
     return np.concatenate([out, aggregator.features(pt.counts, pt.valid, pt.static)], axis=1)
+
+
+def replay_features(pt: PrefixTable, budget: int, aggregator: Aggregator | None = None) -> np.ndarray:
+    """``features`` of a replayed table (mean cost 1), computed once per budget and aggregator:
+    every policy of a cost sweep and of a budget search replays the same tables. Read-only."""
+    key = (budget, None if aggregator is None else tuple(aggregator.weights))
+    f = pt.feature_cache.get(key)
+    if f is None:
+        f = pt.feature_cache[key] = features(pt, budget, aggregator=aggregator)
+        f.flags.writeable = False
+    return f
 
 
 def feature_names(aggregator: bool) -> list[str]:

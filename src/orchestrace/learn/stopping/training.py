@@ -32,7 +32,7 @@ from .evaluation import (
     run_stopper,
     tables,
 )
-from .features import PrefixTable, feature_names, features
+from .features import PrefixTable, feature_names, replay_features
 from .policy import PolicyConfig, StopPolicy
 from .rules import Method, default_methods, sweep_methods
 
@@ -72,7 +72,7 @@ def _single_rule(policy: StopPolicy, threshold: float | None) -> Callable[[Prefi
 
     def rule(pt: PrefixTable, budget: int) -> int:
         pts = decision_points(min(budget, pt.length))
-        f = features(pt, budget, aggregator=agg)[pts - 1]
+        f = replay_features(pt, budget, agg)[pts - 1]
         stop = policy.stops(f, threshold)
         stop[-1] = True
         return int(pts[int(np.argmax(stop))])
