@@ -30,8 +30,8 @@ from statistics import mean
 
 from orchestrace.core.model import Event, Trace
 from orchestrace.core.paths import data_dir
+from orchestrace.core.plugins import resolve
 from orchestrace.credit import RemovalGame, compute_credit
-from orchestrace.reward._common import resolve
 
 ERROR_RE = re.compile(
     r"\b(error|exception|traceback|failed|failure|unable|cannot|can't|could not|couldn't|not found|"

@@ -29,8 +29,6 @@ from orchestrace.measure import (
 AGENTS = ("o", "a", "b")
 
 
-
-
 TYPES = ("orchestrator_decision", "message", "tool_call", "aggregate", "safety_event", "human_intervention")
 
 

@@ -60,7 +60,7 @@ def _verifier(spec: str | None, channel: str | None) -> Callable[[Trace], Any] |
         return lambda tr: tr.rewards.get(channel)
     if not spec:
         return None
-    from ..reward._common import resolve
+    from ..core.plugins import resolve
 
     return resolve(spec, what="verifier", code="OT010")
 

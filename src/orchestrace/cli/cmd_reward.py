@@ -179,7 +179,7 @@ def _credit_one(
 
 
 def _method_options(pairs: list[str]) -> dict[str, object]:
-    from ..reward._common import resolve
+    from ..core.plugins import resolve
 
     out: dict[str, object] = {}
     for kv in pairs:

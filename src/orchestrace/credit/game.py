@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping
 import msgspec
 import numpy as np
 
+from ..core.access import attr, num
 from ..core.graph import TraceGraph
 from ..core.model import Trace
-from ..reward._common import attr, num
 from .units import Units
 
 DEPENDENCY_EDGES = ("causal", "spawn", "message", "tool_dependency", "return", "aggregate", "safety_flow")

@@ -35,9 +35,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from ..core.access import attr, num
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
-from ..reward._common import attr, num
 from .game import Game, GameFactory, RemovalGame, leave_one_out, shapley
 from .units import REST, Units, unit_keys
 

@@ -24,9 +24,9 @@ from bisect import bisect_right
 
 import msgspec
 
+from ..core.access import tool_pairs
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
-from ..reward._common import tool_pairs
 
 UNITS = ("team", "orchestrator", "role", "agent", "turn", "message", "tool", "token")
 REST = "~rest"

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 
+from ..core.access import attr, num, tool_pairs
 from ..core.errors import OrchestraceError
 from ..core.model import Event, Trace
-from ._common import RewardOut, attr, mean, num, tool_pairs
+from ._common import RewardOut, mean
 
 Verifier = Callable[[Trace], float]
 AgentFn = Callable[[Trace, str], float]

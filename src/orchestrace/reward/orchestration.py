@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..core.access import attr, num, spawned
 from ..core.graph import TraceGraph
 from ..core.model import Trace
 from ..measure.parallel import critical_steps as measure_critical_steps
-from ._common import STEP_TYPES, RewardOut, attr, mean, num, spawned
+from ._common import STEP_TYPES, RewardOut, mean
 
 
 def critical_steps(trace: Trace) -> tuple[float, float]:

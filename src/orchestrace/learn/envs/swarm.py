@@ -226,7 +226,7 @@ def parl_terms(trace: Trace, parallel_cap: int = 8) -> tuple[float, float]:
     :func:`orchestrace.reward.orchestration.r7_orchestration` (``min_steps=2``), read from the
     events alone (no graph, so it is cheap enough for every training episode; the tests check it
     against R7)."""
-    from ...reward._common import STEP_TYPES
+    from ...reward import STEP_TYPES
 
     spawned = [e.to for e in trace.events if e.type == "spawn" and e.to]
     subs = dict.fromkeys(spawned)
