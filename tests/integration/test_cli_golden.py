@@ -186,4 +186,7 @@ def test_cli_output_matches_golden(name: str, outputs: dict[str, str]) -> None:
         path.write_text(outputs[name])
         return
     assert path.exists(), f"no golden {path}; run with ORCHESTRACE_UPDATE_GOLDEN=1 to write it"
-    assert outputs[name] == path.read_text(), f"{name}: output differs from {path}"
+    assert outputs[name] == path.read_text(), (
+        f"{name}: output differs from {path}; if the change is deliberate, rewrite the goldens with "
+        "ORCHESTRACE_UPDATE_GOLDEN=1 pytest tests/integration/test_cli_golden.py and commit them"
+    )
