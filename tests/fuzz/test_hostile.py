@@ -68,3 +68,19 @@ def test_limits_give_one_verdict(tmp_path: Path, name: str, value: bytes, code: 
         loaded = False
     assert r.valid == loaded, name
     assert (codes == set()) if code is None else (code in codes), (name, r.findings)
+
+
+@pytest.mark.parametrize("command", ["reward", "credit", "analyze"])
+def test_a_failed_command_leaves_no_output_file(tmp_path: Path, command: str) -> None:
+    """The second trace of the input is invalid: the command fails after streaming the first,
+    and the output does not exist (no empty or half-written file for the next step to trip on)."""
+    tr = hostile.seed_trace()
+    bad = {**tr, "trace_id": "bad", "events": [{**tr["events"][0], "tokens_in": -1}, *tr["events"][1:]]}
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(orjson.dumps(tr) + b"\n" + orjson.dumps(bad) + b"\n")
+    out = tmp_path / "out.jsonl"
+    argv = [command, "-q", str(f), "--write" if command == "analyze" else "-o", str(out)]
+    code, _, err, exc = hostile.run_cli(argv)
+    assert exc is None and code == 1, err
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["in.jsonl"]

@@ -37,6 +37,7 @@ def view(
       orchestrace view traces.duckdb --trace gen-swarm-30-3\n
       orchestrace view run.json --serve --port 8765
     """
+    from ..core.io import atomic_output
     from ..viewer import render_html
     from ..viewer.pick import pick_trace
     from ..viewer.serve import make_server
@@ -54,7 +55,8 @@ def view(
     html = render_html(chosen, max_content=max_content)
     if out is not None or not serve:
         dest = Path(out) if out is not None else _default_out(trace)
-        dest.write_text(html, encoding="utf-8")
+        with atomic_output(dest) as tmp:
+            Path(tmp).write_text(html, encoding="utf-8")
         console_err.print(f"wrote {dest} ({len(chosen.events)} events, {len(html) / 1e6:.1f} MB)")
     if serve:
         server = make_server(html, port)

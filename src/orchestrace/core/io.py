@@ -9,7 +9,9 @@ import gzip
 import io
 import os
 import sys
+import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -83,6 +85,27 @@ def _open_write(path: str, append: bool = False) -> IO[bytes]:
     return open(path, mode)  # noqa: SIM115
 
 
+@contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[str]:
+    """A temporary path beside ``path`` (same folder, same extensions) that replaces ``path``
+    (``os.replace``) when the block succeeds and is removed when it fails: an output file
+    appears only complete, never empty or half-written. ``-`` (stdout) passes through."""
+    p = os.fspath(path)
+    if p == "-":
+        yield p
+        return
+    target = Path(p)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=f"-{target.name}", dir=target.parent)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def save(traces: Trace | Iterable[Trace], path: str | os.PathLike[str]) -> int:
     """Write traces in the format the extension names; returns how many were written."""
     p = os.fspath(path)
@@ -94,23 +117,22 @@ def save(traces: Trace | Iterable[Trace], path: str | os.PathLike[str]) -> int:
         )
     if fmt == "events" and len(items) != 1:
         raise LoadError("OT112", f"an event log holds exactly one trace, got {len(items)}", path=p)
-    if p != "-":
-        Path(p).parent.mkdir(parents=True, exist_ok=True)
-    f = _open_write(p)
-    try:
-        if fmt == "json":
-            f.write(dumps(items[0], indent=len(items[0].events) <= 10_000) + b"\n")
-        elif fmt == "jsonl":
-            for tr in items:
-                f.write(dumps(tr) + b"\n")
-        else:
-            for line in event_log_lines(items[0]):
-                f.write(line)
-    finally:
-        if p != "-":
-            f.close()
-        else:
-            f.flush()
+    with atomic_output(p) as tmp:
+        f = _open_write(tmp)
+        try:
+            if fmt == "json":
+                f.write(dumps(items[0], indent=len(items[0].events) <= 10_000) + b"\n")
+            elif fmt == "jsonl":
+                for tr in items:
+                    f.write(dumps(tr) + b"\n")
+            else:
+                for line in event_log_lines(items[0]):
+                    f.write(line)
+        finally:
+            if tmp != "-":
+                f.close()
+            else:
+                f.flush()
     return len(items)
 
 

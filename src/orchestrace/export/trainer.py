@@ -34,6 +34,7 @@ import msgspec
 import orjson
 
 from ..core.errors import OrchestraceError
+from ..core.io import atomic_output
 from ..core.model import Trace
 from ..credit import EPS, assign_credit, normalise, unit_keys
 from .context import DEFAULT_MAX_CHARS, event_prompts
@@ -174,7 +175,7 @@ def _write_jsonl(rows_by_stream: dict[str, list[dict[str, Any]]], out: str) -> i
     os.makedirs(out, exist_ok=True)
     n = 0
     for stream, rows in rows_by_stream.items():
-        with open(os.path.join(out, _fname(stream) + ".jsonl"), "wb") as f:
+        with atomic_output(os.path.join(out, _fname(stream) + ".jsonl")) as tmp, open(tmp, "wb") as f:
             for r in rows:
                 f.write(orjson.dumps(r) + b"\n")
                 n += 1

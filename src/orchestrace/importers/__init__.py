@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import IO, Any
 
 from ..core.errors import OrchestraceError
@@ -228,27 +227,28 @@ def iter_import(
 
 
 def write(traces: Iterable[Trace], out: str) -> int:
-    """Save traces; ``.jsonl`` outputs (also ``.gz``/``.zst``) are streamed, one trace in memory."""
-    from ..core.io import dumps, save
+    """Save traces; ``.jsonl`` outputs (also ``.gz``/``.zst``) are streamed, one trace in memory.
+    The file appears only when every trace is written (``atomic_output``): a failure mid-stream
+    leaves no empty or partial output behind."""
+    from ..core.io import atomic_output, dumps, save
     from ..core.read import split_format
 
     fmt, comp = split_format(out)
     if fmt != "jsonl":
         items = list(traces)
         return save(items, out) if items else 0
-    if out != "-":
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
     n = 0
-    f = _open_out(out, comp)
-    try:
-        for tr in traces:
-            f.write(dumps(tr) + b"\n")
-            n += 1
-    finally:
-        if out != "-":
-            f.close()
-        else:
-            f.flush()
+    with atomic_output(out) as tmp:
+        f = _open_out(tmp, comp)
+        try:
+            for tr in traces:
+                f.write(dumps(tr) + b"\n")
+                n += 1
+        finally:
+            if tmp != "-":
+                f.close()
+            else:
+                f.flush()
     return n
 
 
