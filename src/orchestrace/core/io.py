@@ -70,13 +70,18 @@ def _check_finite(trace: Trace) -> None:
                 )
 
 
-def _open_write(path: str, append: bool = False) -> IO[bytes]:
+def open_write(path: str, append: bool = False, *, final: str | None = None) -> IO[bytes]:
+    """A binary stream compressing as the extension says. ``final``: the name the file will
+    have (``atomic_output``), written into the gzip header so the bytes do not depend on the
+    temporary name."""
     _, comp = split_format(path)
     mode = "ab" if append else "wb"
     if path == "-":
         return sys.stdout.buffer
     if comp == "gz":
-        return gzip.GzipFile(path, mode=mode, mtime=0)  # type: ignore[return-value]
+        g = gzip.GzipFile(final or path, mode=mode, fileobj=open(path, mode), mtime=0)  # noqa: SIM115
+        g.myfileobj = g.fileobj  # GzipFile closes only a file it opened itself: this one too
+        return g  # type: ignore[return-value]
     if comp == "zst":
         import zstandard
 
@@ -118,7 +123,7 @@ def save(traces: Trace | Iterable[Trace], path: str | os.PathLike[str]) -> int:
     if fmt == "events" and len(items) != 1:
         raise LoadError("OT112", f"an event log holds exactly one trace, got {len(items)}", path=p)
     with atomic_output(p) as tmp:
-        f = _open_write(tmp)
+        f = open_write(tmp, final=p)
         try:
             if fmt == "json":
                 f.write(dumps(items[0], indent=len(items[0].events) <= 10_000) + b"\n")
@@ -160,7 +165,7 @@ class EventLogWriter:
     ) -> None:
         self.path = os.fspath(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._f = _open_write(self.path)
+        self._f = open_write(self.path)
         self._fsync = fsync
         self._count = 0
         self._write({REC: "header", **header})

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
-from typing import IO, Any
+from typing import Any
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
@@ -230,16 +230,16 @@ def write(traces: Iterable[Trace], out: str) -> int:
     """Save traces; ``.jsonl`` outputs (also ``.gz``/``.zst``) are streamed, one trace in memory.
     The file appears only when every trace is written (``atomic_output``): a failure mid-stream
     leaves no empty or partial output behind."""
-    from ..core.io import atomic_output, dumps, save
+    from ..core.io import atomic_output, dumps, open_write, save
     from ..core.read import split_format
 
-    fmt, comp = split_format(out)
+    fmt, _ = split_format(out)
     if fmt != "jsonl":
         items = list(traces)
         return save(items, out) if items else 0
     n = 0
     with atomic_output(out) as tmp:
-        f = _open_out(tmp, comp)
+        f = open_write(tmp, final=out)
         try:
             for tr in traces:
                 f.write(dumps(tr) + b"\n")
@@ -250,18 +250,3 @@ def write(traces: Iterable[Trace], out: str) -> int:
             else:
                 f.flush()
     return n
-
-
-def _open_out(out: str, comp: str | None) -> IO[bytes]:
-
-    if out == "-":
-        return sys.stdout.buffer
-    if comp == "gz":
-        import gzip
-
-        return gzip.GzipFile(out, mode="wb", mtime=0)  # type: ignore[return-value]
-    if comp == "zst":
-        import zstandard
-
-        return zstandard.ZstdCompressor(level=3).stream_writer(open(out, "wb"), closefd=True)  # type: ignore[return-value]  # noqa: SIM115
-    return open(out, "wb")  # noqa: SIM115
