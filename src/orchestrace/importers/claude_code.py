@@ -281,10 +281,10 @@ class _Session:
                     continue
                 self.seen.add(uid)
             typ = r.get("type")
-            if not isinstance(typ, str):
+            if not isinstance(typ, str | None):  # unhashable or a number: not a record we know
                 self.b.stats.bad_values["record type that is not a string"] += 1
                 continue
-            self.b.stats.records[typ] += 1
+            self.b.stats.records[str(typ)] += 1
             n0 = len(self.b.events)
             if typ == "assistant":
                 self._assistant(r, agent, is_main)
