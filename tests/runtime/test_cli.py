@@ -76,3 +76,22 @@ def test_cli_process_exit_code_on_bad_fork(tmp_path):
     ]
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 2 and "OT607" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_run_whose_every_call_failed_is_a_failed_run(tmp_path, capsys):
+    """Nothing listens on the port: pec's 6 agent turns (planner, executor, critic over 2 cycles)
+    fail after 3 attempts each (2 retries), 18 connection errors: exit 1, status error, one cause."""
+    import socket
+
+    with socket.socket() as s:  # a loopback port that was free a moment ago and is closed now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = str(tmp_path / "pec.events.jsonl")
+    code, cap = _cli(["run", "pec", "--base-url", f"http://127.0.0.1:{port}/v1", "-o", path], capsys)
+    assert code == 1
+    assert "status: error" in cap.out and "live calls 18" in cap.out
+    (cause,) = [line for line in cap.err.splitlines() if line.startswith("error:")]
+    assert cause.startswith("error: all 6 agent turns failed; the first: connection")
+    tr = load_one(path)  # the trace is still written, valid, and says so
+    assert tr.metadata["outcome"]["status"] == "error"
+    assert sum(e.type == "return" and e.status == "error" for e in tr.events) == 18

@@ -78,7 +78,7 @@ def test_exhausted_retries_continue_or_fail_by_policy(tmp_path, server):
         retries=1,
     )
     _valid(res)
-    assert res.outcome["status"] == "failed" and res.outcome["stop_reason"] == "error"
+    assert res.outcome["status"] == "error" and res.outcome["stop_reason"] == "error"
     ds = [e for e in res.trace.events if e.type == "despawn"]
     assert len(ds) == 4  # every worker is despawned, finished or cancelled
 

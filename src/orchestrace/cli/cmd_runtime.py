@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from ..core.errors import OrchestraceError
-from .common import console
+from .common import console, console_err
 
 
 def _config(pairs: list[str]) -> dict[str, object]:
@@ -107,6 +107,10 @@ def run(
         retries=retries,
         budget=Budget(budget_tokens, budget_usd, budget_seconds),
     )
+    if res.outcome.get("status") == "error":
+        console.print(f"[red]failed[/red] {res.path} ({spec['kind']}): {_summary(res)}", highlight=False)
+        console_err.print(f"[red]error:[/red] {escape(str(res.outcome.get('cause')))}", highlight=False)
+        raise typer.Exit(1)
     console.print(f"[green]recorded[/green] {res.path} ({spec['kind']}): {_summary(res)}", highlight=False)
 
 

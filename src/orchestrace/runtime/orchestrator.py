@@ -484,13 +484,19 @@ class Orchestrator:
         for name in list(s.agents):
             rec.set_cursor(cur)
             self._despawn(name, "done")
-        status = "failed" if reason == "error" else "ok"
-        rec.metadata["outcome"] = {
-            "status": status,
+        errors = [r for r in s.results if r.status == "error"]
+        every_call_failed = bool(s.results) and len(errors) == len(s.results)
+        outcome: dict[str, Any] = {
+            "status": "error" if reason == "error" or every_call_failed else "ok",
             "stop_reason": reason,
             "final": s.final,
             "rounds": s.round,
         }
+        if every_call_failed:  # nothing was answered: a failed run, whatever the policy decided
+            outcome["cause"] = f"all {len(errors)} agent turns failed; the first: {errors[0].error}"
+        elif reason == "error" and errors:
+            outcome["cause"] = f"{errors[-1].agent} failed: {errors[-1].error}"
+        rec.metadata["outcome"] = outcome
 
 
 async def _cancel(jobs: set[asyncio.Task[Result]]) -> None:
