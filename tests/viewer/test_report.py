@@ -162,3 +162,23 @@ def test_report_errors(tmp_path: Path):
     (bad / "pareto.json").write_text("{not json")
     with pytest.raises(OrchestraceError, match="not valid JSON"):
         build_report(bad)
+
+
+def test_report_on_the_main_jobs_folder_and_on_its_report_folder(tmp_path: Path):
+    """``train stop`` writes its JSON and plots to runs/stop/report/: ``report runs/stop`` (as the
+    README says) and ``report runs/stop/report`` both write runs/stop/report/report.html, and
+    leave the main job's own pareto.png (with its policy marks) alone."""
+    for arg in ("stop", "stop/report"):
+        runs = tmp_path / arg.replace("/", "-") / "runs"
+        rep = runs / "stop" / "report"
+        rep.mkdir(parents=True)
+        (rep / "pareto.json").write_text(json.dumps({"points": eval_rows()[:-1]}))
+        (rep / "learning_curves.json").write_text(
+            json.dumps({"ppo": [{"iteration": i, "r": i} for i in range(5)]})
+        )
+        (rep / "pareto.png").write_bytes(b"the main job's plot")
+        res = build_report(runs / arg)
+        assert res.html == rep / "report.html" and res.html.exists()
+        assert sorted(p.name for p in res.pngs) == ["report_learning_curves.png", "report_pareto.png"]
+        assert not (rep / "report").exists()
+        assert (rep / "pareto.png").read_bytes() == b"the main job's plot"

@@ -82,14 +82,14 @@ def _default_out(trace: str) -> Path:
 def report(
     run_dir: Annotated[str, typer.Argument(help="Directory written by an analysis or training run.")],
     out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Output directory (default: RUN_DIR/report).")
+        str | None, typer.Option("--out", "-o", help="Output directory (default: RUN_DIR/report, or RUN_DIR itself if it is named report).")
     ] = None,
 ) -> None:
     """HTML report with PNG plots of a run: accuracy-vs-cost Pareto curves (pareto.json), learning
     curves (learning_curve.json), per-agent cost breakdowns (analysis.json or trace files).
 
     Examples:\n
-      orchestrace report runs/stop-2026-11-22\n
+      orchestrace report runs/stop            # the main job: writes runs/stop/report/report.html\n
       orchestrace report runs/analysis -o /tmp/report
     """
     from ..viewer.report import build_report

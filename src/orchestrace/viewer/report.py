@@ -385,14 +385,21 @@ table{border-collapse:collapse;font-size:12.5px;margin:8px 0}td,th{border:1px so
 th{background:#f4f5f7}figure{margin:10px 0}img{max-width:100%;border:1px solid #eee}figcaption,.src{color:#6b7385;font-size:12px}"""
 
 
+def default_report_dir(run: Path) -> Path:
+    """``RUN_DIR/report``, or RUN_DIR itself when it is already a ``report`` folder (the main job
+    writes its JSON to ``runs/stop/report/``: ``report runs/stop`` and ``report runs/stop/report``
+    both write ``runs/stop/report/report.html``)."""
+    return run if run.name == "report" else run / "report"
+
+
 def build_report(run_dir: str | Path, out: str | Path | None = None) -> RunReport:
     """Read the run's JSON (and traces), write PNGs and ``report.html`` into ``out``."""
     run = Path(run_dir)
     if not run.is_dir():
         raise OrchestraceError("OT001", "run directory not found", path=str(run))
-    dest = Path(out) if out is not None else run / "report"
+    dest = Path(out) if out is not None else default_report_dir(run)
     dest.mkdir(parents=True, exist_ok=True)
-    files = sorted(p for p in run.rglob("*") if p.is_file() and dest not in p.parents)
+    files = sorted(p for p in run.rglob("*") if p.is_file())
     pareto = [p for p in files if p.name.startswith("pareto") and p.suffix == ".json"]
     curves = [p for p in files if p.name.startswith("learning_curve") and p.suffix == ".json"]
     analyses = [p for p in files if p.name.startswith("analysis") and p.suffix == ".json"]
@@ -408,6 +415,8 @@ def build_report(run_dir: str | Path, out: str | Path | None = None) -> RunRepor
     sections: list[str] = []
 
     def png(src: Path, kind: str) -> Path:
+        if src.parent.resolve() == dest.resolve():  # beside the main job's own plots: do not clobber them
+            return dest / f"report_{src.stem}.png"
         stem = src.relative_to(run).with_suffix("").as_posix().replace("/", "__")
         return dest / f"{kind}__{stem}.png" if stem != kind else dest / f"{kind}.png"
 
