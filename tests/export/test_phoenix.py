@@ -150,11 +150,11 @@ def test_phoenix_ingests_generated_traces(phoenix: tuple[str, int, Path]) -> Non
 
 
 def test_phoenix_ingests_a_real_codex_session_with_content(
-    phoenix: tuple[str, int, Path], data: Path
+    phoenix: tuple[str, int, Path], public_excerpt: Path
 ) -> None:
     from orchestrace.importers import codex
 
-    tr = next(codex.load(next((data / "codex").glob("rollout-*.jsonl")), keep_content=True))
+    tr = next(codex.load(next((public_excerpt / "codex").glob("rollout-*.jsonl")), keep_content=True))
     spans = _check(phoenix[0], "codex", [tr], include_content=True)
     llm = [s for s in spans if s["span_kind"] == "LLM"]
     assert sum(s["attributes"]["llm.token_count.total"] for s in llm) == tr.costs["tokens"] == 6_064_954
