@@ -100,3 +100,14 @@ def test_env_and_baselines() -> None:
             rs.append(info["r_perf"])
         means[b] = np.mean(rs)
     assert means["serial"] < 0.3 < means["makespan_heuristic"]  # serial collapse fails
+
+
+def test_a_policy_of_the_old_observation_is_a_clear_error(tmp_path) -> None:
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.learn.experiments import eval_swarm
+    from orchestrace.learn.rl.rollouts import NumpyPolicy, PolicyMeta
+
+    old = NumpyPolicy(PolicyMeta("Swarm", 18, 9, [], 0, {}), [(np.zeros((18, 9)), np.zeros(9))])
+    path = old.save(tmp_path / "swarm-18")
+    with pytest.raises(OrchestraceError, match="18 features, the Swarm env has 26"):
+        eval_swarm(path, eval_tasks=1)

@@ -195,11 +195,27 @@ def train_swarm_parallel(
     return r
 
 
+def _load_swarm_policy(path: str | Path) -> NumpyPolicy:
+    """A Swarm policy whose observation is today's :data:`~..envs.swarm.FEATURE_NAMES` (policies
+    saved before the makespan heuristic's k became a feature see 18 features, not 26)."""
+    from ...core.errors import OrchestraceError
+    from ..envs.swarm import N_FEATURES
+
+    pol = NumpyPolicy.load(path, env="Swarm")
+    if pol.meta.obs_dim != N_FEATURES:
+        raise OrchestraceError(
+            "OT664",
+            f"policy sees {pol.meta.obs_dim} features, the Swarm env has {N_FEATURES}: retrain with train swarm",
+            path=str(path),
+        )
+    return pol
+
+
 def eval_swarm(policy: str | Path | None = None, *, eval_tasks: int = 200, seed: int = 0) -> dict[str, Any]:
     """Held-out DAGs: a saved policy (if given) and every baseline, with measured Critical Steps."""
     from ..envs.swarm import SwarmEnv
 
-    pol = NumpyPolicy.load(policy, env="Swarm") if policy is not None else None
+    pol = _load_swarm_policy(policy) if policy is not None else None
     r = _swarm_report(SwarmEnv(task_seed=SWARM_TEST_SEED), pol, eval_tasks, seed)
     r.update(env="Swarm", seed=seed, test_task_seed=SWARM_TEST_SEED)
     return r
@@ -214,7 +230,7 @@ def eval_swarm_parallel(
     from ..envs.swarm import baseline_ks, swarm_reward
     from ..envs.swarm_parallel import SwarmParallelEnv, hier_stage_critical
 
-    pol = NumpyPolicy.load(policy, env="Swarm") if isinstance(policy, str | Path) else policy
+    pol = _load_swarm_policy(policy) if isinstance(policy, str | Path) else policy
     env = SwarmParallelEnv(branches=branches, task_seed=SWARM_TEST_SEED)
 
     def rule(name: str) -> Any:
