@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from orchestrace.core.stats import pareto_front
 from orchestrace.learn.envs.stopvote import build_pool
 from orchestrace.learn.stopping.aggregate import fit_aggregator
 from orchestrace.learn.stopping.banks import (
@@ -44,7 +45,6 @@ from orchestrace.learn.stopping.evaluation import (
     dominates,
     paired_diff_ci,
     paired_reward_ratio_ci,
-    pareto_front,
     run_rule,
     run_stopper,
     tables,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from orchestrace.core.stats import pareto_front
 from orchestrace.learn.stopping.banks import NULL, Bank, BankQuestion, SynthParams, synthetic_bank
 from orchestrace.learn.stopping.evaluation import (
     Result,
     bootstrap_ci,
     paired_reward_ratio_ci,
-    pareto_front,
     run_methods,
 )
 from orchestrace.learn.stopping.features import beta_confidence, prefix_table

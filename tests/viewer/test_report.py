@@ -11,9 +11,10 @@ from PIL import Image
 
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.io import save
+from orchestrace.core.stats import pareto_front
 from orchestrace.gen import generate
 from orchestrace.measure import breakdown
-from orchestrace.viewer.report import build_report, curve_name, pareto_front, read_learning_curve
+from orchestrace.viewer.report import build_report, curve_name, read_learning_curve
 
 
 def png_ok(path: Path) -> bool:

@@ -38,6 +38,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import OrchestraceError
+from ..core.stats import pareto_front
 
 COST_KEYS = ("cost", "mean_samples", "usd", "tokens")
 STEP_KEYS = ("step", "iteration", "epoch", "episode")
@@ -178,15 +179,6 @@ def curve_name(row: dict[str, Any]) -> str:
     name = str(row.get("method", "?"))
     base = _GROUP_SPLIT.split(name, 1)[0] or name
     return _TRAILING_NUMBER.sub("-k", base)
-
-
-def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Non-dominated points (lower cost, higher accuracy), by increasing cost."""
-    front: list[tuple[float, float]] = []
-    for x, y in sorted(points, key=lambda p: (p[0], -p[1])):
-        if not front or y > front[-1][1]:
-            front.append((x, y))
-    return front
 
 
 def plot_pareto(data: dict[str, Any], out: Path) -> Path:

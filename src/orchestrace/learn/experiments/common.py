@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import OrchestraceError
+from ...core.stats import bootstrap_means, percentile_ci
 from ..rl.train_gym import check_algo
 
 SPLIT_SEED = 0
@@ -27,9 +28,7 @@ def bootstrap_ci(
     x = np.asarray(x, float)
     if len(x) == 0:
         return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(len(x), size=(n_boot, len(x)))].mean(axis=1)
-    return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
+    return percentile_ci(bootstrap_means([x], n_boot, seed)[0], level=1 - alpha)
 
 
 def paired_ci(a: np.ndarray, b: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.stats import bootstrap_means, percentile_ci
 from .aggregate import answer_statics
 from .banks import NULL, Bank, BankQuestion
 from .features import PrefixTable, replay_table
@@ -119,29 +120,14 @@ def bootstrap_ci(
     res: Result, n_boot: int = 1000, seed: int = 0, level: float = 0.95
 ) -> dict[str, tuple[float, float]]:
     """Percentile bootstrap over questions for accuracy and mean samples."""
-    rng = np.random.default_rng(seed)
-    q = len(res.correct)
-    idx = rng.integers(0, q, size=(n_boot, q))
-    acc = res.correct[idx].mean(axis=1)
-    ns = res.n_used[idx].mean(axis=1)
-    lo, hi = (1 - level) / 2 * 100, (1 + level) / 2 * 100
-    return {
-        "accuracy": (float(np.percentile(acc, lo)), float(np.percentile(acc, hi))),
-        "mean_samples": (float(np.percentile(ns, lo)), float(np.percentile(ns, hi))),
-    }
+    acc, ns = bootstrap_means([res.correct, res.n_used], n_boot, seed)
+    return {"accuracy": percentile_ci(acc, level), "mean_samples": percentile_ci(ns, level)}
 
 
 def paired_diff_ci(a: Result, b: Result, n_boot: int = 1000, seed: int = 0) -> dict[str, tuple[float, float]]:
     """Bootstrap CI of (a - b) on the same questions, for accuracy and mean samples."""
-    rng = np.random.default_rng(seed)
-    q = len(a.correct)
-    idx = rng.integers(0, q, size=(n_boot, q))
-    dacc = a.correct[idx].mean(1) - b.correct[idx].mean(1)
-    dn = a.n_used[idx].mean(1) - b.n_used[idx].mean(1)
-    return {
-        "accuracy": (float(np.percentile(dacc, 2.5)), float(np.percentile(dacc, 97.5))),
-        "mean_samples": (float(np.percentile(dn, 2.5)), float(np.percentile(dn, 97.5))),
-    }
+    acc_a, acc_b, n_a, n_b = bootstrap_means([a.correct, b.correct, a.n_used, b.n_used], n_boot, seed)
+    return {"accuracy": percentile_ci(acc_a - acc_b), "mean_samples": percentile_ci(n_a - n_b)}
 
 
 def paired_reward_ratio_ci(
@@ -149,20 +135,8 @@ def paired_reward_ratio_ci(
 ) -> tuple[float, float]:
     """Bootstrap CI of reward(a) / reward(b) on the same questions (ratio of mean rewards,
     reward = correct - cost * samples)."""
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(a.correct), size=(n_boot, len(a.correct)))
-    ra, rb = a.correct - cost * a.n_used, b.correct - cost * b.n_used
-    ratio = ra[idx].mean(1) / rb[idx].mean(1)
-    return float(np.percentile(ratio, 2.5)), float(np.percentile(ratio, 97.5))
-
-
-def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Non-dominated (mean_samples, accuracy) points, sorted by samples (fewer and better wins)."""
-    best: list[tuple[float, float]] = []
-    for s, a in sorted(points, key=lambda p: (p[0], -p[1])):
-        if not best or a > best[-1][1]:
-            best.append((s, a))
-    return best
+    ra, rb = bootstrap_means([a.correct - cost * a.n_used, b.correct - cost * b.n_used], n_boot, seed)
+    return percentile_ci(ra / rb)
 
 
 def accuracy_at(front: Sequence[tuple[float, float]], samples: float) -> float:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import OrchestraceError
+from ...core.stats import pareto_front
 from .aggregate import Aggregator, fit_aggregator
 from .banks import Bank, calibrate, load_bank
 from .evaluation import (
@@ -26,7 +27,6 @@ from .evaluation import (
     accuracy_at,
     bootstrap_ci,
     paired_diff_ci,
-    pareto_front,
     results_json,
     run_rule,
     run_stopper,

@@ -619,6 +619,7 @@ def _per_question(folder: Path) -> dict[str, float]:
 def summarise(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> HeldOut:
     import numpy as np
 
+    from ...core.stats import bootstrap_means, percentile_ci
     from ..loop import completed, iteration_dir
 
     recs = [r for r in completed(out) if r.eval]
@@ -629,13 +630,12 @@ def summarise(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> HeldO
     b = _per_question(iteration_dir(out, last.iteration))
     qs = sorted(set(a) & set(b))
     d = np.array([b[q] - a[q] for q in qs])
-    rng = np.random.default_rng(seed)
-    boots = d[rng.integers(0, len(d), size=(resamples, len(d)))].mean(axis=1) if len(d) else np.zeros(1)
+    boots = bootstrap_means([d], resamples, seed)[0] if len(d) else np.zeros(1)
     return HeldOut(
         before=float(np.mean([a[q] for q in qs])) if qs else 0.0,
         after=float(np.mean([b[q] for q in qs])) if qs else 0.0,
         difference=float(d.mean()) if len(d) else 0.0,
-        ci95=(float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))),
+        ci95=percentile_ci(boots),
         questions=len(qs),
         iteration=last.iteration,
     )

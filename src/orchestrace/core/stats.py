@@ -1,0 +1,36 @@
+"""Statistics every report shares: bootstrap confidence intervals and the Pareto front.
+
+One percentile bootstrap everywhere, so a CI printed by ``eval``, ``train`` or ``loop`` means the
+same thing: resample the items (questions, tasks) with replacement, take the mean, read the
+percentiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def bootstrap_means(columns: Sequence[np.ndarray], n_boot: int = 1000, seed: int = 0) -> list[np.ndarray]:
+    """Means of each column over the same ``n_boot`` resamples of the items (paired columns stay
+    paired: a resample picks the same items in every column)."""
+    rng = np.random.default_rng(seed)
+    n = len(columns[0])
+    idx = rng.integers(0, n, size=(n_boot, n))
+    return [np.asarray(c)[idx].mean(axis=1) for c in columns]
+
+
+def percentile_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """The central ``level`` interval of bootstrap values (0.95: the 2.5th and 97.5th percentiles)."""
+    alpha = round(1 - level, 12)  # 1 - 0.95 is 0.050000000000000044 in floating point
+    return float(np.quantile(values, alpha / 2)), float(np.quantile(values, 1 - alpha / 2))
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Non-dominated (cost, quality) points by increasing cost: lower cost and higher quality win."""
+    front: list[tuple[float, float]] = []
+    for x, y in sorted(points, key=lambda p: (p[0], -p[1])):
+        if not front or y > front[-1][1]:
+            front.append((x, y))
+    return front
