@@ -38,7 +38,7 @@ def load_one(path: str | os.PathLike[str], *, validate: bool = True) -> Trace:
 
 
 def iter_traces(path: str | os.PathLike[str], *, validate: bool = True) -> Iterator[Trace]:
-    for raw in iter_raw(path):
+    for raw in iter_raw(path, check_duplicates=validate):  # a duplicate key is OT005 here too
         if validate:
             check_raw(raw, raise_on_error=True)
         yield raw_to_trace(raw)

@@ -720,7 +720,7 @@ def _tools_paired_by_id(events: list[Any], types: list[Any], t: np.ndarray, idx:
 
 def _named_agents(events: list[Any]) -> set[str]:
     """Every string in a ``from`` or ``to`` field."""
-    if events and type(events[0]) is not dict and set(map(type, events)) == {type(events[0])}:
+    if events and isinstance(events[0], VEvent) and set(map(type, events)) == {VEvent}:
         return {v for v in (*(e.from_ for e in events), *(e.to for e in events)) if type(v) is str}
     rows = [ev for ev in events if type(ev) is dict]
     named: set[str] = set()
@@ -815,6 +815,8 @@ def _check_semantics(
         return
     for i, ev in enumerate(events):
         if type(ev) is dict and "from" not in ev and "to" not in ev:
+            continue
+        if not (type(ev) is dict or isinstance(ev, VEvent)):  # reported as a type error already
             continue
         for k in ("from", "to"):
             v = ev.get(k)
