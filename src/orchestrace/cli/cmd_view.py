@@ -82,7 +82,12 @@ def _default_out(trace: str) -> Path:
 def report(
     run_dir: Annotated[str, typer.Argument(help="Directory written by an analysis or training run.")],
     out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Output directory (default: RUN_DIR/report, or RUN_DIR itself if it is named report).")
+        str | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output directory (default: RUN_DIR/report, or RUN_DIR itself if it is named report).",
+        ),
     ] = None,
 ) -> None:
     """HTML report with PNG plots of a run: accuracy-vs-cost Pareto curves (pareto.json), learning

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from ...runtime.examples.common import ANTONYM_FEWSHOT
+
 
 @cache
 def word_lists() -> dict[str, list]:
@@ -91,7 +93,7 @@ def _canon_phrase(text: str, q: Question) -> str | None:
 
 
 def _antonym_question(word: str) -> str:
-    return f'What is the opposite of the word "{word}"? Answer with just one word.'
+    return ANTONYM_FEWSHOT.format(w=word)  # the prompt the runtime examples ask
 
 
 def _city_question(city: str) -> str:

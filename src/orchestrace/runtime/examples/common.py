@@ -24,10 +24,12 @@ class Setup:
 
 ANTONYM_SYSTEM = "You are a careful assistant. Answer with just one word."
 ANTONYM_FEWSHOT = 'What is the opposite of the word "{w}"? Answer with just one word.'
-#: Three example turns: with them the small local model answers with one word (docs/local-llm.md).
+#: Three example (word, antonym) pairs: with them the small local model answers with one word
+#: (docs/local-llm.md).
+ANTONYM_SHOTS = (("big", "small"), ("open", "closed"), ("light", "dark"))
 ANTONYM_EXAMPLES = [
     m
-    for q, a in (("big", "small"), ("open", "closed"), ("light", "dark"))
+    for q, a in ANTONYM_SHOTS
     for m in ({"role": "user", "content": ANTONYM_FEWSHOT.format(w=q)}, {"role": "assistant", "content": a})
 ]
 _FILLER = {"the", "a", "an", "opposite", "of", "word", "is", "would", "be", "answer"}

@@ -19,11 +19,9 @@ from typing import Any
 from ...core.errors import OrchestraceError
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
-from .common import ANTONYM_FEWSHOT, Setup
+from .common import ANTONYM_FEWSHOT, ANTONYM_SHOTS, Setup
 
-_ANTONYM_SHOTS = [
-    [ANTONYM_FEWSHOT.format(w=q), a] for q, a in (("big", "small"), ("open", "closed"), ("light", "dark"))
-]
+_ANTONYM_SHOTS = [[ANTONYM_FEWSHOT.format(w=q), a] for q, a in ANTONYM_SHOTS]
 
 _PUNCT = re.compile(r"[^\w\s'-]")
 
