@@ -7,7 +7,14 @@ import gzip
 import pytest
 
 from orchestrace.core.errors import OrchestraceError
-from orchestrace.learn.stopping.banks import Bank, BankQuestion, default_bank, load_bank, save_bank
+from orchestrace.learn.stopping.banks import (
+    Bank,
+    BankQuestion,
+    default_bank,
+    load_bank,
+    one_sample_accuracy,
+    save_bank,
+)
 from orchestrace.learn.stopping.families import FAMILIES
 
 
@@ -76,3 +83,18 @@ def test_canonicalisation_maps_aliases() -> None:
     assert cty.canonical("The United States of America.", q) == "united states"
     assert cty.canonical("USA", q) == "united states"
     assert cty.canonical("Canada", q) == "canada"
+
+
+def test_one_sample_accuracy_is_the_mean_over_every_sample() -> None:
+    """q1 has 3 of 4 samples right, q2 1 of 4 (only its first): one sample is right with
+    probability (0.75 + 0.25) / 2 = 0.5; the first sample alone would say 1.0."""
+    b = Bank(
+        "x",
+        [
+            BankQuestion("q1", "?", "a", ["a", "b", "a", "a"]),
+            BankQuestion("q2", "?", "a", ["a", "b", None, "c"]),
+        ],
+    )
+    assert one_sample_accuracy(b) == 0.5
+    assert one_sample_accuracy(b, 2) == 0.5  # (1/2 + 1/2) / 2
+    assert one_sample_accuracy(b, 1) == 1.0

@@ -226,7 +226,7 @@ def eval_stop_cmd(
     """Every stopping baseline (and a learned policy) on one bank.
 
     Examples:
-      orchestrace eval stop --bank countries --policy runs/stop/policy --format json
+      orchestrace eval stop --bank plurals --policy runs/stop/policy --format json   # held out by train stop
       orchestrace eval stop --bank my.jsonl --budget 20
       orchestrace eval stop --bank countries --ray        # methods evaluated as Ray tasks
       orchestrace eval stop --leave-one-family-out       # transfer to unseen families (~15 min)
@@ -381,19 +381,17 @@ def bank_traces_cmd(
 
 @bank_app.command("info")
 def bank_info_cmd(bank: str = typer.Argument(..., help="bank file or embedded name")) -> None:
-    """Size, single-sample and majority accuracy of a bank."""
-    from ..learn.stopping.banks import calibrate, load_bank
+    """Size, one-sample accuracy (the mean over all samples of each question) and majority accuracy."""
+    from ..learn.stopping.banks import calibrate, load_bank, one_sample_accuracy
     from ..learn.stopping.evaluation import run_rule, tables
     from ..learn.stopping.rules import Method, fixed_k
 
     b = load_bank(bank)
     k = b.min_samples
-    pts = tables(b, k)
-    one = run_rule(b, pts, Method("fixed-1", "fixed-k", 1, fixed_k(1)), k)
-    full = run_rule(b, pts, Method(f"fixed-{k}", "fixed-k", k, fixed_k(k)), k)
+    full = run_rule(b, tables(b, k), Method(f"fixed-{k}", "fixed-k", k, fixed_k(k)), k)
     console.print(
-        f"{b.name}: {len(b)} questions, {k} samples each; one sample {one.accuracy:.3f}, "
-        f"majority of {k} {full.accuracy:.3f}; calibrated {calibrate(b)}"
+        f"{b.name}: {len(b)} questions, {k} samples each; one sample {one_sample_accuracy(b, k):.3f} "
+        f"(mean over the {k}), majority of {k} {full.accuracy:.3f}; calibrated {calibrate(b)}"
     )
 
 

@@ -205,6 +205,18 @@ def save_bank(bank: Bank, path: str) -> None:
 DEFAULT_BANKS = ("antonyms", "countries", "continents", "capitals", "languages", "plurals", "comparatives")
 
 
+def one_sample_accuracy(bank: Bank, samples: int | None = None) -> float:
+    """The accuracy of answering with one sample: per question, the fraction of its first
+    ``samples`` (default all) samples that are right, averaged over questions. This is the
+    expected accuracy of one draw; the first sample alone would be a noisier estimate of it."""
+    k = samples or bank.min_samples
+    per_question = [
+        float(np.mean([a != NULL and bool(q.answer_correct[a]) for a in q.answers[:k].tolist()]))
+        for q in bank.questions
+    ]
+    return float(np.mean(per_question)) if per_question else 0.0
+
+
 def default_bank_names() -> tuple[str, ...]:
     return DEFAULT_BANKS
 
