@@ -15,9 +15,10 @@ def test_parallel_api() -> None:
 
 
 def test_hier_critical_by_hand() -> None:
-    # top decision, message b+1 to lead b, lead stage, lead return, top aggregate
+    # top decision, message b+1 to lead b, lead stage, lead return, top aggregate; lead 1 does [4]
+    # itself: its decision with the first tool call (1), 3 more tool calls, its aggregate = 5 steps
     durs, ks = [[5, 3, 2], [4]], [2, 0]
-    assert hier_stage_critical(durs, ks) == 2 + max(0 + 1 + stage_critical([5, 3, 2], 2) + 1, 1 + 1 + 6 + 1)
+    assert hier_stage_critical(durs, ks) == 2 + max(0 + 1 + stage_critical([5, 3, 2], 2) + 1, 1 + 1 + 5 + 1)
 
 
 def test_all_leads_act_and_share_the_trace_reward() -> None:

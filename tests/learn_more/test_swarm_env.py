@@ -28,7 +28,8 @@ def test_assignment_and_stage_critical_by_hand() -> None:
     assert assign([5, 3, 2], 2) == [[0], [1, 2]]  # loads 5 and 5; heaviest first, ties by index
     # decision + messages 1..i + work + return, max over agents, + aggregate
     assert stage_critical([5, 3, 2], 2) == 2 + max(0 + 1 + 5 + 1, 1 + 1 + 5 + 1)
-    assert stage_critical([5, 3, 2], 0) == 2 + 10
+    # k = 0: the decision and its direct first tool call (1 step), 9 more tool calls, the aggregate
+    assert stage_critical([5, 3, 2], 0) == 1 + 9 + 1
     assert stage_critical([5, 3, 2], 3) == 2 + max(1 + 5 + 1, 2 + 3 + 1, 3 + 2 + 1)
     assert stage_critical([4], 3) == 2 + max(
         1 + 4 + 1, 2 + 0 + 1, 3 + 0 + 1

@@ -215,3 +215,46 @@ def test_no_time_gives_null_efficiency():
     r = analyze(tr)
     assert r["critical_path_s"] == 0.0 and r["parallelism_efficiency"] is None
     assert r["critical_steps"] == 2
+
+
+def test_a_lone_agents_overlapping_events_are_serial_work_once():
+    # one agent, events [0, 10], [1, 4], [5, 9]; effective intervals [0, 10], [0, 4] (b started while
+    # a ran: charged from a's start), [4, 9] (c waited for b's end). Busy on their union [0, 10]:
+    # serial work 10 s (not 10 + 4 + 5 = 19), critical path 10 s, speed-up 1.0
+    tr = mk(
+        [
+            ev("a", 0, "orchestrator_decision", "o", t_end=10),
+            ev("b", 1, "orchestrator_decision", "o", t_end=4),
+            ev("c", 5, "orchestrator_decision", "o", t_end=9),
+        ]
+    )
+    cp = critical_path(tr)
+    assert (cp["serial_work_s"], cp["length_s"]) == (10.0, 10.0)
+    assert analyze(tr)["parallelism_efficiency"] == 1.0
+
+
+def test_a_decision_and_its_direct_tool_call_are_one_step_like_a_decision_and_its_spawns():
+    # Kimi's stages: (tool call: 1), (spawn: 1 + sub-agent 1), (final decision: 1) = 4 critical steps
+    tr = mk(
+        [
+            ev("d1", 0, "orchestrator_decision", "o"),
+            ev("c1", 1, "tool_call", "o", tool="x", call_id="1"),
+            ev("r1", 2, "tool_result", "x", tool="x", call_id="1"),
+            ev("d2", 3, "orchestrator_decision", "o"),
+            ev("s1", 4, "spawn", "o", to="w"),
+            ev("w1", 5, "return", "w", to="o"),
+            ev("d3", 6, "orchestrator_decision", "o"),
+        ],
+        [
+            ("c1", "r1", "tool_dependency"),
+            ("r1", "d2", "causal"),
+            ("d2", "s1", "spawn"),
+            ("s1", "w1", "spawn"),
+            ("w1", "d3", "return"),
+        ],
+    )
+    assert [f for f in validate_trace(tr) if f.severity == "error"] == []
+    w = dict(zip([e.id for e in tr.events], step_weights(tr).tolist(), strict=True))
+    assert w == {"d1": 1, "c1": 0, "r1": 0, "d2": 1, "s1": 0, "w1": 1, "d3": 1}
+    cs = critical_steps(tr)
+    assert (cs["critical"], cs["total"]) == (4, 4)

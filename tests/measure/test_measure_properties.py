@@ -122,7 +122,9 @@ def test_overlapping_dependencies_do_not_stretch_the_critical_path():
     )
     cp = critical_path(tr)
     assert cp["length_s"] == 12.0  # not 10 + 1 + 10
-    assert cp["serial_work_s"] == 10 + 2 + 10  # b is charged from a's start; c from b's end
+    # effective intervals a [0, 10], b [0, 2] (charged from a's start), c [2, 12] (from b's end):
+    # one agent, busy on their union [0, 12]
+    assert cp["serial_work_s"] == 12.0
 
 
 def test_undelivered_return_reaches_the_recipients_next_event():

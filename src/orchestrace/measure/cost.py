@@ -115,7 +115,7 @@ def breakdown(x: Trace | TraceView, by: str = "agent") -> dict[str, dict[str, An
         "tokens_in": count(v.tokens_in.astype(np.float64)),
         "tokens_out": count(v.tokens_out.astype(np.float64)),
         "usd": count(v.usd),
-        "busy_s": count(v.effective_duration),
+        "busy_s": count(v.busy_time),
         "tool_calls": count((g.type == EVENT_TYPES.index("tool_call")).astype(np.float64)),
         "messages": count((g.type == EVENT_TYPES.index("message")).astype(np.float64)),
     }

@@ -2,19 +2,23 @@
 
 Our definitions (spec §2.2, §2.3 and §8.5 leave them open; see docs/measure.md):
 
-- **Serial work** ``serial_work_s``: the sum of effective durations (``view.py``), i.e. the
-  wall-clock a single agent would need to do the same work one event after the other (a
-  *simulated* serial baseline; nothing is re-run).
+- **Serial work** ``serial_work_s``: the sum over agents of each agent's busy time, the union
+  of its events' effective intervals (``view.py``), i.e. the wall-clock a single agent would need
+  to do the same work one agent's work after the other (a *simulated* serial baseline; nothing is
+  re-run). A lone agent with events [0, 10], [1, 4], [5, 9] does 10 s of serial work, not 19.
 - **Critical path** ``critical_path_s``: the heaviest dependency path, weighted by effective
   duration, where a dependency that was still running when its successor started only delays it
   to its own start (``view.time_critical_path``); so the critical path never exceeds the trace's
-  wall-clock span. ``parallelism_efficiency = serial_work_s / critical_path_s`` (>= 1 by
-  construction; null when the trace records no time at all).
+  wall-clock span. ``parallelism_efficiency = serial_work_s / critical_path_s`` (a speed-up, >= 1
+  by construction, 1 for a lone agent; null when the trace records no time at all).
 - **Steps.** A step is one action of one agent: an ``orchestrator_decision``, ``spawn``,
   ``despawn``, ``message``, ``tool_call``, ``return`` or ``aggregate`` event. A group issued at
-  once is one action, as in Kimi's stages: a spawn or despawn that directly follows the same
-  agent's decision or spawn, and a tool call that directly follows the same agent's tool call,
-  continue that step, unless they wait on an input from another agent or a tool result.
+  once is one action, as in Kimi's stages, where the main agent's action in a stage is "a direct
+  tool call, or spawning a parallel group": a spawn or despawn that directly follows the same
+  agent's decision or spawn, a tool call that directly follows the same agent's decision, and a
+  tool call that directly follows the same agent's tool call, continue that step, unless they
+  wait on an input from another agent or a tool result. So a decision followed by a direct tool
+  call is one step, as a decision followed by its spawns is.
   ``tool_result``, ``human_intervention`` and ``safety_event`` are not agent steps.
 - **Critical Steps** (Kimi K2.5): the heaviest dependency path weighted by steps. For a trace of
   stages this is exactly ``sum_t (S_main(t) + max_i S_sub,i(t))``; for nested hierarchies a
@@ -51,6 +55,7 @@ _OPENS_SPAWN_GROUP = np.asarray(
     [EVENT_CODE["orchestrator_decision"], EVENT_CODE["spawn"], EVENT_CODE["despawn"]]
 )
 _TOOL_CALL = EVENT_CODE["tool_call"]
+_OPENS_CALL_GROUP = np.asarray([EVENT_CODE["orchestrator_decision"], _TOOL_CALL])
 _TOOL_RESULT = EVENT_CODE["tool_result"]
 
 
@@ -68,7 +73,7 @@ def step_weights(x: Trace | TraceView) -> np.ndarray:
     waited = np.zeros(v.n, dtype=bool)
     waited[d[waits]] = True
     spawn_cont = np.isin(g.type, _SPAWNISH) & np.isin(ptype, _OPENS_SPAWN_GROUP)
-    call_cont = (g.type == _TOOL_CALL) & (ptype == _TOOL_CALL)
+    call_cont = (g.type == _TOOL_CALL) & np.isin(ptype, _OPENS_CALL_GROUP)
     cont = (spawn_cont | call_cont) & ~waited
     return (is_step & ~cont).astype(np.float64)
 
@@ -80,7 +85,7 @@ def critical_path(x: Trace | TraceView) -> dict[str, Any]:
     """
     v = as_view(x)
     length, path, finish = time_critical_path(v)
-    serial = math.fsum(v.effective_duration.tolist())
+    serial = math.fsum(v.busy_time.tolist())
     return {"length_s": min(length, serial), "serial_work_s": serial, "path": path, "finish_s": finish}
 
 

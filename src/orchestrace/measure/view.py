@@ -22,6 +22,10 @@ Definitions (ours; spec §8 leaves them open):
   So the time an agent spends producing an event (LLM latency, which traces record as a gap before
   the event rather than as its duration) is charged to that event, and traces with instantaneous
   events (no ``t_end``) still have meaningful wall-clock metrics.
+- **Busy time** of an agent: the length of the union of its events' effective intervals
+  ``[ready, t_end]``, so an agent working on overlapping events (parallel tool calls, a turn
+  that spans its own sub-steps) is busy once, not once per event. A ``tool_result``'s agent is
+  its tool, so one tool running twice at once is busy once.
 - **Final node**: the last ``aggregate`` event; without one, the last event of the root agent
   (the agent of the earliest event that is an agent action, so not a user prompt logged as a
   ``human_intervention``, a tool result or a safety event).
@@ -29,6 +33,7 @@ Definitions (ours; spec §8 leaves them open):
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 
 import numpy as np
@@ -242,6 +247,27 @@ class TraceView:
     @cached_property
     def effective_duration(self) -> np.ndarray:
         return np.maximum(0.0, self.g.t_end - self.ready)
+
+    @cached_property
+    def busy_time(self) -> np.ndarray:
+        """Each event's share of its agent's busy time: the part of ``[ready, t_end]`` not
+        already covered by an earlier-starting event of the same agent. Summed over an agent it
+        is the length of the union of its events' intervals (one agent busy on two overlapping
+        events is busy once); summed over the trace it is the serial work."""
+        g = self.g
+        start, end = self.ready, np.maximum(g.t_end, self.ready)
+        order = np.lexsort((np.arange(self.n), start, g.agent)).tolist()
+        agent, s, e = g.agent.tolist(), start.tolist(), end.tolist()
+        out = [0.0] * self.n
+        cur, reach = None, -math.inf
+        for i in order:
+            if agent[i] != cur:
+                cur, reach = agent[i], -math.inf
+            lo = max(s[i], reach)
+            if e[i] > lo:
+                out[i] = e[i] - lo
+                reach = e[i]
+        return np.asarray(out, dtype=np.float64)
 
     # ------------------------------------------------------------ special nodes
 

@@ -115,9 +115,10 @@ def assign(durations: list[int], k: int) -> list[list[int]]:
 
 def stage_critical(durations: list[int], k: int) -> int:
     """Critical Steps of one stage: decision (+ its spawn group), messages 1..i, sub-agent i's
-    work and return, then the aggregate; k = 0: decision, all the work, aggregate."""
+    work and return, then the aggregate; k = 0: the decision with its direct first tool call (one
+    step, as Kimi counts a stage's main action), the remaining work, the aggregate."""
     if k == 0:
-        return 2 + sum(durations)
+        return 2 + max(0, sum(durations) - 1)
     groups = assign(durations, k)
     return 2 + max(i + 1 + sum(durations[j] for j in g) + 1 for i, g in enumerate(groups))
 
