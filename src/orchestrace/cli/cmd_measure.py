@@ -338,6 +338,7 @@ def safety_cmd(
                 "trace_id": tr.trace_id,
                 "instrumented": r["tainted_decisions"] is not None,
                 "untrusted_sources": r["untrusted_sources"],
+                "tainted_events": r["tainted_events"],
                 "tainted_decisions": r["tainted_decisions"],
                 "taint_reach": r["taint_reach"],
                 "sanitized": r["sanitized"],
@@ -354,8 +355,9 @@ def safety_cmd(
             )
             continue
         console.print(
-            f"{o['trace_id']}: {o['untrusted_sources']} untrusted source(s), {o['tainted_decisions']} tainted "
-            f"decision(s), taint reaches {o['taint_reach']:.1%} of events, {o['sanitized']} sanitising event(s) hit",
+            f"{o['trace_id']}: {o['untrusted_sources']} untrusted source(s), {o['tainted_events']} tainted "
+            f"event(s) of which {o['tainted_decisions']} decision(s); sources and tainted events are "
+            f"{o['taint_reach']:.1%} of events; {o['sanitized']} sanitising event(s) hit",
             highlight=False,
         )
         if not o["flows"]:

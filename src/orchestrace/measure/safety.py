@@ -18,9 +18,11 @@ None of this is in the survey; the definitions are ours:
 - ``tainted_decisions`` is null when the trace carries no trust information at all (no event has
   ``trusted`` set and no tool is marked external): it was not instrumented, which is not the same
   as safe.
-- Other numbers: ``taint_reach`` (tainted events incl. sources / all events),
-  ``tainted_decision_fraction`` (tainted / all decisions), ``sanitized`` (sanitising events that
-  stopped a flow).
+- Counts, one name each, the same in ``analyze``, ``safety`` and the viewer: ``untrusted_sources``
+  (source events), ``tainted_events`` (events reached from a source, sources not included),
+  ``tainted_decisions`` (the decisions among the tainted events). Fractions: ``taint_reach`` =
+  (untrusted sources + tainted events) / all events, ``tainted_decision_fraction`` = tainted
+  decisions / all decisions; ``sanitized`` counts sanitising events that stopped a flow.
 
 **Attack vectors** (survey Table 15) are inferred labels, candidates rather than verdicts:
 AV1 the source is a ``human_intervention`` (direct injection); AV2 the source is a tool result
@@ -127,9 +129,17 @@ def taint(x: Trace | TraceView, sources: np.ndarray | None = None) -> Taint:
 
 
 def safety_metrics(x: Trace | TraceView) -> dict[str, Any]:
-    """``{"tainted_decisions", "untrusted_sources", "taint_reach", "tainted_decision_fraction", "sanitized"}``."""
+    """``{"tainted_decisions", "untrusted_sources", "tainted_events", "taint_reach",
+    "tainted_decision_fraction", "sanitized"}`` (definitions in the module docstring)."""
     v = as_view(x)
-    keys = ("tainted_decisions", "untrusted_sources", "taint_reach", "tainted_decision_fraction", "sanitized")
+    keys = (
+        "tainted_decisions",
+        "untrusted_sources",
+        "tainted_events",
+        "taint_reach",
+        "tainted_decision_fraction",
+        "sanitized",
+    )
     if not instrumented(v):
         return dict.fromkeys(keys)
     t = taint(v)
@@ -137,6 +147,7 @@ def safety_metrics(x: Trace | TraceView) -> dict[str, Any]:
     return {
         "tainted_decisions": len(t.tainted_decisions),
         "untrusted_sources": int(t.sources.sum()),
+        "tainted_events": int((t.reached & ~t.sources).sum()),
         "taint_reach": float((t.reached | t.sources).sum()) / v.n if v.n else 0.0,
         "tainted_decision_fraction": len(t.tainted_decisions) / n_dec if n_dec else None,
         "sanitized": t.sanitized,

@@ -108,16 +108,19 @@ def critical_path_fallback(g: TraceGraph) -> tuple[float, list[int]]:
     return g.longest_path(w)
 
 
-def taint(trace: Trace, g: TraceGraph, view: Any = None) -> tuple[list[int], list[int], list[int], list[int]]:
-    """(sources, tainted events, flow edge sources, flow edge destinations), event indices."""
+def taint(
+    trace: Trace, g: TraceGraph, view: Any = None
+) -> tuple[list[int], list[int], list[int], list[int], int | None]:
+    """(sources, tainted events, flow edge sources, flow edge destinations as event indices, and
+    the number of tainted decisions: ``measure.safety``'s names and counts; None in the fallback)."""
     view = view if view is not None else _measure_view(trace, g)
     if view is None:
-        return taint_fallback(g)
+        return (*taint_fallback(g), None)
     from ..measure import taint as measure_taint
     from ..measure.safety import instrumented
 
     if not instrumented(view):
-        return [], [], [], []
+        return [], [], [], [], None
     t = measure_taint(view)
     tainted = t.sources | t.reached
     sel = tainted[t.edge_src] & t.reached[t.edge_dst]
@@ -126,6 +129,7 @@ def taint(trace: Trace, g: TraceGraph, view: Any = None) -> tuple[list[int], lis
         np.nonzero(t.reached & ~t.sources)[0].tolist(),
         t.edge_src[sel].tolist(),
         t.edge_dst[sel].tolist(),
+        len(t.tainted_decisions),
     )
 
 
@@ -168,7 +172,7 @@ def build_payload(trace: Trace, *, max_content: int = 4000) -> dict[str, Any]:
                 credit_keys.setdefault(k, [None] * len(ev))[i] = float(val)
     view = _measure_view(trace, g)
     cp_len, cp_path, cp_method = critical_path(trace, g, view)
-    t_src, t_reach, tf_src, tf_dst = taint(trace, g, view)
+    t_src, t_reach, tf_src, tf_dst, t_dec = taint(trace, g, view)
     type_code = {t: i for i, t in enumerate(EVENT_TYPES)}
     edge_code = {t: i for i, t in enumerate(EDGE_TYPES)}
     doc = {
@@ -216,6 +220,7 @@ def build_payload(trace: Trace, *, max_content: int = 4000) -> dict[str, Any]:
         "tainted": t_reach,
         "taint_es": tf_src,
         "taint_ed": tf_dst,
+        "tainted_decisions": t_dec,
     }
     return _fold_uniform(doc)
 

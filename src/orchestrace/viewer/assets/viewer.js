@@ -979,7 +979,7 @@
     const presentE = new Set(et);
     D.edge_types.forEach((n, c) => { if (presentE.has(c)) item(n + " edge", EDGE_COLOUR[n], true); });
     if (cp.length) item("critical path (" + fmtTime(D.cp_length) + ", " + cp.length + " events)", CP_COLOUR, true);
-    if (D.taint_src.length) item("untrusted flow (" + D.taint_src.length + " sources, " + D.tainted.length + " tainted)", TAINT_COLOUR, true, true);
+    if (D.taint_src.length) item("untrusted flow (" + D.taint_src.length + " untrusted sources, " + D.tainted.length + " tainted events" + (D.tainted_decisions == null ? "" : ", " + D.tainted_decisions + " tainted decisions") + ")", TAINT_COLOUR, true, true);
   }
   const tr = D.trace;
   $("title").textContent = tr.trace_id;
