@@ -205,3 +205,21 @@ def test_validate_path_streams_a_clean_event_log_without_the_dict_path(tmp_path,
     monkeypatch.setattr(v, "iter_raw", no_dicts)
     r = v.validate_path(p)
     assert (r.valid, r.traces, r.findings) == (True, 1, [])
+
+
+def test_event_log_records_decode_in_runs_but_one_per_line():
+    """Runs of records are decoded in one call: a record split over two lines (whose joined
+    text is valid JSON) or two records on one line must leave the fast path, as line by line."""
+    from orchestrace.core.fastcheck import decode_records
+
+    a, b, c, d = (
+        {"rec": "event", "id": f"e{i}", "t": float(i), "type": "message", "agent": "x"} for i in range(4)
+    )
+    clean = [orjson.dumps(x) for x in (a, b, c, d)]
+    assert [e.id for e in decode_records(clean, edge=False)] == ["e0", "e1", "e2", "e3"]
+    opened = orjson.dumps(a | {"attrs": {"k": [{"x": 1}]}})[: -len(b"]}}")]  # ends inside the list
+    two = orjson.dumps(c) + b"," + orjson.dumps(d)
+    assert decode_records([two], edge=False) is None
+    # together the record and object counts match: only the per-line lengths tell
+    assert decode_records([opened, orjson.dumps(b) + b"]}}", two], edge=False) is None
+    assert decode_records([orjson.dumps(c)[:-1] + b',"vendor":1}'], edge=False) is None  # a skipped key

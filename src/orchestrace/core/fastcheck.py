@@ -115,21 +115,28 @@ class VEdgeRecord(msgspec.Struct, forbid_unknown_fields=True):
     type: Literal[EDGE_TYPES]  # type: ignore[valid-type]
 
 
-_EVENT_DECODER = msgspec.json.Decoder(VEvent)
-_EDGE_DECODER = msgspec.json.Decoder(VEdgeRecord)
+_EVENTS_DECODER = msgspec.json.Decoder(list[VEvent])
+_EDGES_DECODER = msgspec.json.Decoder(list[VEdgeRecord])
+_RAWS_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def decode_record(line: bytes, *, edge: bool) -> Any:
-    """One event-log record (``{"rec": "event"|"edge", ...}``) as a struct, or None."""
+def decode_records(lines: list[bytes], *, edge: bool) -> list[Any] | None:
+    """Many event-log records (each line one ``{"rec": "event"|"edge", ...}``) as structs in
+    one decoder call, or None when any of them needs the dict path. As strict as decoding
+    line by line: every line must hold exactly one JSON value (the raw values' lengths match
+    the lines), and the colon count proves no key was dropped."""
+    data = b"[" + b",".join(lines) + b"]"
     try:
-        obj = (_EDGE_DECODER if edge else _EVENT_DECODER).decode(line)
+        raws = _RAWS_DECODER.decode(data)
+        objs = (_EDGES_DECODER if edge else _EVENTS_DECODER).decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
-    # the event struct skips "rec", so the input has exactly one colon more than the struct
-    extra = 0 if edge else 1
-    if b"\\u003" in line or line.count(b":") != _ENCODER.encode(obj).count(b":") + extra:
+    if len(raws) != len(lines) or list(map(len, raws)) != list(map(len, map(bytes.strip, lines))):
         return None
-    return obj
+    extra = 0 if edge else len(lines)  # the event struct skips "rec": one colon per line
+    if b"\\u003" in data or data.count(b":") != _ENCODER.encode(objs).count(b":") + extra:
+        return None
+    return objs
 
 
 def columns(tr: VTrace) -> tuple[Any, ...] | None:
