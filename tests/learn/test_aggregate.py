@@ -181,3 +181,23 @@ def test_reference_without_the_part_is_an_error() -> None:
     b = Bank("b", [q(i, f"b{i}?", "x", ["x"]) for i in range(2)])
     with pytest.raises(ValueError, match="part 1"):
         answer_statics(merge([a, b], "a+b"), a)
+
+
+def test_echoes_is_a_whole_word_match_as_the_regex_says() -> None:
+    """``echoes`` avoids regexes for speed; a regex with word boundaries is the definition."""
+    import random
+    import re
+
+    from orchestrace.learn.stopping.aggregate import echoes
+
+    def by_regex(label: str, question: str) -> bool:
+        return re.search(rf"(?<!\w){re.escape(label.lower())}(?!\w)", question.lower()) is not None
+
+    assert echoes("hot", "What is the opposite of Hot?") and not echoes("hot", "hotter")
+    assert not echoes("x", "_x") and echoes("é", "café é")
+    rng = random.Random(0)
+    chars = "ab _-1é."
+    for _ in range(20_000):
+        q = "".join(rng.choice(chars) for _ in range(rng.randint(0, 8)))
+        label = "".join(rng.choice(chars) for _ in range(rng.randint(0, 3)))
+        assert echoes(label, q) == by_regex(label, q), (label, q)

@@ -19,7 +19,6 @@ It also supplies the stopping policy three features of its own posterior.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,8 +37,22 @@ MAJORITY = (1.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def echoes(label: str, question: str) -> bool:
-    """Whether an answer string appears as whole words in the question text."""
-    return re.search(rf"(?<!\w){re.escape(label.lower())}(?!\w)", question.lower()) is not None
+    """Whether an answer string appears as whole words in the question text (not inside a
+    longer word: no word character, as regex ``\\w``, touches it). Plain ``str.find``: a regex per
+    label missed the pattern cache and cost 6% of the main job."""
+    needle, text = label.lower(), question.lower()
+    end = len(text)
+    i = text.find(needle)
+    while i >= 0:
+        j = i + len(needle)
+        if (i == 0 or not _is_word(text[i - 1])) and (j == end or not _is_word(text[j])):
+            return True
+        i = text.find(needle, i + 1)
+    return False
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
 
 
 def answer_statics(bank: Bank, reference: Bank | None = None) -> list[np.ndarray]:
