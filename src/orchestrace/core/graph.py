@@ -113,28 +113,7 @@ class TraceGraph:
         pos[order] = np.arange(self.n)
         if not len(self.src) or bool(np.all(pos[self.src] < pos[self.dst])):
             return order
-        return self._kahn()
-
-    def _kahn(self) -> np.ndarray:
-        a = self.adjacency()
-        indeg = np.bincount(a.indices, minlength=self.n)
-        # process ready nodes in time order for a stable, meaningful order
-        import heapq
-
-        heap = [(self.t[i], i) for i in np.nonzero(indeg == 0)[0].tolist()]
-        heapq.heapify(heap)
-        out = []
-        indptr, indices = a.indptr, a.indices
-        while heap:
-            _, v = heapq.heappop(heap)
-            out.append(v)
-            for w in indices[indptr[v] : indptr[v + 1]].tolist():
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    heapq.heappush(heap, (self.t[w], w))
-        if len(out) != self.n:
-            raise OrchestraceError("OT203", "the trace's edges contain a cycle; run `orchestrace validate`")
-        return np.asarray(out, dtype=np.int64)
+        return kahn_order(self.adjacency(), self.t, what="edges")
 
     def reachable(
         self,
@@ -185,3 +164,27 @@ class TraceGraph:
             path.append(int(prev[path[-1]]))
         path.reverse()
         return float(best[end]), path
+
+
+def kahn_order(a: csr_matrix, t: np.ndarray, *, what: str) -> np.ndarray:
+    """Topological order of adjacency ``a`` (row = source) by Kahn's algorithm, ready nodes taken
+    in time order, then by index; OT203 naming ``what`` (edges, dependencies) on a cycle."""
+    import heapq
+
+    n = a.shape[0]
+    indeg = np.bincount(a.indices, minlength=n)
+    heap = [(float(t[i]), int(i)) for i in np.nonzero(indeg == 0)[0]]
+    heapq.heapify(heap)
+    indptr, indices = a.indptr.tolist(), a.indices.tolist()
+    deg = indeg.tolist()
+    out: list[int] = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        out.append(v)
+        for w in indices[indptr[v] : indptr[v + 1]]:
+            deg[w] -= 1
+            if deg[w] == 0:
+                heapq.heappush(heap, (float(t[w]), w))
+    if len(out) != n:
+        raise OrchestraceError("OT203", f"the trace's {what} contain a cycle; run `orchestrace validate`")
+    return np.asarray(out, dtype=np.int64)

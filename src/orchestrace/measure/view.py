@@ -39,8 +39,7 @@ from functools import cached_property
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from ..core.errors import OrchestraceError
-from ..core.graph import EDGE_CODE, EVENT_CODE, TraceGraph
+from ..core.graph import EDGE_CODE, EVENT_CODE, TraceGraph, kahn_order
 from ..core.model import Trace
 
 TOOL_RESULT = EVENT_CODE["tool_result"]
@@ -215,7 +214,7 @@ class TraceView:
         s, d = self.dep_edges
         if not len(s) or bool(np.all(pos[s] < pos[d])):
             return order
-        return _kahn(self.deps, self.g.t)
+        return kahn_order(self.deps, self.g.t, what="dependencies")
 
     @cached_property
     def preds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -293,31 +292,6 @@ class TraceView:
 
 def as_view(x: Trace | TraceView) -> TraceView:
     return x if isinstance(x, TraceView) else TraceView(x)
-
-
-def _kahn(a: csr_matrix, t: np.ndarray) -> np.ndarray:
-    """Topological order by Kahn's algorithm, ready nodes taken in time order."""
-    import heapq
-
-    n = a.shape[0]
-    indeg = np.bincount(a.indices, minlength=n)
-    heap = [(float(t[i]), int(i)) for i in np.nonzero(indeg == 0)[0]]
-    heapq.heapify(heap)
-    indptr, indices = a.indptr.tolist(), a.indices.tolist()
-    deg = indeg.tolist()
-    out: list[int] = []
-    while heap:
-        _, v = heapq.heappop(heap)
-        out.append(v)
-        for w in indices[indptr[v] : indptr[v + 1]]:
-            deg[w] -= 1
-            if deg[w] == 0:
-                heapq.heappush(heap, (float(t[w]), w))
-    if len(out) != n:
-        raise OrchestraceError(
-            "OT203", "the trace's dependencies contain a cycle; run `orchestrace validate`"
-        )
-    return np.asarray(out, dtype=np.int64)
 
 
 def longest_path(view: TraceView, weight: np.ndarray) -> tuple[float, list[int]]:
