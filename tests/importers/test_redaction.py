@@ -354,3 +354,24 @@ def test_claude_code_project_folder_loses_the_user_name_too(tmp_path: Path) -> N
 )
 def test_home_to_tilde(path: str, tilde: str) -> None:
     assert home_to_tilde(path) == tilde
+
+
+def test_prompts_kept_in_metadata_are_redacted_too(data: Path, tmp_path: Path) -> None:
+    """Who&When keeps the question, ChatDev the task prompt, in the metadata with --keep-content."""
+    key = CORPUS["anthropic"][1][0]
+    ww = json.loads((data / "who-and-when/Who&When/Hand-Crafted/1.json").read_text())
+    ww["question"] = f"{ww['question']} (use ANTHROPIC_API_KEY={key})"
+    (tmp_path / "ww").mkdir()
+    (tmp_path / "ww" / "1.json").write_text(json.dumps(ww))
+    (tr,) = list(importers.load(tmp_path / "ww" / "1.json", "who-and-when", keep_content=True))
+    assert key not in json.dumps(tr.metadata) and "ANTHROPIC_API_KEY=[REDACTED]" in tr.metadata["question"]
+    src = data / "chatdev/WareHouse/DigitalClock_THUNLP_20230825093556"
+    run = tmp_path / src.name
+    run.mkdir()
+    for f in src.iterdir():
+        text = f.read_text(errors="replace")
+        (run / f.name).write_text(text.replace("24-hour format.", f"24-hour format, token {key}."))
+    log = run / f"{src.name}.log"
+    (tr,) = list(importers.load(log, "chatdev", keep_content=True))
+    assert "24-hour format, token [REDACTED]." in tr.metadata["task_prompt"]
+    assert key not in dumps(tr).decode()

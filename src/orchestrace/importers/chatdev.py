@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import LoadError
-from ._common import Builder, as_count, as_int, head_bytes, require_nonempty
+from ._common import Builder, as_count, as_int, head_bytes, redact, require_nonempty
 
 NAME = "chatdev"
 DESCRIPTION = "ChatDev v1 WareHouse logs (phases, role turns, [Post Info] cost/tokens/duration)"
@@ -243,7 +243,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     if "project_name" in run.meta:
         meta["project_name"] = run.meta["project_name"]
     if keep_content and "task_prompt" in run.meta:
-        meta["task_prompt"] = run.meta["task_prompt"]
+        meta["task_prompt"] = redact(run.meta["task_prompt"])  # content kept, secrets redacted
     for name in ("ChatChainConfig.json", "PhaseConfig.json", "RoleConfig.json"):
         if (p.parent / name).is_file():
             meta.setdefault("configs", []).append(name)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.errors import LoadError
 from ..core.read import parse_json
-from ._common import Builder, as_int, head_bytes, require_nonempty
+from ._common import Builder, as_int, head_bytes, redact, require_nonempty
 
 NAME = "who-and-when"
 DESCRIPTION = "Who&When failure-attribution runs (Hand-Crafted Magentic-One, Algorithm-Generated AG2)"
@@ -124,8 +124,8 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
         if k in d:
             meta[k] = d[k]
     if keep_content:
-        meta["question"] = d.get("question")
-        meta["ground_truth"] = d.get("ground_truth")
+        for k in ("question", "ground_truth"):  # content kept, secrets redacted, as in events
+            meta[k] = redact(d[k]) if isinstance(d.get(k), str) else d.get(k)
     # Who&When collects failed runs only (the benchmark is "who failed, and when"): a run is a
     # success only if the file says ``is_correct: true``, which no published file does
     success = 1.0 if d.get("is_correct") is True else 0.0
