@@ -173,3 +173,26 @@ def test_cli_bad_inputs_exit_1_without_touching_a_run(trained, tmp_path, capsys)
     assert not (tmp_path / "new").exists()
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.suffix == ".json"}
     assert after == before
+
+
+def test_loo_fork_credit_reruns_each_run_without_one_solver(trained):
+    from orchestrace.core.io import load_one
+    from orchestrace.learn.team.trainer import fork_path, read_batch, reward_spec, run_forks
+
+    cfg, step, _, recs = trained
+    traces = recs[1].traces
+    spec = reward_spec(cfg)
+    forks = run_forks(step.backend, traces)
+    assert len(forks) == 2 * len(traces)  # one per solver
+    batch = read_batch(traces, spec, "loo-fork", "agent")
+    for row in batch.rows:
+        path = traces[row.trace]
+        r = batch.rewards[row.trace]
+        if row.agent == "aggregator":
+            assert row.advantage == r  # without it the team has no answer: v = 0
+            continue
+        fork = load_one(fork_path(path, row.agent))
+        # the aggregator did not hear the dropped solver, and its run's reward is what the game used
+        heard = [e.agent for e in fork.events if e.type == "message" and e.agent.startswith("solver")]
+        assert row.agent not in heard
+        assert row.advantage == r - reward_by_seed(fork)

@@ -49,8 +49,11 @@ DEFAULT_REWARD = {
     "terms": [{"channel": "team"}],
     "hooks": {"verifier": "orchestrace.learn.team.program:verify"},
 }
-#: credit methods a training step accepts (coma needs Q-values the program does not record)
-TRAIN_METHODS = ("broadcast", "grpo", "drmas", "loo", "shapley", "c3")
+#: credit methods a training step accepts (coma needs Q-values the program does not record);
+#: ``loo-fork``: the credit module's leave-one-out with a game whose values come from re-running
+#: each recorded run without one agent (:func:`fork_game`), not from the trace's static graph
+TRAIN_METHODS = ("broadcast", "grpo", "drmas", "loo", "shapley", "c3", "loo-fork")
+FORK_DIR = "forks"
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,92 @@ async def _run_all(backend: Any, cfg: TeamConfig, rollouts: list[Rollout]) -> No
     )
 
 
+def fork_path(trace_path: str, agent: str) -> str:
+    p = Path(trace_path)
+    return str(p.parent.parent / FORK_DIR / p.name.replace(".events.jsonl", f".without-{agent}.events.jsonl"))
+
+
+async def _fork_all(backend: Any, jobs: list[tuple[str, Trace, int, str]]) -> None:
+    from ...runtime.cache import parse_intervention
+    from ...runtime.runner import execute
+
+    async def one(path: str, tr: Trace, index: int, out: str) -> None:
+        rt = tr.metadata["runtime"]
+        iv = parse_intervention("drop")
+        iv.at, iv.event = index, tr.events[index].id
+        md = {k: v for k, v in tr.metadata.items() if k not in ("outcome", "fork")}
+        md["fork"] = {
+            "parent": tr.trace_id,
+            "at": iv.event,
+            "index": index,
+            "do": "drop",
+            "group": f"{tr.trace_id}@{iv.event}",
+        }
+        await execute(
+            rt["program"],
+            out,
+            config=rt["config"],
+            seed=int(rt["seed"]),
+            backend=backend,
+            clock="logical",
+            timeout=3600.0,
+            retries=0,
+            trace_id=f"{tr.trace_id}~without~{tr.events[index].agent}",
+            mode="fork",
+            reference=tr,
+            source=CallCache(cache_path(path), write=False),
+            intervention=iv,
+            metadata=md,
+        )
+
+    await asyncio.gather(*(one(*j) for j in jobs))
+
+
+def run_forks(backend: Any, paths: list[str]) -> list[str]:
+    """For every run and every agent but the last to answer (the aggregator): the same run with
+    that agent's answer dropped, the later calls made live (all forks concurrently, batched)."""
+    jobs = []
+    for p in paths:
+        tr = load_one(p)
+        returns = [i for i, e in enumerate(tr.events) if e.type == "return" and e.status != "error"]
+        for i in returns[:-1]:
+            out = fork_path(p, tr.events[i].agent)
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            jobs.append((p, tr, i, out))
+    asyncio.run(_fork_all(backend, jobs))
+    return [j[3] for j in jobs]
+
+
+def fork_game(trace_path: str, spec: RewardSpec) -> Callable[[Trace, Any], Any]:
+    """The coalition game of one run for leave-one-out credit at the agent level, from its forks:
+    v(all) = R; v(all but an agent whose answer was dropped) = R of that fork; v(all but the last
+    answering agent or the orchestrator) = 0 (the team gives no answer). Only leave-one-out
+    coalitions are defined (Shapley would need every subset re-run)."""
+    from ...credit import FnGame
+
+    def make(trace: Trace, units: Any) -> Any:
+        if units.level != "agent":
+            raise BadInput("OT695", "loo-fork credit is defined at the agent unit only")
+        r = float(trace.rewards[spec.total])
+        without: dict[str, float] = {}
+        for agent in units.ids:
+            fp = fork_path(trace_path, agent)
+            if os.path.exists(fp):
+                ft = load_one(fp)
+                without[agent] = float(compute_rewards(ft, spec).channels[spec.total])
+        everyone = frozenset(units.ids)
+
+        def v(coalition: frozenset[str]) -> float:
+            if coalition == everyone:
+                return r
+            (gone,) = everyone - coalition  # leave_one_out asks only for these
+            return without.get(gone, 0.0)
+
+        return FnGame(list(units.ids), v)
+
+    return make
+
+
 def run_rollouts(backend: Any, cfg: TeamConfig, rollouts: list[Rollout]) -> list[Trace]:
     """Run every rollout concurrently (one batch per round across all of them); validated traces."""
     for r in rollouts:
@@ -224,7 +313,14 @@ def read_batch(paths: list[str], spec: RewardSpec, method: str, unit: str, **opt
         traces.append(with_rewards(tr, compute_rewards(tr, spec), spec))
     channel = spec.total
     rewards = [float(t.rewards[channel]) for t in traces]
-    credited = assign_credit(traces, method, unit, channel=channel, **options)
+    if method == "loo-fork":
+        credited = [
+            assign_credit([t], "loo", unit, channel=channel, game=fork_game(p, spec))[0]
+            for p, t in zip(paths, traces, strict=True)
+        ]
+        method = "loo"
+    else:
+        credited = assign_credit(traces, method, unit, channel=channel, **options)
     key = f"{method}/{unit}"
     rows: list[CallRow] = []
     for i, (p, tr) in enumerate(zip(paths, credited, strict=True)):
@@ -440,8 +536,11 @@ class TeamStep:
             for g in range(self.cfg.group)
         ]
         run_rollouts(self.backend, self.cfg, rollouts)
+        paths = [r.path for r in rollouts]
+        if self.cfg.credit == "loo-fork":
+            run_forks(self.backend, paths)
         self.timings["rollout_s"] = time.perf_counter() - t0
-        return [r.path for r in rollouts]
+        return paths
 
     def update(
         self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
