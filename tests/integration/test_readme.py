@@ -1,0 +1,97 @@
+"""Every command in the README's bash blocks runs as written, from the repository root: the
+blocks are parsed, and each ``orchestrace ...`` line runs in a folder holding a copy of
+``examples/`` (and ``../shared/data`` when the public data is here), in README order, so later
+commands read what earlier ones wrote. Commands that take minutes, a model, a server or the
+user's home folder are skipped, each with its reason below."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrace.cli import app
+from orchestrace.core.paths import data_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: command prefix (after "orchestrace ") -> why the test does not run it
+SKIP = {
+    "gen -o corpus.jsonl -n 1000": "a million events (about a minute); the same command runs small in examples/",
+    "train ": "a training run takes a minute or more (tests/learn and tests/learn_more train tiny configs)",
+    "eval stop": "reads the policy `train stop` writes",
+    "bank build": "samples the local SmolLM2 model (minutes) or a server",
+    "bank traces": "feeds the loop's `train stop --traces`, skipped with it",
+    "run vote": "runs the local model with the loop's policy",
+    "run debate": "runs the local SmolLM2 model when installed (the scripted twin is examples/runs/)",
+    "run pec --base-url": "needs an OpenAI-compatible server",
+    "import ~/": "reads the user's own Claude Code / Codex home folder",
+    "import spans.otlp.json": "your own OpenTelemetry export",
+    "import ../shared/data -o": "the whole public data set (minutes); the end-to-end block imports part of it",
+    "export all.jsonl.zst": "reads the whole-data import skipped above",
+    "export codex.jsonl --to otlp -o http": "needs a Phoenix server",
+    "ingest examples/runs/ -s traces.duckdb --ray": "starts a local Ray instance (slow); tests/store runs Ray",
+    "analyze examples/corpus.jsonl --ray": "starts a local Ray instance (slow); tests/store runs Ray",
+    "view examples/run.json --serve": "serves until stopped; tests/viewer serves it",
+    "report runs/stop": "reads the main job's output (tests/viewer/test_report.py builds one)",
+}
+NEEDS_DATA = "../shared/data"
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            line = re.split(r"\s+#\s", line.strip(), maxsplit=1)[0].strip()
+            if line.startswith("orchestrace "):
+                out.append(line)
+    return out
+
+
+def test_the_readme_lists_its_commands():
+    cmds = readme_commands()
+    assert len(cmds) > 40
+    assert all(any(c[len("orchestrace ") :].startswith(p) for c in cmds) for p in SKIP), "a stale skip"
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs_as_written(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples", repo / "examples")
+    data = data_dir(required=False)
+    if data is not None:
+        (tmp_path / "shared").mkdir()
+        (tmp_path / "shared" / "data").symlink_to(data)
+    elif os.environ.get("CI"):
+        pytest.fail("CI is set and the public data (../shared/data or $ORCHESTRACE_DATA) is missing")
+    monkeypatch.chdir(repo)
+    runner = CliRunner()
+    ran, skipped = [], []
+    for cmd in readme_commands():
+        rest = cmd[len("orchestrace ") :]
+        reason = next((why for p, why in SKIP.items() if rest.startswith(p)), None)
+        if reason is None and NEEDS_DATA in cmd and data is None:
+            reason = "public data not found"
+        if reason is None and "..." in rest:
+            reason = "an elided example"
+        if reason is not None:
+            skipped.append((cmd, reason))
+            continue
+        r = runner.invoke(app, shlex.split(rest))
+        assert r.exit_code == 0, f"{cmd}\n{r.output}"
+        ran.append(cmd)
+        if rest.startswith("replay "):
+            assert "identical" in r.output and "byte for byte" in r.output
+        if rest.startswith("ingest "):  # by now examples/runs/ holds the recording, its replay and 2 forks
+            assert "3 new, 0 replaced, 0 unchanged trace(s), 1 duplicate(s)" in r.output
+    assert len(ran) >= 25, ran
+    assert (repo / "run.html").exists() and (repo / "lake").is_dir()
+    print(f"ran {len(ran)} README commands; skipped {len(skipped)}:")
+    for cmd, why in skipped:
+        print(f"  {cmd}: {why}")
