@@ -94,7 +94,9 @@ def _spans(url: str, project: str, expected: int) -> list:
     from phoenix.client import Client
 
     client = Client(base_url=url)
-    deadline = time.monotonic() + 60
+    # a watchdog, not a speed check: it returns as soon as every span is stored (a loaded machine
+    # took over 60 s for the Codex session's 313 spans)
+    deadline = time.monotonic() + 600
     while True:
         try:  # the project appears with its first stored span
             got = client.spans.get_spans(project_identifier=project, limit=100_000)
