@@ -84,3 +84,29 @@ def test_a_failed_command_leaves_no_output_file(tmp_path: Path, command: str) ->
     assert exc is None and code == 1, err
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["in.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", "stop", "--bank", "{bank}"],
+        ["train", "stop", "--traces", "{trace}", "-o", "{out}"],
+        ["run", "vote", "--policy", "stop={policy}", "--out", "{out}"],
+    ],
+)
+def test_bad_input_files_of_learn_commands_exit_1(tmp_path: Path, argv: list[str]) -> None:
+    """A bad bank, trace or policy file is bad input (exit 1, one line), not a usage error (2)."""
+    files = {
+        "bank": tmp_path / "bank.jsonl",
+        "trace": tmp_path / "t.events.jsonl",
+        "policy": tmp_path / "p.safetensors",
+        "out": tmp_path / "out",
+    }
+    files["bank"].write_text('{"id": "a", "question": "q", "samples": "x"}\n')
+    files["trace"].write_text(
+        '{"rec": "header", "trace_id": "t", "task_id": "q"}\n{"rec": "event", "id": 5}\n'
+    )
+    files["policy"].write_bytes(b"\x00garbage")
+    code, _, err, exc = hostile.run_cli([a.format(**{k: str(v) for k, v in files.items()}) for a in argv])
+    assert exc is None and code == 1, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -73,6 +73,13 @@ class OrchestraceError(Exception):
         return str(self.finding())
 
 
+class BadInput(OrchestraceError):
+    """The content of an input file is wrong (a bank, a policy, a trace that cannot be learned
+    from), not the way the command was called: exit 1, as validate exits on a bad trace."""
+
+    exit_code = 1
+
+
 class LoadError(OrchestraceError):
     """A file could not be read (OT001: exit 2, like a usage error) or parsed as what it claims
     to be (bad input: exit 1, as validate reports it)."""

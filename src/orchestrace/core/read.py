@@ -186,7 +186,12 @@ def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: 
     if not stripped or "EOF" in msg or "end of" in msg.lower():
         return LoadError(
             "OT006",
-            f"unexpected end of input at{col}: the file looks truncated (an event log can be salvaged with `orchestrace repair`)",
+            f"unexpected end of input at{col}: the file looks truncated"
+            + (
+                " (an event log can be salvaged with `orchestrace repair`)"
+                if path is not None and split_format(path)[0] == "events"
+                else ""
+            ),
             path=path,
             line=where_line,
         )
@@ -312,11 +317,11 @@ def iter_raw(
                 raw.duplicates.append((dup[0], dup[1], n))
             yield raw
         if empty:
-            raise LoadError("OT006", "empty file: expected one trace per line", path=p)
+            raise LoadError("OT006", "empty file: expected one trace per line", path=p, line=1, pointer="")
     else:
         data = read_bytes(p)
         if not data.strip():
-            raise LoadError("OT006", "empty file: expected a JSON trace object", path=p)
+            raise LoadError("OT006", "empty file: expected a JSON trace object", path=p, line=1, pointer="")
         raw = RawTrace(
             parse_json(data, path=p), p, may_have_null=b"null" in data, large=len(data) > MAX_STRING_CHARS
         )

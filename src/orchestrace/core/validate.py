@@ -992,11 +992,11 @@ def _iter_docs(p: str, fmt: str) -> Iterator[tuple[bytes, int | None]]:
                 empty = False
                 yield line, n
         if empty:
-            raise LoadError("OT006", "empty file: expected one trace per line", path=p)
+            raise LoadError("OT006", "empty file: expected one trace per line", path=p, line=1, pointer="")
         return
     data = read_bytes(p)
     if not data.strip():
-        raise LoadError("OT006", "empty file: expected a JSON trace object", path=p)
+        raise LoadError("OT006", "empty file: expected a JSON trace object", path=p, line=1, pointer="")
     yield data, None
 
 

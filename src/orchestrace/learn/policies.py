@@ -14,7 +14,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from ..core.errors import OrchestraceError
+from ..core.errors import BadInput, OrchestraceError
 from ..core.model import Trace
 from ..runtime.learned import LEARNABLE, TraceDecision
 from .rl.rollouts import ENV_DECISION, NumpyPolicy
@@ -34,7 +34,7 @@ def _header(path: str) -> tuple[str, dict[str, str]]:
         with safe_open(st, framework="numpy") as f:
             return st, dict(f.metadata() or {})
     except Exception as e:  # safetensors raises its own error types for a corrupt header
-        raise OrchestraceError("OT621", f"not a safetensors file: {e}", path=st) from None
+        raise BadInput("OT621", f"not a safetensors file: {e}", path=st) from None
 
 
 def policy_decision(path: str) -> str:
@@ -53,7 +53,7 @@ def policy_decision(path: str) -> str:
             env = None
         if env in ENV_DECISION:
             return ENV_DECISION[env]
-    raise OrchestraceError("OT622", "not an orchestrace policy file (no decision in its header)", path=st)
+    raise BadInput("OT622", "not an orchestrace policy file (no decision in its header)", path=st)
 
 
 @dataclass
@@ -121,9 +121,7 @@ def load_policy(path: str) -> LearnedStop | GymDecisionPolicy:
         return LearnedStop(StopPolicy.load(path), name, base + ".safetensors")
     if decision in ("retry_stop", "delegate", "spawn"):
         return GymDecisionPolicy(name, decision, base + ".safetensors", NumpyPolicy.load(path))
-    raise OrchestraceError(
-        "OT622", f"unknown decision {decision!r} in the policy header", path=base + ".safetensors"
-    )
+    raise BadInput("OT622", f"unknown decision {decision!r} in the policy header", path=base + ".safetensors")
 
 
 def load_trace_policies(specs: list[str]) -> dict[str, LearnedStop | GymDecisionPolicy]:

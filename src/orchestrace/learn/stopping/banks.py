@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ...core.errors import OrchestraceError
+from ...core.errors import BadInput, OrchestraceError
 
 NULL = -1
 
@@ -106,7 +106,7 @@ class Bank:
 
 
 def _fail(msg: str, path: str, line: int | None = None, pointer: str | None = None) -> OrchestraceError:
-    return OrchestraceError("OT610", msg, path=path, line=line, pointer=pointer)
+    return BadInput("OT610", msg, path=path, line=line, pointer=pointer)
 
 
 def _question_from(d: Any, path: str, line: int) -> BankQuestion:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.errors import OrchestraceError
+from ...core.errors import BadInput, OrchestraceError
 from .aggregate import Aggregator
 from .features import FEATURE_NAMES, feature_names
 
@@ -149,18 +149,18 @@ class StopPolicy:
                 meta = f.metadata() or {}
                 tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
         except Exception as e:  # safetensors raises its own error types for corrupt headers
-            raise OrchestraceError("OT621", f"not a safetensors file: {e}", path=st) from None
+            raise BadInput("OT621", f"not a safetensors file: {e}", path=st) from None
         cfg_text = None
         if os.path.isfile(base + ".json"):
             with open(base + ".json") as f:
                 cfg_text = f.read()
         cfg_text = cfg_text or meta.get("orchestrace.policy")
         if not cfg_text:
-            raise OrchestraceError("OT622", "policy config missing (no .json and no metadata)", path=st)
+            raise BadInput("OT622", "policy config missing (no .json and no metadata)", path=st)
         try:
             config = PolicyConfig(**json.loads(cfg_text))
         except (TypeError, json.JSONDecodeError) as e:
-            raise OrchestraceError("OT622", f"bad policy config: {e}", path=base + ".json") from None
+            raise BadInput("OT622", f"bad policy config: {e}", path=base + ".json") from None
         n = len(config.hidden) + 1
 
         def layers(prefix: str) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -170,12 +170,10 @@ class StopPolicy:
                     for i in range(n)
                 ]
             except KeyError as e:
-                raise OrchestraceError("OT621", f"policy weights lack tensor {e}", path=st) from None
+                raise BadInput("OT621", f"policy weights lack tensor {e}", path=st) from None
 
         if list(config.features) != feature_names(config.aggregator is not None):
-            raise OrchestraceError(
-                "OT622", "policy was trained on a different feature set", path=base + ".json"
-            )
+            raise BadInput("OT622", "policy was trained on a different feature set", path=base + ".json")
         alt = None
         mix = config.mixture
         if mix is not None:
@@ -185,7 +183,7 @@ class StopPolicy:
                 or not all(isinstance(v, int | float) for v in mix.values())
                 or not 0.0 <= mix["prob"] <= 1.0
             ):
-                raise OrchestraceError(
+                raise BadInput(
                     "OT622",
                     'mixture must be {"prob": p in [0, 1], "cost": c}',
                     path=base + ".json",

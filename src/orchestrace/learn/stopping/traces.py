@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.errors import OrchestraceError
+from ...core.errors import BadInput, OrchestraceError
 from ...core.model import Event, Trace
 from .banks import Bank, BankQuestion
 
@@ -90,7 +90,7 @@ def episode_from_trace(tr: Trace, path: str = "<trace>") -> VoteEpisode:
     cfg = _config(tr)
     program = ((tr.metadata or {}).get("runtime") or {}).get("program")
     if program != VOTE_PROGRAM:
-        raise OrchestraceError(
+        raise BadInput(
             "OT614",
             f"trace {tr.trace_id!r} is not a run of the vote program (metadata.runtime.program is {program!r}); "
             "a stop trainer needs the workers' answers of a vote run",
@@ -158,7 +158,7 @@ def bank_from_episodes(episodes: Sequence[VoteEpisode], name: str) -> Bank:
     questions = []
     for ep in episodes:
         if ep.question_id in seen:
-            raise OrchestraceError(
+            raise BadInput(
                 "OT616",
                 f"question {ep.question_id!r} appears in two traces ({seen[ep.question_id]}); "
                 "a bank holds one sample sequence per question",
@@ -166,7 +166,7 @@ def bank_from_episodes(episodes: Sequence[VoteEpisode], name: str) -> Bank:
             )
         seen[ep.question_id] = ep.path
         if not ep.answers:
-            raise OrchestraceError("OT614", "the trace has no worker answer to learn from", path=ep.path)
+            raise BadInput("OT614", "the trace has no worker answer to learn from", path=ep.path)
         questions.append(
             BankQuestion(ep.question_id, ep.question, ep.gold, list(ep.answers), ep.correct, ep.costs)
         )
