@@ -375,3 +375,46 @@ def test_prompts_kept_in_metadata_are_redacted_too(data: Path, tmp_path: Path) -
     (tr,) = list(importers.load(log, "chatdev", keep_content=True))
     assert "24-hour format, token [REDACTED]." in tr.metadata["task_prompt"]
     assert key not in dumps(tr).decode()
+
+
+def test_openai_agents_error_messages_are_redacted(tmp_path: Path) -> None:
+    """Span errors are kept without --keep-content too (a short diagnosis): never with a secret."""
+    key = CORPUS["openai"][1][0]
+    t = "2026-01-01T00:00:{:02d}+00:00"
+    items = [
+        {"object": "trace", "id": "trace_1", "workflow_name": "w", "group_id": None, "metadata": None},
+        {"object": "trace.span", "id": "s1", "trace_id": "trace_1", "parent_id": None, "started_at": t.format(0), "ended_at": t.format(9), "span_data": {"type": "agent", "name": "lead"}, "error": None},
+        {"object": "trace.span", "id": "s2", "trace_id": "trace_1", "parent_id": "s1", "started_at": t.format(1), "ended_at": t.format(2), "span_data": {"type": "function", "name": "fetch", "input": "{}", "output": "x"},
+         "error": {"message": f"401: Incorrect API key provided: {key}", "data": None}},
+    ]  # fmt: skip
+    f = tmp_path / "export.json"
+    f.write_text(json.dumps({"data": items}))
+    for keep in (False, True):
+        (tr,) = list(importers.load(f, "openai-agents", keep_content=keep))
+        errors = [e.attrs["error"] for e in tr.events if (e.attrs or {}).get("error")]
+        assert errors and all(x == "401: Incorrect API key provided: [REDACTED]" for x in errors)
+        assert key not in dumps(tr).decode()
+
+
+def test_otlp_round_trip_keeps_content_only_redacted(tmp_path: Path) -> None:
+    """An orchestrace trace exported to OTLP with its content comes back like any other log."""
+    from orchestrace.core.io import loads
+    from orchestrace.export import get_exporter
+
+    key = CORPUS["github"][1][0]
+    trace = {
+        "trace_id": "t-otlp", "task_id": "x", "system": "demo", "topology": "centralized",
+        "rewards": {"team": 1.0}, "costs": {"tokens": 0, "wall_clock_s": 1.0},
+        "events": [
+            {"id": "e0", "t": 0.0, "type": "message", "agent": "a", "to": "b", "content": f"token {key} here"},
+            {"id": "e1", "t": 1.0, "type": "message", "agent": "b", "to": "a", "content": "thanks"},
+        ],
+        "edges": [{"src": "e0", "dst": "e1", "type": "message"}],
+    }  # fmt: skip
+    out = tmp_path / "spans.jsonl"
+    get_exporter("otlp")([loads(json.dumps(trace))], str(out), include_content="true")
+    assert key in out.read_text()
+    (kept,) = list(importers.load(out, "otel", keep_content=True))
+    assert [e.content for e in kept.events] == ["token [REDACTED] here", "thanks"]
+    (plain,) = list(importers.load(out, "otel"))
+    assert [e.content for e in plain.events] == [None, None]

@@ -35,6 +35,7 @@ from ._common import (
     as_obj,
     head_bytes,
     iter_jsonl,
+    redact,
     require_nonempty,
     ts_of,
 )
@@ -143,7 +144,9 @@ def _build(spans: list[dict[str, Any]], b: Builder) -> None:
         status = "error" if err else "ok"
         attrs: dict[str, Any] = {"span_id": s.get("id")}
         if err:
-            attrs["error"] = err.get("message") if isinstance(err, dict) else str(err)
+            msg = err.get("message") if isinstance(err, dict) else str(err)
+            # kept without --keep-content too (a short diagnosis), so always redacted
+            attrs["error"] = redact(msg) if isinstance(msg, str) else msg
         me = agent
         nested_agent = False
         after: tuple | None = None  # a tool result comes after what the tool did

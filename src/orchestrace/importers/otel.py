@@ -34,7 +34,17 @@ import orjson
 from ..core.errors import LoadError
 from ..core.model import Edge, event_from_dict, trace_from_dict
 from ..core.read import parse_json
-from ._common import Builder, ImportStats, as_int, as_list, as_obj, head_bytes, iter_jsonl, require_nonempty
+from ._common import (
+    Builder,
+    ImportStats,
+    as_int,
+    as_list,
+    as_obj,
+    head_bytes,
+    iter_jsonl,
+    redact,
+    require_nonempty,
+)
 
 NAME = "otel"
 DESCRIPTION = "OpenTelemetry GenAI spans, OTLP/JSON (.json request or .jsonl collector file)"
@@ -273,9 +283,8 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
                     f"an orchestrace trace ({type(e).__name__}: {str(e)[:120]})",
                     path=str(p),
                 ) from None
-            if not keep_content:
-                for e in tr.events:
-                    e.content = None
+            for e in tr.events:  # as from any other log: no text, or text with secrets redacted
+                e.content = redact(e.content) if keep_content and e.content is not None else None
             yield tr
             continue
         b = Builder(keep_content=keep_content)
