@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ..core.errors import Finding, InvalidTrace, OrchestraceError
 from ..core.io import iter_traces, save
-from ..core.read import iter_log_records, split_format
+from ..core.read import iter_log_records, merge_log_header, split_format
 from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult, validate_path
 from .common import console, console_err, expand_paths
 
@@ -242,11 +242,7 @@ def _log_stats(path: str) -> dict:  # type: ignore[type-arg]
             elif kind == "edge":
                 n_edges += 1
             elif kind in ("header", "update"):
-                for k, v in rec.items():
-                    if isinstance(v, dict) and isinstance(top.get(k), dict):
-                        top[k].update(v)
-                    else:
-                        top[k] = v
+                merge_log_header(top, rec)
 
     s = _stats_of(path, "", rows(), 0, {})
     s["edges"] = n_edges

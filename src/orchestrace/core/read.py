@@ -390,7 +390,7 @@ def read_event_log_raw(path: str, *, tolerant: bool = False, check_duplicates: b
                 if saw_header:
                     errors.append(LoadError("OT110", "second header record", path=path, line=n))
                 saw_header = True
-            _merge_top(top, rec)
+            merge_log_header(top, rec)
         else:
             err = LoadError(
                 "OT110",
@@ -419,7 +419,9 @@ def read_event_log_raw(path: str, *, tolerant: bool = False, check_duplicates: b
     )
 
 
-def _merge_top(top: dict[str, Any], rec: dict[str, Any]) -> None:
+def merge_log_header(top: dict[str, Any], rec: dict[str, Any]) -> None:
+    """Fold a header or update record of an event log into the trace's top-level fields: the
+    rewards, costs, metrics and metadata objects merge key by key; any other field is replaced."""
     for k, v in rec.items():
         if (
             k in ("rewards", "costs", "metrics", "metadata")

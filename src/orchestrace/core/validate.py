@@ -60,6 +60,7 @@ from .read import (
     find_duplicate_key,
     iter_lines,
     iter_raw,
+    merge_log_header,
     open_read,
     parse_json,
     read_bytes,
@@ -931,15 +932,7 @@ def _check_log_fast(p: str, budget: int) -> tuple[list[Finding], int] | None:
             ):
                 return None
             headers += rec.pop("rec") == "header"
-            for k, v in rec.items():
-                if (
-                    k in ("rewards", "costs", "metrics", "metadata")
-                    and type(v) is dict
-                    and type(top.get(k)) is dict
-                ):
-                    top[k].update(v)
-                else:
-                    top[k] = v
+            merge_log_header(top, rec)
     if headers != 1 or "events" in top or "edges" in top:
         return None
     top["events"], top["edges"] = events, edges

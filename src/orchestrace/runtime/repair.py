@@ -19,7 +19,7 @@ import orjson
 from ..core.errors import OrchestraceError
 from ..core.io import save
 from ..core.model import SCHEMA_VERSION, Trace, derived_costs, trace_from_dict
-from ..core.read import LOG_TOP_LEVEL, REC, split_format
+from ..core.read import LOG_TOP_LEVEL, REC, merge_log_header, split_format
 from ..core.validate import validate_trace
 
 _PTR = re.compile(r"^/(events|edges)/(\d+)")
@@ -97,11 +97,7 @@ def read_salvage(path: str, report: RepairReport) -> dict[str, Any]:
             edges.append(rec)
         elif kind in ("header", "update"):
             header = header or kind == "header"
-            for k, v in rec.items():
-                if isinstance(v, dict) and isinstance(top.get(k), dict):
-                    top[k].update(v)
-                else:
-                    top[k] = v
+            merge_log_header(top, rec)
         else:
             report.bad_lines += 1
     report.had_header = header
