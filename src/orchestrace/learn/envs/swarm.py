@@ -48,7 +48,8 @@ FEATURE_NAMES = (
     "bias",
     *(f"width_is_{w}" for w in range(1, 9)),  # one-hot width (8 = 8 or more): narrow stages stand apart
     # the makespan heuristic's k for this stage, one-hot: the policy starts from the best rule's
-    # choice (without it, REINFORCE stayed 0.006 r_perf under the heuristic, CI below 0)
+    # choice (held-out r_perf, seeds 0-2: +0.000, +0.006, +0.002 over the heuristic; without the
+    # feature seed 0 stayed 0.006 under it)
     *(f"heuristic_k_is_{k}" for k in range(1, 9)),
 )
 N_FEATURES = len(FEATURE_NAMES)
