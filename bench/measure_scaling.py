@@ -64,7 +64,7 @@ def bench_trace(n: int, tmp: str, topology: str) -> dict[str, float]:
         "analyze_cpu": analyze_cpu,
         "ratio_cpu": analyze_cpu / load_cpu,
         "critical_steps": r["critical_steps"],
-        "efficiency": r["parallelism_efficiency"],
+        "efficiency": r["parallel_speedup"],
     }
 
 

@@ -21,7 +21,7 @@ def test_tables_keep_full_ids_and_headers_when_piped(tmp_path: Path) -> None:
     assert run("gen", "-o", str(corpus), "-n", "3", "--size", "30", "--seed", "1").returncode == 0
     r = run("analyze", str(corpus))
     assert r.returncode == 0, r.stderr
-    for full in ("gen-centralized-30-1", "gen-hierarchical-30-2", "crit.steps", "parallelism_efficiency"):
+    for full in ("gen-centralized-30-1", "gen-hierarchical-30-2", "crit.steps", "parallel_speedup"):
         assert full in r.stdout, full
     assert "…" not in r.stdout
 

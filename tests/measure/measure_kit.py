@@ -99,6 +99,6 @@ def assert_unclamped_invariants(tr: Trace, r: dict[str, Any]) -> None:
     assert raw <= serial * (1 + 1e-12) + 1e-12, (raw, serial)
     assert r["critical_path_s"] == pytest.approx(raw, rel=1e-12, abs=1e-12)
     if raw > 0:
-        assert r["parallelism_efficiency"] == pytest.approx(serial / raw, rel=1e-12)
+        assert r["parallel_speedup"] == pytest.approx(serial / raw, rel=1e-12)
     else:  # no time recorded: only the trace's own recorded value, if any, is reported
-        assert r["parallelism_efficiency"] == (tr.metrics or {}).get("parallelism_efficiency")
+        assert r["parallel_speedup"] == (tr.metrics or {}).get("parallelism_efficiency")

@@ -44,7 +44,7 @@ def test_kimi_worked_example_as_trace():
     assert cp["length_s"] == pytest.approx(12.0)
     assert cp["serial_work_s"] == pytest.approx(29.0)
     r = analyze(tr)
-    assert r["parallelism_efficiency"] == pytest.approx(29 / 12)
+    assert r["parallel_speedup"] == pytest.approx(29 / 12)
     assert r["step_parallelism"] == pytest.approx(29 / 12)
     assert r["useful_agent_utilization"] == 1.0
     assert r["max_concurrency"] == 5  # main + 4 sub-agents
@@ -207,13 +207,13 @@ def test_cross_agent_temporal_edge_is_not_a_dependency():
         [("a", "b", "temporal")],
     )
     r = analyze(tr)
-    assert r["critical_path_s"] == 5.0 and r["serial_work_s"] == 10.0 and r["parallelism_efficiency"] == 2.0
+    assert r["critical_path_s"] == 5.0 and r["serial_work_s"] == 10.0 and r["parallel_speedup"] == 2.0
 
 
 def test_no_time_gives_null_efficiency():
     tr = mk([ev("a", 0, "orchestrator_decision", "o"), ev("b", 0, "aggregate", "o")])
     r = analyze(tr)
-    assert r["critical_path_s"] == 0.0 and r["parallelism_efficiency"] is None
+    assert r["critical_path_s"] == 0.0 and r["parallel_speedup"] is None
     assert r["critical_steps"] == 2
 
 
@@ -230,7 +230,7 @@ def test_a_lone_agents_overlapping_events_are_serial_work_once():
     )
     cp = critical_path(tr)
     assert (cp["serial_work_s"], cp["length_s"]) == (10.0, 10.0)
-    assert analyze(tr)["parallelism_efficiency"] == 1.0
+    assert analyze(tr)["parallel_speedup"] == 1.0
 
 
 def test_a_decision_and_its_direct_tool_call_are_one_step_like_a_decision_and_its_spawns():

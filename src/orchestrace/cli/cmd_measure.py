@@ -28,13 +28,13 @@ _TABLE_COLS = (
     ("task_success", "E1"),
     ("critical_steps", "crit.steps"),
     ("critical_path_s", "crit.path s"),
-    ("parallelism_efficiency", "par.eff"),
+    ("parallel_speedup", "speedup"),
     ("max_concurrency", "max conc"),
     ("useful_agent_utilization", "useful"),
     ("protocol_overhead", "overhead"),
     ("message_redundancy", "redund."),
     ("error_amplification", "err.amp"),
-    ("tainted_decisions", "tainted"),
+    ("tainted_decisions", "tainted dec."),
 )
 _MAX_TABLE_ROWS = 50
 
@@ -222,7 +222,7 @@ def _tables(  # noqa: C901 - one table after the other
             s.add_row(k, *(_fmt(row[c]) for c in ("n", "mean", "p10", "p50", "p90", "min", "max")))
     console.print(s)
     b = Table(title="by trace-length band (mean)")
-    keys = ("critical_steps", "parallelism_efficiency", "protocol_overhead", "error_amplification")
+    keys = ("critical_steps", "parallel_speedup", "protocol_overhead", "error_amplification")
     for c in ("band (events)", "traces", *keys):
         b.add_column(c, justify="left" if c.startswith("band") else "right")
     for name, band in report["bands"].items():
@@ -241,7 +241,7 @@ def _tables(  # noqa: C901 - one table after the other
         keys = (
             "task_success",
             "critical_steps",
-            "parallelism_efficiency",
+            "parallel_speedup",
             "protocol_overhead",
             "error_amplification",
         )

@@ -2,7 +2,7 @@
 
 ``analyze(trace)`` returns a flat dict; keys the trace lacks the data for are None. Values we
 cannot compute from the events (``protocol_overhead`` without per-event tokens,
-``parallelism_efficiency`` without any time) fall back to the value recorded in the trace's own
+``parallel_speedup`` without any time) fall back to the value recorded in the trace's own
 ``metrics`` under the reference key, if there is one.
 
 **Task success (E1)**: a verifier callable ``verifier(trace) -> float | bool`` if given, else the
@@ -23,7 +23,7 @@ from .parallel import (
     concurrency,
     critical_path,
     critical_steps,
-    parallelism_efficiency,
+    parallel_speedup,
     useful_agents,
 )
 from .safety import safety_metrics
@@ -32,7 +32,15 @@ from .view import TraceView, as_view
 Verifier = Callable[[Trace], "float | bool | None"]
 
 #: Keys of the reference schema's ``metrics`` map that we compute.
-REFERENCE_KEYS = ("task_success", "parallelism_efficiency", "protocol_overhead", "error_amplification")
+#: our key -> the reference schema's key (``write_metrics`` stores these under the reference name).
+#: The schema calls the speed-up T_serial / T_parallel ``parallelism_efficiency``; it is >= 1, so we
+#: name it ``parallel_speedup`` and use the schema's name only where the schema needs it.
+REFERENCE_KEYS = {
+    "task_success": "task_success",
+    "parallel_speedup": "parallelism_efficiency",
+    "protocol_overhead": "protocol_overhead",
+    "error_amplification": "error_amplification",
+}
 #: The keys every per-trace report carries (JSON output), in order.
 REPORT_KEYS = (
     "trace_id",
@@ -40,7 +48,7 @@ REPORT_KEYS = (
     "critical_steps",
     "critical_path_s",
     "serial_work_s",
-    "parallelism_efficiency",
+    "parallel_speedup",
     "max_concurrency",
     "useful_agent_utilization",
     "protocol_overhead",
@@ -89,7 +97,7 @@ def analyze(
     tot = totals(v)
     useful = useful_agents(v)
     amp = error_amplification(v)
-    eff = parallelism_efficiency(cp["serial_work_s"], cp["length_s"])
+    eff = parallel_speedup(cp["serial_work_s"], cp["length_s"])
     po = protocol_overhead(v)
     out: dict[str, Any] = {
         "trace_id": tr.trace_id,
@@ -104,7 +112,7 @@ def analyze(
         "step_parallelism": cs["total"] / cs["critical"] if cs["critical"] else None,
         "critical_path_s": cp["length_s"],
         "serial_work_s": cp["serial_work_s"],
-        "parallelism_efficiency": eff if eff is not None else _num(recorded.get("parallelism_efficiency")),
+        "parallel_speedup": eff if eff is not None else _num(recorded.get("parallelism_efficiency")),
         "wall_clock_s": tot["wall_clock_s"],
         "max_concurrency": conc["max"],
         "mean_concurrency": conc["mean"],
@@ -146,6 +154,6 @@ def write_metrics(trace: Trace, result: dict[str, Any]) -> Trace:
     for k, val in result.items():
         if k in _NOT_METRICS or val is None:
             continue
-        m[k if k in REFERENCE_KEYS else NAMESPACE + k] = float(val)
+        m[REFERENCE_KEYS.get(k, NAMESPACE + k)] = float(val)
     trace.metrics = m
     return trace

@@ -9,7 +9,7 @@ Our choices:
   summarised separately.
 - **MAS-native** (survey §9.1: at least three of E1-E4): a dimension is covered when at least one
   trace has a value for one of its data-bearing metrics: E1 ``task_success``; E2
-  ``parallelism_efficiency`` or ``useful_agent_utilization``; E3 ``message_redundancy`` or
+  ``parallel_speedup`` or ``useful_agent_utilization``; E3 ``message_redundancy`` or
   ``debate_consensus``; E4 ``protocol_overhead`` or ``tainted_decisions`` or a corrupted event.
   Metrics that every trace has by definition (critical steps, error amplification's 0) do not count.
 - **Robustness margin** (survey B4): mean E1 on clean traces minus mean E1 on perturbed traces of
@@ -31,7 +31,7 @@ from .view import TraceView
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "E1": ("task_success",),
-    "E2": ("parallelism_efficiency", "useful_agent_utilization"),
+    "E2": ("parallel_speedup", "useful_agent_utilization"),
     "E3": ("message_redundancy", "debate_consensus"),
     "E4": ("protocol_overhead", "tainted_decisions", "corrupted_events"),
 }

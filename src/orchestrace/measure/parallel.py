@@ -9,7 +9,7 @@ Our definitions (spec §2.2, §2.3 and §8.5 leave them open; see docs/measure.m
 - **Critical path** ``critical_path_s``: the heaviest dependency path, weighted by effective
   duration, where a dependency that was still running when its successor started only delays it
   to its own start (``view.time_critical_path``); so the critical path never exceeds the trace's
-  wall-clock span. ``parallelism_efficiency = serial_work_s / critical_path_s`` (a speed-up, >= 1
+  wall-clock span. ``parallel_speedup = serial_work_s / critical_path_s`` (a speed-up, >= 1
   by construction, 1 for a lone agent; null when the trace records no time at all).
 - **Steps.** A step is one action of one agent: an ``orchestrator_decision``, ``spawn``,
   ``despawn``, ``message``, ``tool_call``, ``return`` or ``aggregate`` event. A group issued at
@@ -97,7 +97,7 @@ def critical_steps(x: Trace | TraceView) -> dict[str, Any]:
     return {"critical": int(round(length)), "total": int(w.sum()), "path": path}
 
 
-def parallelism_efficiency(serial_work_s: float, critical_path_s: float) -> float | None:
+def parallel_speedup(serial_work_s: float, critical_path_s: float) -> float | None:
     """Serial work over critical-path time; None when the trace records no time (0/0)."""
     if critical_path_s <= 0.0:
         return None
