@@ -200,11 +200,11 @@ def build_pool(
             rows = pts - 1
             local = pt.majority if aggregator is None else aggregator.answers(pt.counts, pt.valid, pt.static)
             assert pt.ids is not None
-            maj = np.array([pt.ids[m] if m != NULL else NULL for m in local[rows]], dtype=np.int64)
+            maj = np.append(pt.ids, NULL)[local[rows]]  # NULL (-1) picks the appended NULL
             feats.append(f[rows])
             ans.append(maj)
             if q.has_truth:
-                corr.append(np.array([q.is_correct(int(m)) for m in maj]))
+                corr.append(np.append(q.answer_correct.astype(bool), False)[maj])  # NULL: wrong
             else:  # no gold and no per-sample labels: agreement with the full-budget majority
                 full = pt.ids[pt.majority[-1]] if pt.majority[-1] != NULL else NULL
                 corr.append((maj == full) & (maj != NULL))

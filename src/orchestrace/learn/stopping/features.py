@@ -63,21 +63,28 @@ class PrefixTable:
 
 def relabel(answers: np.ndarray) -> np.ndarray:
     """Renumber answer ids by first appearance in this sequence (NULL stays NULL)."""
+    return _first_seen(answers)[0]
+
+
+def _first_seen(answers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(answers renumbered by first appearance, the distinct answers in that order), vectorised:
+    the main job relabels every replayed order of every question."""
     out = np.full(len(answers), NULL, dtype=np.int64)
-    seen: dict[int, int] = {}
-    for i, a in enumerate(answers.tolist()):
-        if a != NULL:
-            out[i] = seen.setdefault(a, len(seen))
-    return out
+    ok = answers != NULL
+    uniq, first, inverse = np.unique(answers[ok], return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[by_first] = np.arange(len(uniq))
+    out[ok] = rank[inverse.reshape(-1)]
+    return out, uniq[by_first].astype(np.int64)
 
 
 def replay_table(q: BankQuestion, order: np.ndarray, static: np.ndarray | None = None) -> PrefixTable:
     """Prefix table of question ``q`` drawn in ``order`` (ids relabelled by first appearance;
     ``ids`` maps them back to the question's answer ids)."""
-    raw = q.answers[order]
-    ids = np.array(list(dict.fromkeys(int(a) for a in raw if a != NULL)), dtype=np.int64)
+    relabelled, ids = _first_seen(q.answers[order])
     cost = None if q.cost is None else np.asarray(q.cost, float)[order]
-    pt = prefix_table(relabel(raw), cost)
+    pt = prefix_table(relabelled, cost)
     pt.ids = ids
     pt.static = None if static is None else static[ids]
     return pt
