@@ -110,3 +110,30 @@ def test_bad_input_files_of_learn_commands_exit_1(tmp_path: Path, argv: list[str
     code, _, err, exc = hostile.run_cli([a.format(**{k: str(v) for k, v in files.items()}) for a in argv])
     assert exc is None and code == 1, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_validate_reports_every_file_even_after_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug met on one file is that file's OT900 finding (exit 3); the next file is still
+    validated and --format json is one complete document."""
+    import json
+
+    from orchestrace.core import validate as validate_mod
+
+    good = hostile.good_trace_file(tmp_path)
+    boom = tmp_path / "boom.json"
+    boom.write_bytes(good.read_bytes())
+    real = validate_mod.validate_path
+
+    def flaky(p, **kw):  # a stand-in bug on one file; the real validation runs on the other
+        if str(p).endswith("boom.json"):
+            raise KeyError("simulated bug")
+        return real(p, **kw)
+
+    monkeypatch.setattr("orchestrace.cli.cmd_trace.validate_path", flaky)
+    code, out, err, exc = hostile.run_cli(["validate", "--format", "json", str(boom), str(good)])
+    assert exc is None and code == 3, err
+    doc = json.loads(out)
+    assert [d["valid"] for d in doc] == [False, True]
+    assert doc[0]["findings"][0]["code"] == "OT900"

@@ -31,7 +31,8 @@ def validate(
 ) -> None:
     """Check traces against the schema and the semantic rules.
 
-    Exit code 0 when every file is valid, 1 when any is invalid, 2 on a usage or I/O error.
+    Exit code 0 when every file is valid, 1 when any is invalid, 2 on a usage or I/O error,
+    3 when orchestrace met a bug on a file (the other files are still validated and reported).
 
     Examples:\n
       orchestrace validate run.json\n
@@ -42,6 +43,7 @@ def validate(
         raise OrchestraceError("OT010", f"--format must be table or json, got {format!r}")
     results = [r for p in paths for r in _validated(p, max_findings)]
     io_error = any(f.code == "OT001" for r in results for f in r.findings)
+    internal = any(f.code == INTERNAL for r in results for f in r.findings)
     if format == "json":
         sys.stdout.buffer.write(
             orjson.dumps([r.to_json() for r in results], option=orjson.OPT_INDENT_2) + b"\n"
@@ -71,6 +73,8 @@ def validate(
                 console.print(f"  ... and {r.truncated} more finding(s) not listed (--max-findings)")
         ok = sum(r.valid for r in results)
         console.print(f"{ok}/{len(results)} file(s) valid")
+    if internal:
+        raise typer.Exit(3)
     if io_error:
         raise typer.Exit(2)
     if not all(r.valid for r in results):
@@ -86,7 +90,15 @@ def _validated(path: str, max_findings: int) -> Iterator[ValidationResult]:
         yield ValidationResult(path, False, [Finding(code=e.code, severity="error", message=e.message)])
         return
     for f in files:
-        yield validate_path(f, max_findings=max_findings)
+        try:
+            yield validate_path(f, max_findings=max_findings)
+        except Exception as e:  # noqa: BLE001 - a bug met on one file must not hide the others
+            what = f"{type(e).__name__}: {str(e)[:200]}"
+            msg = f"internal error ({what}): a bug in orchestrace, not in the file; please report it"
+            yield ValidationResult(f, False, [Finding(code=INTERNAL, severity="error", message=msg, path=f)])
+
+
+INTERNAL = "OT900"  # validate met a bug on a file: reported as that file's finding, exit 3
 
 
 def stats(

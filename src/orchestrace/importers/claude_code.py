@@ -107,8 +107,10 @@ def sniff(path: str | os.PathLike[str]) -> bool:
             continue
         if "payload" in rec or "rec" in rec:  # Codex rollouts, orchestrace event logs
             return False
-        if rec.get("type") in _RECORD_TYPES and (
-            "sessionId" in rec or "uuid" in rec or "leafUuid" in rec or "messageId" in rec
+        if (
+            isinstance(rec.get("type"), str)
+            and rec.get("type") in _RECORD_TYPES
+            and ("sessionId" in rec or "uuid" in rec or "leafUuid" in rec or "messageId" in rec)
         ):
             return True
         if rec.get("type") in ("user", "assistant") and isinstance(rec.get("message"), dict):

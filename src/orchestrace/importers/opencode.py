@@ -34,6 +34,18 @@ def sniff(path: str | os.PathLike[str]) -> bool:
     return b'"projectID"' in head and b'"time"' in head
 
 
+def _files(base: Path, name: str) -> list[Path]:
+    """The .json files of the storage folder ``base/name`` (``name`` is an id from the log);
+    none when the id is no plain folder name (a path, ``..``, too long, a NUL byte), so a
+    log cannot send the importer outside its storage."""
+    if name in ("", ".", "..") or "/" in name or "\\" in name:
+        return []
+    try:
+        return sorted((base / name).glob("*.json"))
+    except (OSError, ValueError):
+        return []
+
+
 def _json(path: Path) -> dict[str, Any] | None:
     try:
         d = orjson.loads(path.read_bytes())
@@ -79,7 +91,7 @@ class _Session:
     def run(self, sid: str, agent: str, parent: str | None) -> None:
         b = self.b
         kids = list(self.children.get(sid, []))
-        for mf in sorted((self.root / "message" / sid).glob("*.json")):
+        for mf in _files(self.root / "message", sid):
             m = _json(mf)
             if m is None:
                 b.stats.unknown["unreadable message file"] += 1
@@ -88,9 +100,7 @@ class _Session:
             b.stats.records[f"message/{role}"] += 1
             times = as_obj(m.get("time"))
             t0, t1 = _ms(times.get("created")), _ms(times.get("completed"))
-            parts = [
-                p for f in sorted((self.root / "part" / str(m.get("id"))).glob("*.json")) if (p := _json(f))
-            ]
+            parts = [p for f in _files(self.root / "part", str(m.get("id"))) if (p := _json(f))]
             if role == "user":
                 text = "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
                 if parent is None:

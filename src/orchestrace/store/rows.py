@@ -243,7 +243,10 @@ def _stored_already(raw: RawTrace, known: Known | None, measure: bool) -> tuple[
     tid = d.get("trace_id")
     if not isinstance(tid, str) or tid not in known:
         return None
-    dig = digest(d)
+    try:
+        dig = digest(d)
+    except orjson.JSONEncodeError:  # nested past the writer's limit: never stored, so validate it
+        return None
     return (tid, dig) if is_unchanged(known, tid, dig, measure) else None
 
 
