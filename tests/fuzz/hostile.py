@@ -432,7 +432,7 @@ def good_trace_file(root: Path) -> Path:
 Check = Callable[[Case, Path, Path], Outcome]
 
 
-def _simple(
+def _main_input_check(
     argv_of: Callable[[Path, Path], list[str]],
     *,
     agree: bool = True,
@@ -545,16 +545,16 @@ def _import(auto: bool) -> Check:
 
 TRACE_COMMANDS: dict[str, Check] = {
     "load": _load_agrees,
-    "validate": _simple(lambda f, w: ["validate", str(f)], agree=False),
+    "validate": _main_input_check(lambda f, w: ["validate", str(f)], agree=False),
     "validate-json-multi": _validate_multi,
-    "stats": _simple(lambda f, w: ["stats", "--format", "json", str(f)], json_out=False),
-    "analyze": _simple(lambda f, w: ["analyze", "-q", str(f)]),
-    "analyze-json": _simple(lambda f, w: ["analyze", "-q", "--format", "json", str(f)]),
-    "reward": _simple(lambda f, w: ["reward", "-q", str(f), "-o", str(w / "rewarded.jsonl")]),
-    "credit": _simple(lambda f, w: ["credit", "-q", str(f), "-o", str(w / "credited.jsonl")]),
-    "critical-path": _simple(lambda f, w: ["critical-path", str(f)]),
-    "safety": _simple(lambda f, w: ["safety", str(f)]),
-    "view": _simple(lambda f, w: ["view", str(f), "-o", str(w / "v.html")], first_only=True),
+    "stats": _main_input_check(lambda f, w: ["stats", "--format", "json", str(f)], json_out=False),
+    "analyze": _main_input_check(lambda f, w: ["analyze", "-q", str(f)]),
+    "analyze-json": _main_input_check(lambda f, w: ["analyze", "-q", "--format", "json", str(f)]),
+    "reward": _main_input_check(lambda f, w: ["reward", "-q", str(f), "-o", str(w / "rewarded.jsonl")]),
+    "credit": _main_input_check(lambda f, w: ["credit", "-q", str(f), "-o", str(w / "credited.jsonl")]),
+    "critical-path": _main_input_check(lambda f, w: ["critical-path", str(f)]),
+    "safety": _main_input_check(lambda f, w: ["safety", str(f)]),
+    "view": _main_input_check(lambda f, w: ["view", str(f), "-o", str(w / "v.html")], first_only=True),
     "ingest": _ingest,
 }
 IMPORT_COMMANDS: dict[str, Check] = {"import": _import(auto=False), "import-auto": _import(auto=True)}

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: command prefix (after "orchestrace ") -> why the test does not run it
 SKIP = {
     "gen -o corpus.jsonl -n 1000": "a million events (about a minute); the same command runs small in examples/",
-    "train ": "a training run takes a minute or more (tests/learn and tests/learn_more train tiny configs)",
+    "train ": "a training run takes a minute or more (tests/learn and tests/learn_experiments train tiny configs)",
     "eval stop": "reads the policy `train stop` writes",
     "bank build": "samples the local SmolLM2 model (minutes) or a server",
     "bank traces": "feeds the loop's `train stop --traces`, skipped with it",

@@ -102,7 +102,7 @@ DELEGATE_ALGO: dict[str, dict[str, Any]] = {
 
 #: The default algorithm per mode: GRPO routes best (it compares the models on the same query;
 #: MMLU, lambda 0.1, seeds 0-2: 0.7240, 0.7143, 0.7160 vs REINFORCE 0.7146 on seed 0 and the
-#: threshold router 0.7110), REINFORCE cascades best (docs/learn_more.md).
+#: threshold router 0.7110), REINFORCE cascades best (docs/learn_experiments.md).
 DELEGATE_DEFAULT_ALGO = {"route": "grpo", "cascade": "reinforce"}
 
 

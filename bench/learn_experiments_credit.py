@@ -1,6 +1,6 @@
 """PettingZoo Parallel Swarm: team reward vs per-lead credit as each lead's reward (one seed).
 
-python bench/learn_more_credit.py [iters] [seed] [credit ...]   # defaults: 200 0 team loo
+python bench/learn_experiments_credit.py [iters] [seed] [credit ...]   # defaults: 200 0 team loo
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Benchmark: REINFORCE vs PPO vs GRPO on RetryStop, Delegate, Swarm and the PettingZoo Parallel Swarm.
 
 Usage:
-    python bench/learn_more_algos.py --seeds 0 1 2 [--only retry delegate swarm parallel]
-                                     [--algos reinforce ppo grpo] [--out runs/bench_learn_more_algos]
-    python bench/learn_more_algos.py --summary [--out ...]   # table over every seed file in --out
+    python bench/learn_experiments_algos.py --seeds 0 1 2 [--only retry delegate swarm parallel]
+                                     [--algos reinforce ppo grpo] [--out runs/bench_learn_experiments_algos]
+    python bench/learn_experiments_algos.py --summary [--out ...]   # table over every seed file in --out
 
 Every run trains on the training split and reports the held-out reward (mean and 95% percentile
 bootstrap CI over held-out items, from the task functions) plus the training wall time; one JSON
 per seed (``seed-S.json``) so that seeds can run in separate processes. ``--summary`` prints the
-markdown table of docs/learn_more.md: mean over seeds ± their standard deviation, and the seed
+markdown table of docs/learn_experiments.md: mean over seeds ± their standard deviation, and the seed
 CIs.
 """
 
@@ -114,7 +114,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--only", nargs="+", default=list(RUNS))
     ap.add_argument("--algos", nargs="+", default=["reinforce", "ppo", "grpo"])
-    ap.add_argument("--out", type=Path, default=Path("runs/bench_learn_more_algos"))
+    ap.add_argument("--out", type=Path, default=Path("runs/bench_learn_experiments_algos"))
     ap.add_argument("--summary", action="store_true", help="only print the table of the seed files in --out")
     a = ap.parse_args()
     if not a.summary:

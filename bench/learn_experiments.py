@@ -1,7 +1,7 @@
 """Benchmark: RetryStop, Delegate and Swarm learned policies vs their baselines on held-out items.
 
 Usage:
-    python bench/learn_more.py [--seeds 0 1 2] [--only retry delegate swarm] [--out runs/bench_learn_more]
+    python bench/learn_experiments.py [--seeds 0 1 2] [--only retry delegate swarm] [--out runs/bench_learn_experiments]
 
 Prints one block per environment and seed (held-out reward with its 95% bootstrap CI, the
 baselines, the paired learned - baseline difference with its CI) and writes every result as JSON.
@@ -96,7 +96,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--only", nargs="+", default=["retry", "delegate", "swarm"])
-    ap.add_argument("--out", type=Path, default=Path("runs/bench_learn_more"))
+    ap.add_argument("--out", type=Path, default=Path("runs/bench_learn_experiments"))
     a = ap.parse_args()
     results: dict = {}
     for seed in a.seeds:
