@@ -179,3 +179,17 @@ def test_report_on_the_main_jobs_folder_and_on_its_report_folder(tmp_path: Path)
         assert sorted(p.name for p in res.pngs) == ["report_learning_curves.png", "report_pareto.png"]
         assert not (rep / "report").exists()
         assert (rep / "pareto.png").read_bytes() == b"the main job's plot"
+
+
+def test_report_skips_the_call_cache_beside_a_recorded_run(tmp_path: Path):
+    """A recorded run's folder holds the trace and its call cache (``*.cache.jsonl``): the report
+    reads the trace and leaves the cache alone (it is no trace; reading it as one fails)."""
+    import shutil
+
+    examples = Path(__file__).resolve().parents[2] / "examples" / "runs"
+    run = tmp_path / "runs"
+    shutil.copytree(examples, run)
+    assert sorted(p.name for p in run.iterdir()) == ["debate-s1.cache.jsonl", "debate-s1.events.jsonl"]
+    res = build_report(run)
+    assert [p.name for p in res.pngs] == ["agent_costs.png"]
+    assert "debater_0" in res.html.read_text()

@@ -47,6 +47,7 @@ _GROUP_SPLIT = re.compile(r"[(@\[=: ]")
 _TRAILING_NUMBER = re.compile(r"-\d+(\.\d+)?$")
 _TRACE_SUFFIXES = (".jsonl", ".events.jsonl")
 _COMPRESSED = ("", ".gz", ".zst")
+_CALL_CACHE = ".cache.jsonl"  # runtime.cache.cache_path: the call cache beside a recorded trace
 
 
 @dataclass
@@ -140,6 +141,8 @@ def read_analysis(path: Path) -> dict[str, Any]:
 
 def _is_trace_file(p: Path, run_dir: Path) -> bool:
     name = p.name.lower()
+    if any(name.endswith(_CALL_CACHE + c) for c in _COMPRESSED):
+        return False
     if any(name.endswith(s + c) for s in _TRACE_SUFFIXES for c in _COMPRESSED):
         return True
     return "traces" in p.relative_to(run_dir).parts[:-1] and any(
