@@ -438,14 +438,18 @@ def _main_input_check(
     agree: bool = True,
     json_out: bool = False,
     first_only: bool = False,
+    output: str | None = None,
 ) -> Check:
     """A command on the main input: no crash; exit 0 exactly when validate says valid.
     ``first_only``: the command reads the first trace of a file only (view), so a later
-    invalid trace of a .jsonl is none of its business."""
+    invalid trace of a .jsonl is none of its business. ``output``: the file the command
+    writes under the work folder, which must not exist after a failure."""
 
     def check(case: Case, main: Path, work: Path) -> Outcome:
         code, out, err, exc = run_cli(argv_of(main, work))
         problem = _crash(code, err, exc)
+        if problem is None and output is not None and code != 0 and (work / output).exists():
+            problem = f"partial output: exit {code} left {output}"
         if problem is None and json_out:
             try:
                 json.loads(out)
@@ -476,6 +480,32 @@ def _validate_multi(case: Case, main: Path, work: Path) -> Outcome:
         except (ValueError, KeyError, TypeError):
             problem = f"validate --format json printed no complete JSON document ({len(out)} bytes)"
     return Outcome(code, problem, out, err)
+
+
+def _report_multi(argv: list[str], traces_key: str | None) -> Check:
+    """stats/analyze --format json on the bad file between two good ones: the good files are
+    still counted, the output is one complete JSON document, the exit code is validate's."""
+
+    def check(case: Case, main: Path, work: Path) -> Outcome:
+        good = good_trace_file(work)
+        code, out, err, exc = run_cli([*argv, str(good), str(main), str(good)])
+        problem = _crash(code, err, exc)
+        if problem is None:
+            try:
+                doc = json.loads(out)
+                rows = doc if traces_key is None else doc[traces_key]
+                ids = [r["trace_id"] for r in rows]
+            except (ValueError, KeyError, TypeError):
+                return Outcome(code, f"--format json printed no complete JSON document ({len(out)} bytes)")
+            good_id = seed_trace()["trace_id"]
+            valid = validate_verdict(main)
+            if (code == 0) != valid:
+                problem = f"disagree: validate valid={valid}, exit {code}: {err.strip()[:300]}"
+            elif ids[:1] != [good_id] or ids[-1:] != [good_id] or (not valid and len(ids) != 2):
+                problem = f"multi-file: the good files were not both counted: {ids[:6]}"
+        return Outcome(code, problem, out, err)
+
+    return check
 
 
 def _load_agrees(case: Case, main: Path, work: Path) -> Outcome:
@@ -525,6 +555,9 @@ def _ingest(case: Case, main: Path, work: Path) -> Outcome:
 
 
 def _import(auto: bool) -> Check:
+    """import (--from the case's format unless ``auto``): no crash; a bad log is exit 1 (2 only
+    when the format could not be told, without --from); what is written is a valid trace."""
+
     def check(case: Case, main: Path, work: Path) -> Outcome:
         out_file = work / "imported.jsonl"
         argv = ["import", str(main), "-o", str(out_file), "-q"]
@@ -532,6 +565,8 @@ def _import(auto: bool) -> Check:
             argv += ["--from", case.importer or ""]
         code, out, err, exc = run_cli(argv)
         problem = _crash(code, err, exc)
+        if problem is None and not auto and code == 2:
+            problem = f"exit 2 (usage) on a bad log named with --from: {err.strip()[:300]}"
         if problem is None and out_file.exists() and code == 0:
             from orchestrace.core.validate import validate_path
 
@@ -547,21 +582,39 @@ TRACE_COMMANDS: dict[str, Check] = {
     "load": _load_agrees,
     "validate": _main_input_check(lambda f, w: ["validate", str(f)], agree=False),
     "validate-json-multi": _validate_multi,
-    "stats": _main_input_check(lambda f, w: ["stats", "--format", "json", str(f)], json_out=False),
+    "stats": _main_input_check(lambda f, w: ["stats", "--format", "json", str(f)], json_out=True),
+    "stats-multi": _report_multi(["stats", "--format", "json"], None),
     "analyze": _main_input_check(lambda f, w: ["analyze", "-q", str(f)]),
-    "analyze-json": _main_input_check(lambda f, w: ["analyze", "-q", "--format", "json", str(f)]),
-    "reward": _main_input_check(lambda f, w: ["reward", "-q", str(f), "-o", str(w / "rewarded.jsonl")]),
-    "credit": _main_input_check(lambda f, w: ["credit", "-q", str(f), "-o", str(w / "credited.jsonl")]),
+    "analyze-json": _main_input_check(
+        lambda f, w: ["analyze", "-q", "--format", "json", str(f)], json_out=True
+    ),
+    "analyze-json-multi": _report_multi(["analyze", "-q", "--format", "json"], "traces"),
+    "analyze-write": _main_input_check(
+        lambda f, w: ["analyze", "-q", str(f), "--write", str(w / "measured.jsonl")], output="measured.jsonl"
+    ),
+    "reward": _main_input_check(
+        lambda f, w: ["reward", "-q", str(f), "-o", str(w / "rewarded.jsonl")], output="rewarded.jsonl"
+    ),
+    "credit": _main_input_check(
+        lambda f, w: ["credit", "-q", str(f), "-o", str(w / "credited.jsonl")], output="credited.jsonl"
+    ),
     "critical-path": _main_input_check(lambda f, w: ["critical-path", str(f)]),
     "safety": _main_input_check(lambda f, w: ["safety", str(f)]),
-    "view": _main_input_check(lambda f, w: ["view", str(f), "-o", str(w / "v.html")], first_only=True),
+    "view": _main_input_check(
+        lambda f, w: ["view", str(f), "-o", str(w / "v.html")], first_only=True, output="v.html"
+    ),
     "ingest": _ingest,
 }
-IMPORT_COMMANDS: dict[str, Check] = {"import": _import(auto=False), "import-auto": _import(auto=True)}
+IMPORT_COMMANDS: dict[str, Check] = {
+    **{f"import:{fmt}": _import(auto=False) for fmt in IMPORTERS},
+    "import-auto": _import(auto=True),
+}
 
 
 def make_case(seed: int, command: str) -> Case:
     rng = random.Random(seed)
+    if command.startswith("import:"):
+        return importer_case(rng, command.removeprefix("import:"))
     if command in IMPORT_COMMANDS:
         return importer_case(rng, rng.choice(IMPORTERS))
     return trace_case(rng)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-EXAMPLES = {"ingest": 6, "import": 30, "import-auto": 20, "load": 40, "validate-json-multi": 25}
+EXAMPLES = {"ingest": 6, "import-auto": 20, "load": 40, "validate-json-multi": 25}
 
 
 @pytest.mark.parametrize("command", hostile.ALL_COMMANDS)
@@ -137,3 +137,65 @@ def test_validate_reports_every_file_even_after_a_bug(
     doc = json.loads(out)
     assert [d["valid"] for d in doc] == [False, True]
     assert doc[0]["findings"][0]["code"] == "OT900"
+
+
+@pytest.mark.parametrize("fmt", hostile.IMPORTERS)
+@pytest.mark.parametrize("data", [b"", b"7", b'"s"', b"null", b"[1, 2]", b'[{"a": 1}]', b'{"a": 1}'])
+def test_import_of_a_wrong_shape_is_bad_input(tmp_path: Path, fmt: str, data: bytes) -> None:
+    """A scalar, an array or an empty file named with --from: exit 1 (bad input, as validate
+    exits on an empty trace), a line saying why, no output file and no traceback."""
+    if fmt == "opencode":
+        f = tmp_path / "storage" / "session" / "p" / "ses_a.json"
+        f.parent.mkdir(parents=True)
+    else:
+        f = tmp_path / ("x.log" if fmt == "chatdev" else "x.json")
+    f.write_bytes(data)
+    out = tmp_path / "out.jsonl"
+    code, _, err, exc = hostile.run_cli(["import", "--from", fmt, str(f), "-o", str(out), "-q"])
+    assert exc is None and code == 1, err
+    assert "Traceback" not in err and "OT006" in err and not out.exists()
+
+
+def _corpus(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """good.json, a .jsonl whose second trace is invalid (its first is fine), other.json."""
+    tr = hostile.seed_trace()
+    good = tmp_path / "good.json"
+    good.write_bytes(orjson.dumps(tr))
+    other = tmp_path / "other.json"
+    other.write_bytes(orjson.dumps({**tr, "trace_id": "other", "events": tr["events"][:6], "edges": []}))
+    half = tmp_path / "half.jsonl"
+    bad = {**tr, "trace_id": "bad", "events": [{**tr["events"][0], "tokens_in": -1}, *tr["events"][1:]]}
+    half.write_bytes(orjson.dumps({**tr, "trace_id": "first"}) + b"\n" + orjson.dumps(bad) + b"\n")
+    return good, half, other
+
+
+@pytest.mark.parametrize(
+    ("argv", "key"),
+    [
+        (["stats", "--format", "json"], None),
+        (["analyze", "-q", "--format", "json"], "traces"),
+        (["analyze", "-q", "--format", "json", "--by", "agent"], "traces"),
+    ],
+)
+def test_report_commands_go_on_after_a_bad_file(tmp_path: Path, argv: list[str], key: str | None) -> None:
+    """A file that fails part-way counts for nothing (its first, valid trace included), the
+    files after it are still read, the JSON is complete, the exit code is validate's (1); the
+    numbers equal those of the good files alone."""
+    import json
+
+    good, half, other = _corpus(tmp_path)
+    code, out, err, exc = hostile.run_cli([*argv, str(good), str(half), str(other)])
+    assert exc is None and code == 1, err
+    assert "half.jsonl" in err and "OT" in err and "Traceback" not in err
+    doc = json.loads(out)
+    ok_code, ok_out, ok_err, _ = hostile.run_cli([*argv, str(good), str(other)])
+    assert ok_code == 0, ok_err
+    ok = json.loads(ok_out)
+    rows = doc if key is None else doc[key]
+    assert [r["trace_id"] for r in rows] == [hostile.seed_trace()["trace_id"], "other"]
+    if key is not None:
+        assert doc["corpus"] == ok["corpus"]
+        assert [(f["code"], f["path"]) for f in doc["failed"]] == [("OT107", str(half))]
+        assert ok["failed"] == []
+    else:
+        assert doc == ok

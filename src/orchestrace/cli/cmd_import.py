@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-from ..core.errors import OrchestraceError
+from ..core.errors import BadInput, OrchestraceError
 from .common import console, console_err
 
 _EPILOG = """\
@@ -81,8 +81,10 @@ def register(app: typer.Typer) -> None:
         if not report.traces:
             if out != "-":
                 Path(out).unlink(missing_ok=True)
-            raise OrchestraceError(
-                "OT006", "nothing imported: every input was empty or unreadable", path=" ".join(paths)
+            raise BadInput(  # the inputs' content, as validate exits on an empty trace file
+                "OT006",
+                "nothing imported: every input was empty or held no log of the format (see above)",
+                path=" ".join(paths),
             )
         summary = ", ".join(f"{n} {k}" for k, n in report.per_format.items())
         (console_err if out == "-" else console).print(

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
+import msgspec
 import orjson
 import typer
 from rich.table import Table
@@ -17,7 +18,7 @@ from rich.table import Table
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
 from .common import console, console_err, expand_paths
-from .progress import stream_traces
+from .progress import failure_exit_code, stream_file_traces, stream_traces
 from .ray_option import RayCommand, RayOption
 
 _FORMATS = ("table", "json", "csv")
@@ -106,8 +107,11 @@ def analyze_cmd(
     """E1-E4 and safety metrics per trace, summarised over the corpus (mean and percentiles),
     per trace-length band (10 / 100 / 1,000 events), with a MAS-native verdict.
 
-    JSON: an object with "traces" (a list, one object per trace) and "corpus"; a value is null
-    where the trace lacks the data. CSV: one row per trace (per group with --by agent|role|type).
+    JSON: an object with "traces" (a list, one object per trace), "corpus" and "failed" (one
+    finding per input file that could not be analysed); a value is null where the trace lacks
+    the data. A file that fails is reported and counts for nothing; the other files are still
+    analysed (exit 1, 2 if unreadable). With --write the first bad file stops the command, so
+    the output is complete or absent. CSV: one row per trace (per group with --by agent|role|type).
 
     Examples:\n
       orchestrace analyze run.json\n
@@ -124,25 +128,36 @@ def analyze_cmd(
     _check("--by", by, _BY)
     check = _verifier(verifier, success_channel)
     results: list[dict[str, Any]] = []
+    file_of: list[int] = []  # the input file of each result
     per_group = by in ("agent", "role", "type")
     acc: dict[str, dict[str, Any]] = {}
+    before_file: dict[str, Any] = {"file": -1, "acc": {}}  # acc before the current file's traces
+    failed: dict[int, OrchestraceError] = {}
 
     def measured() -> Iterator[Trace]:  # one trace in memory at a time (.jsonl outputs stream too)
-        traces = stream_traces(paths, "analyze", quiet=quiet)
+        if write:  # an output file is written whole or not at all: the first bad input stops it
+            whole = stream_traces(paths, "analyze", quiet=quiet)
+            traces: Iterator[tuple[int, Trace]] = ((0, tr) for tr in whole)
+        else:
+            traces = stream_file_traces(paths, "analyze", failed, quiet=quiet)
         if ray is None:
-            pairs: Iterator[tuple[Trace, dict[str, Any]]] = (
-                (tr, analyze(TraceView(tr), verifier=check)) for tr in traces
+            pairs: Iterator[tuple[int, Trace, dict[str, Any]]] = (
+                (i, tr, analyze(TraceView(tr), verifier=check)) for i, tr in traces
             )
         else:  # Ray tasks in order, so the results equal the local ones
             from ..parallel import parallel_imap
 
-            batch = list(traces)
-            pairs = zip(
-                batch, parallel_imap(_analyze_one, batch, ray=ray, args=(check,), batch=16), strict=True
-            )
-        for tr, r in pairs:
+            batch = [(i, tr) for i, tr in traces]
+            batch = [(i, tr) for i, tr in batch if i not in failed]
+            done = parallel_imap(_analyze_one, [tr for _, tr in batch], ray=ray, args=(check,), batch=16)
+            pairs = ((i, tr, r) for (i, tr), r in zip(batch, done, strict=True))
+        for i, tr, r in pairs:
             results.append(r)
+            file_of.append(i)
             if per_group:
+                if i != before_file["file"]:
+                    _drop_failed_file(acc, before_file, failed)
+                    before_file.update(file=i, acc={k: dict(v) for k, v in acc.items()})
                 add_breakdown(acc, TraceView(tr), by)  # type: ignore[arg-type]
             yield write_metrics(tr, r) if write else tr
 
@@ -152,6 +167,13 @@ def analyze_cmd(
     else:
         for _ in measured():
             pass
+    # a file that failed part-way counts for nothing, as validate's verdict is per file
+    results = [r for r, i in zip(results, file_of, strict=True) if i not in failed]
+    _drop_failed_file(acc, before_file, failed)
+    if not results and failed:
+        if format == "json":
+            _json({"traces": [], "corpus": None, "failed": _failures(failed)})
+        raise typer.Exit(failure_exit_code(failed))
     if not results:
         raise OrchestraceError("OT001", "no traces found in the given paths")
     if write:  # on stderr: stdout may be the JSON or CSV report
@@ -163,11 +185,29 @@ def analyze_cmd(
         report["by"] = by
         report["groups"] = groups
     if format == "json":
-        _json({"traces": results, "corpus": report})
+        _json({"traces": results, "corpus": report, "failed": _failures(failed)})
     elif format == "csv":
         _csv(results, groups, by)
     else:
         _tables(results, report, groups, by)
+    if failed:
+        raise typer.Exit(failure_exit_code(failed))
+
+
+def _drop_failed_file(
+    acc: dict[str, dict[str, Any]], before_file: dict[str, Any], failed: dict[int, OrchestraceError]
+) -> None:
+    """Undo the breakdown sums of a file that failed part-way (the stream reports a file's
+    failure before it yields the next file's first trace)."""
+    if before_file["file"] in failed:
+        acc.clear()
+        acc.update(before_file["acc"])
+        before_file["file"] = -1
+
+
+def _failures(failed: dict[int, OrchestraceError]) -> list[dict[str, Any]]:
+    """The files that could not be analysed, one finding each (as validate reports them)."""
+    return [msgspec.to_builtins(failed[i].finding()) for i in sorted(failed)]
 
 
 def _csv(results: list[dict[str, Any]], groups: dict[str, dict[str, Any]] | None, by: str | None) -> None:

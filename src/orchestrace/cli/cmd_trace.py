@@ -19,6 +19,7 @@ from ..core.io import iter_traces, save
 from ..core.read import iter_log_records, merge_log_header, split_format
 from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult, validate_path
 from .common import console, console_err, expand_paths
+from .progress import failure_exit_code, note_failed_file
 
 
 def validate(
@@ -112,38 +113,54 @@ def stats(
     streamed; an invalid trace exits 1 as validate does.
 
     One trace gets its own table; several get one corpus total (and, with --per-trace, one row
-    per trace). JSON is always the list of per-trace counts.
+    per trace). JSON is always the list of per-trace counts. A file that fails is reported on
+    stderr and counts for nothing; the other files are still counted (exit 1, 2 if unreadable).
 
     Examples:\n
       orchestrace stats run.events.jsonl\n
       orchestrace stats corpus.jsonl --per-trace\n
       orchestrace stats corpus.jsonl --format json
     """
-    out = []
-    for p in expand_paths(paths):
-        fmt, _ = split_format(p)
-        if fmt == "events":
-            checked = validate_path(p)  # the same verdict as validate, before any number is read
-            if not checked.valid:
-                raise InvalidTrace(checked.findings, path=p)
-            out.append(_log_stats(p))
-        else:
-            for tr in iter_traces(p):
-                out.append(
-                    _stats_of(
-                        p,
-                        tr.trace_id,
-                        ((e.type, e.agent, e.role, e.t, e.t_end, e.tokens) for e in tr.events),
-                        len(tr.edges),
-                        tr.costs,
-                    )
-                )
+    out: list[dict] = []  # type: ignore[type-arg]
+    failed: dict[int, OrchestraceError] = {}
+    for i, p in enumerate(expand_paths(paths)):  # one bad file does not hide the others
+        mark = len(out)
+        try:
+            out.extend(_file_stats(p))
+        except OrchestraceError as e:
+            del out[mark:]  # a file that failed part-way counts for nothing, as in validate
+            note_failed_file(failed, i, p, e)
     if format == "json":
         sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
-        return
-    if len(out) == 1:
+    elif len(out) == 1:
         console.print(_detail_table(out[0], f"{out[0]['trace_id']}  ({out[0]['path']})"))
+    elif out or not failed:
+        _corpus_tables(out, per_trace)
+    if failed:
+        raise typer.Exit(failure_exit_code(failed))
+
+
+def _file_stats(p: str) -> Iterator[dict]:  # type: ignore[type-arg]
+    """Per-trace counts of one file; an event log is validated first (the same verdict as
+    validate, before any number is read), then streamed."""
+    fmt, _ = split_format(p)
+    if fmt == "events":
+        checked = validate_path(p)
+        if not checked.valid:
+            raise InvalidTrace(checked.findings, path=p)
+        yield _log_stats(p)
         return
+    for tr in iter_traces(p):
+        yield _stats_of(
+            p,
+            tr.trace_id,
+            ((e.type, e.agent, e.role, e.t, e.t_end, e.tokens) for e in tr.events),
+            len(tr.edges),
+            tr.costs,
+        )
+
+
+def _corpus_tables(out: list[dict], per_trace: bool) -> None:  # type: ignore[type-arg]
     if per_trace:
         rows = Table("trace", "path", title="per trace")
         for c in ("events", "edges", "agents", "duration (s)"):

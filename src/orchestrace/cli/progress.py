@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -20,6 +21,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ..core.errors import OrchestraceError
 from ..core.model import Trace
 from .common import console_err, expand_paths
 
@@ -82,3 +84,37 @@ def stream_traces(paths: list[str], label: str, *, quiet: bool = False) -> Itera
     files = list(expand_paths(paths))
     traces = (tr for p in files for tr in traces_of(p))
     return tracked(traces, label=label, total=count_traces(files), quiet=quiet)
+
+
+def stream_file_traces(
+    paths: list[str], label: str, failed: dict[int, OrchestraceError], *, quiet: bool = False
+) -> Iterator[tuple[int, Trace]]:
+    """Traces of each file with the file's index, one at a time. A file that cannot be loaded
+    (bad input, unreadable) is reported on stderr, recorded in ``failed`` under its index, and
+    the stream goes on with the next file: one bad file does not hide the others' outcomes.
+    Traces a file yielded before it failed carry its index, for the caller to drop."""
+    from ..store import traces_of
+
+    files = list(expand_paths(paths))
+
+    def traces() -> Iterator[tuple[int, Trace]]:
+        for i, p in enumerate(files):
+            try:
+                for tr in traces_of(p):
+                    yield i, tr
+            except OrchestraceError as e:
+                note_failed_file(failed, i, p, e)
+
+    return tracked(traces(), label=label, total=count_traces(files), quiet=quiet)
+
+
+def note_failed_file(failed: dict[int, OrchestraceError], index: int, path: str, e: OrchestraceError) -> None:
+    """Record file ``index`` as failed and say why on stderr, one line as main() would."""
+    e.path = e.path or path
+    failed[index] = e
+    console_err.print(f"[red]{escape(str(e))}[/red]", highlight=False, soft_wrap=True)
+
+
+def failure_exit_code(failed: dict[int, OrchestraceError]) -> int:
+    """2 when a file could not be read (as validate exits on OT001), else 1 (bad input)."""
+    return max(e.exit_code for e in failed.values())
