@@ -30,3 +30,103 @@ def test_policy_marks_number_the_written_policies_at_their_points() -> None:
         ("1", "learned", "out/p.safetensors", 4.5),
         ("2", "learned+agg(target=5)", "out/p-agg-target.safetensors", 4.9),
     ]
+
+
+def _report_with_sweep() -> dict:
+    hist = [{"iteration": i, "batch_reward": 0.1 * i, "eval_samples": 40.0 - i} for i in (1, 10, 20)]
+    curves = {
+        n: hist for n in ["learned", "learned+agg"] + [f"learned(c={c:g})" for c in (0.0005, 0.01, 0.03)]
+    }
+    curves.update({f"learned+agg(c={c:g})": hist for c in (0.0005, 0.03)})
+    report = {
+        "eval_bank": "plurals+comparatives",
+        "target_samples": 5,
+        "cost": 0.003,
+        "results": [
+            {"method": "fixed-1", "accuracy": 0.52, "mean_samples": 1.0},
+            {"method": "fixed-40", "accuracy": 0.615, "mean_samples": 40.0},
+            {"method": "consol-sprt", "accuracy": 0.61, "mean_samples": 8.3},
+            {"method": "learned", "accuracy": 0.607, "mean_samples": 5.67},
+            {"method": "learned(target=5)", "accuracy": 0.596, "mean_samples": 5.14},
+            {"method": "learned+agg", "accuracy": 0.641, "mean_samples": 8.31},
+        ],
+        "policies_written": {
+            "learned": "out/policy.safetensors",
+            "learned(target=5)": "out/policy-target.safetensors",
+            "learned+agg": "out/policy-agg.safetensors",
+        },
+        "learning_curves": curves,
+    }
+    return report
+
+
+def test_pareto_figure_names_every_written_policy_in_a_legend_outside_the_axes() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from orchestrace.learn.stopping.report import pareto_figure
+
+    fig = pareto_figure(_report_with_sweep())
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert [lab for lab in labels if lab[0].isdigit()] == [
+        "1: policy.safetensors (learned)",
+        "2: policy-target.safetensors (learned(target=5))",
+        "3: policy-agg.safetensors (learned+agg)",
+    ]
+    assert {"ConSol SPRT", "fixed-40 majority accuracy", "budget: 5 samples"} <= set(labels)
+    # each star sits at its policy's measured point, numbered as the command prints it
+    stars = {a.get_text(): a.xy for a in ax.texts}
+    assert stars == {"1": (5.67, 0.607), "2": (5.14, 0.596), "3": (8.31, 0.641)}
+    fig.canvas.draw()
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+    plt.close(fig)
+
+
+def test_learning_curves_figure_draws_four_named_series_with_the_legend_below() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from orchestrace.learn.stopping.report import learning_curves_figure
+
+    curves = _report_with_sweep()["learning_curves"]
+    fig = learning_curves_figure(curves, cost=0.003)
+    drawn = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert drawn == [
+        "majority vote, c=0.003 (main policy)",
+        "learned aggregator, c=0.003 (main policy)",
+        "majority vote, c=0.0005 (sweep: most samples)",
+        "majority vote, c=0.03 (sweep: fewest samples)",
+    ]
+    assert len(fig.axes[1].get_lines()) == 4
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == drawn
+    assert legend.get_title().get_text().startswith("4 of 7 trained policies")
+    fig.canvas.draw()
+    assert legend.get_window_extent().y1 <= min(a.get_window_extent().y0 for a in fig.axes)
+    plt.close(fig)
+
+
+def test_report_json_carries_the_marks_and_the_shown_curves(tmp_path) -> None:
+    import json
+
+    from orchestrace.learn.stopping.report import write_report
+    from orchestrace.viewer.report import read_learning_curve, read_pareto, shown_runs
+
+    write_report(_report_with_sweep(), str(tmp_path))
+    pareto = read_pareto(tmp_path / "pareto.json")
+    assert [(m["mark"], m["path"]) for m in pareto["marks"]] == [
+        ("1", "out/policy.safetensors"),
+        ("2", "out/policy-target.safetensors"),
+        ("3", "out/policy-agg.safetensors"),
+    ]
+    curves = read_learning_curve(tmp_path / "learning_curves.json")
+    assert shown_runs(curves) == ["learned", "learned+agg", "learned(c=0.0005)", "learned(c=0.03)"]
+    assert curves["labels"]["learned(c=0.03)"] == "majority vote, c=0.03 (sweep: fewest samples)"
+    # every curve is still in the file, not only the drawn ones
+    runs = {r["run"] for r in json.loads((tmp_path / "learning_curves.json").read_text())["records"]}
+    assert len(runs) == 7

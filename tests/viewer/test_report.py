@@ -13,7 +13,14 @@ from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.io import save
 from orchestrace.core.stats import pareto_front
 from orchestrace.gen import generate
-from orchestrace.viewer.report import build_report, curve_name, read_learning_curve
+from orchestrace.viewer.report import (
+    MAX_RUNS,
+    build_report,
+    curve_name,
+    read_learning_curve,
+    read_pareto,
+    shown_runs,
+)
 
 
 def png_ok(path: Path) -> bool:
@@ -119,6 +126,40 @@ def test_learning_curve_formats(tmp_path: Path):
     p.write_text(json.dumps({"a": [{"iteration": 0, "r": 1.0}], "b": [{"iteration": 1, "r": 2.0}]}))
     d = read_learning_curve(p)
     assert d["x"] == "iteration" and [r["run"] for r in d["records"]] == ["a", "b"]
+
+
+def test_learning_curves_draw_a_handful_of_runs(tmp_path: Path):
+    """Ten runs are more lines than a reader tells apart: the plot draws the file's ``shown`` runs,
+    else the first MAX_RUNS by name; the HTML table still lists every run."""
+    p = tmp_path / "learning_curves.json"
+    runs = {f"run{k}": [{"iteration": i, "r": i * k} for i in range(3)] for k in range(10)}
+    p.write_text(json.dumps(runs))
+    assert shown_runs(read_learning_curve(p)) == sorted(runs)[:MAX_RUNS] and MAX_RUNS < 10
+    records = [{**r, "run": n} for n, rs in runs.items() for r in rs]
+    p.write_text(
+        json.dumps({"records": records, "shown": ["run7", "gone", "run2"], "labels": {"run7": "seven"}})
+    )
+    d = read_learning_curve(p)
+    assert shown_runs(d) == ["run7", "run2"] and d["labels"] == {"run7": "seven"}
+    res = build_report(tmp_path)
+    assert [q.name for q in res.pngs] == ["learning_curve__learning_curves.png"] and png_ok(res.pngs[0])
+    assert all(f"<td>run{k}</td>" in res.html.read_text() for k in range(10))
+    p.write_text(json.dumps({"records": records, "shown": "run7"}))
+    with pytest.raises(OrchestraceError) as e:
+        read_learning_curve(p)
+    assert e.value.pointer == "/shown"
+
+
+def test_pareto_marks_read_and_checked(tmp_path: Path):
+    p = tmp_path / "pareto.json"
+    mark = {"mark": "1", "method": "learned", "path": "runs/stop/policy.safetensors"}
+    p.write_text(json.dumps({"points": eval_rows(), "marks": [{**mark, "accuracy": 0.8, "mean_samples": 5}]}))
+    assert read_pareto(p)["marks"][0]["path"] == mark["path"]
+    assert png_ok(build_report(tmp_path).pngs[0])
+    p.write_text(json.dumps({"points": eval_rows(), "marks": [{**mark, "accuracy": 0.8}]}))
+    with pytest.raises(OrchestraceError) as e:
+        read_pareto(p)
+    assert e.value.pointer == "/marks/0" and "mean_samples" in str(e.value)
 
 
 def test_learn_package_output_reads(tmp_path: Path):

@@ -150,7 +150,7 @@ def train_stop_cmd(
         f"orders; budget and priors from {rep['calibration_questions']} other held-out questions): "
         f"learned accuracy {g['learned_accuracy']:.3f} with {g['learned_mean_samples']:.2f} samples "
         f"({g['sample_reduction_x']:.1f}x fewer) vs fixed-{budget} {g['fixed_full_accuracy']:.3f} "
-        f"(paired 95% CI of the difference [{g['accuracy_gap_ci95_points'][0]:+.1f}, "
+        f"({g['accuracy_gap_points']:+.1f} points, paired 95% CI of the difference [{g['accuracy_gap_ci95_points'][0]:+.1f}, "
         f"{g['accuracy_gap_ci95_points'][1]:+.1f}] points); "
         f"oracle {g['oracle_mean_samples']:.2f} samples"
     )

@@ -93,11 +93,20 @@ def read_pareto(path: Path) -> dict[str, Any]:
     for i, r in enumerate(rows):
         _need(isinstance(r, dict), path, f"/{i}", "each row must be an object")
         _need(_number(r.get(x)) and _number(r.get(y)), path, f"/{i}", f"row needs numbers {x!r} and {y!r}")
-    return {"x": x, "y": y, "title": meta.get("title"), "rows": rows}
+    marks = meta.get("marks") or []
+    _need(isinstance(marks, list), path, "/marks", "expected a list under 'marks'")
+    for i, m in enumerate(marks):
+        _need(
+            isinstance(m, dict) and _number(m.get(x)) and _number(m.get(y)),
+            path,
+            f"/marks/{i}",
+            f"a mark needs numbers {x!r} and {y!r}",
+        )
+    return {"x": x, "y": y, "title": meta.get("title"), "rows": rows, "marks": marks}
 
 
 def read_learning_curve(path: Path) -> dict[str, Any]:
-    """Normalised learning-curve input: ``{"x", "title", "records"}``."""
+    """Normalised learning-curve input: ``{"x", "title", "records", "shown", "labels"}``."""
     doc = _read_json(path)
     meta: dict[str, Any] = {}
     if isinstance(doc, dict) and "records" in doc:
@@ -116,7 +125,15 @@ def read_learning_curve(path: Path) -> dict[str, Any]:
     )
     for i, r in enumerate(recs):
         _need(isinstance(r, dict) and _number(r.get(x)), path, f"/{i}", f"each record needs a number {x!r}")
-    return {"x": x, "title": meta.get("title"), "records": recs}
+    shown, labels = meta.get("shown"), meta.get("labels") or {}
+    _need(
+        shown is None or (isinstance(shown, list) and all(isinstance(n, str) for n in shown)),
+        path,
+        "/shown",
+        "expected a list of run names",
+    )
+    _need(isinstance(labels, dict), path, "/labels", "expected an object: run name -> legend label")
+    return {"x": x, "title": meta.get("title"), "records": recs, "shown": shown, "labels": labels}
 
 
 def read_analysis(path: Path) -> dict[str, Any]:
@@ -190,7 +207,7 @@ def plot_pareto(data: dict[str, Any], out: Path) -> Path:
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in data["rows"]:
         groups[curve_name(r)].append(r)
-    fig, ax = plt.subplots(figsize=(8, 5.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(10.5, 5.2), dpi=110)  # the legend sits right of the axes
     cmap = plt.get_cmap("tab10")
     for k, (name, rows) in enumerate(sorted(groups.items())):
         rows = sorted(rows, key=lambda r: r[x])
@@ -223,15 +240,24 @@ def plot_pareto(data: dict[str, Any], out: Path) -> Path:
         ls="--",
         label="Pareto front",
     )
+    for m in data.get("marks", []):  # e.g. the policy files the main job wrote, numbered as it prints them
+        name = str(m.get("mark", "?"))
+        what = ", ".join(
+            str(m[k]) if k == "method" else Path(str(m[k])).name for k in ("method", "path") if k in m
+        )
+        ax.scatter(m[x], m[y], marker="*", s=200, color="#d62728", edgecolors="black", linewidths=0.6,
+                   zorder=5, label=f"{name}: {what}" if what else name)  # fmt: skip
+        ax.annotate(name, (m[x], m[y]), xytext=(6, -12), textcoords="offset points", fontsize=9,
+                    fontweight="bold", zorder=6)  # fmt: skip
     ax.set_xlabel(x.replace("_", " "))
     ax.set_ylabel(y.replace("_", " "))
     if data["x"] in ("tokens", "usd", "cost") and min(r[x] for r in data["rows"]) > 0:
         ax.set_xscale("log")
     ax.set_title(data.get("title") or f"{y} against {x}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right", ncol=2 if len(groups) > 8 else 1)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)  # outside the data
     fig.tight_layout()
-    fig.savefig(out)
+    fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out
 
@@ -258,17 +284,32 @@ def _group(r: dict[str, Any]) -> str:
     return next((str(r[k]) for k in GROUP_KEYS if k in r), "run")
 
 
+#: Learning curves drawn at most: more lines than this cannot be told apart (the HTML table lists every run).
+MAX_RUNS = 6
+
+
+def shown_runs(data: dict[str, Any]) -> list[str]:
+    """The runs a learning-curve plot draws: the input's ``shown`` list if it names runs that have
+    records, else every run (sorted); at most ``MAX_RUNS`` either way."""
+    present = {_group(r) for r in data["records"]}
+    shown = [n for n in data.get("shown") or [] if n in present] or sorted(present)
+    return shown[:MAX_RUNS]
+
+
 def plot_learning_curve(data: dict[str, Any], out: Path) -> Path:
     plt = _pyplot()
     x, recs = data["x"], data["records"]
     metrics = _metrics(recs, x)
     if not metrics:
         raise OrchestraceError("OT010", "learning-curve records carry no numeric metric besides the x key")
+    groups, total = shown_runs(data), len({_group(r) for r in recs})
+    recs = [r for r in recs if _group(r) in groups]
+    metrics = [m for m in metrics if any(_number(r.get(m)) for r in recs)]
+    labels = data.get("labels") or {}
     cols = min(3, len(metrics))
     rows = math.ceil(len(metrics) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), dpi=110, squeeze=False)
     cmap = plt.get_cmap("tab10")
-    groups = sorted({_group(r) for r in recs})
     for m, ax in zip(metrics, axes.flat, strict=False):
         for k, g in enumerate(groups):
             by_x: dict[float, list[float]] = defaultdict(list)
@@ -280,7 +321,7 @@ def plot_learning_curve(data: dict[str, Any], out: Path) -> Path:
             xs = sorted(by_x)
             mean = [sum(by_x[v]) / len(by_x[v]) for v in xs]
             colour = cmap(k % 10)
-            ax.plot(xs, mean, color=colour, lw=1.5, label=g)
+            ax.plot(xs, mean, color=colour, lw=1.5, label=str(labels.get(g, g)))
             if any(len(by_x[v]) > 1 for v in xs):
                 ax.fill_between(
                     xs, [min(by_x[v]) for v in xs], [max(by_x[v]) for v in xs], color=colour, alpha=0.18
@@ -288,14 +329,17 @@ def plot_learning_curve(data: dict[str, Any], out: Path) -> Path:
         ax.set_title(m.replace("_", " "), fontsize=10)
         ax.set_xlabel(x)
         ax.grid(alpha=0.3)
-        if len(groups) > 1:
-            ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(metrics) :]:
         ax.axis("off")
     if data.get("title"):
         fig.suptitle(data["title"])
     fig.tight_layout()
-    fig.savefig(out)
+    if len(groups) > 1 or total > len(groups):  # one legend for every panel, below them (outside the data)
+        handles = {h.get_label(): h for a in axes.flat for h in a.get_lines()}
+        fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(3, len(handles)), fontsize=8,
+                   title=None if total == len(groups) else f"{len(groups)} of {total} runs (all in the table)")  # fmt: skip
+    fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out
 

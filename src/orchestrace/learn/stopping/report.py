@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 STYLE = {
@@ -56,16 +56,31 @@ def curve_series(curves: dict[str, Any]) -> list[str]:
     return (main + extra)[:MAX_CURVES] or list(curves)[:MAX_CURVES]
 
 
-def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
-    """Write pareto.png, learning_curves.png and their JSON next to them; return the paths."""
-    import matplotlib
+def curve_labels(curves: dict[str, Any], cost: float | None) -> dict[str, str]:
+    """What a reader sees in the legend for each shown curve (the method keys are for code)."""
+    shown = curve_series(curves)
+    swept = [n for n in shown if n.startswith("learned(c=")]
+    labels = {}
+    for n in shown:
+        at = f", c={cost:g}" if cost is not None else ""
+        if n == "learned":
+            labels[n] = f"majority vote{at} (main policy)"
+        elif n == "learned+agg":
+            labels[n] = f"learned aggregator{at} (main policy)"
+        elif n in swept:
+            end = "" if len(swept) == 1 else ": most samples" if n == swept[0] else ": fewest samples"
+            labels[n] = f"majority vote, c={float(n[10:-1]):g} (sweep{end})"
+        else:
+            labels[n] = n
+    return labels
 
-    matplotlib.use("Agg")
+
+def pareto_figure(report: dict[str, Any]) -> Any:
+    """Accuracy against mean samples: every method's points and front, fixed-40 and the budget as
+    lines, and a numbered star per policy file the job wrote; the legend sits right of the axes."""
     import matplotlib.pyplot as plt
 
-    os.makedirs(out_dir, exist_ok=True)
-    paths = []
-    fig, ax = plt.subplots(figsize=(7.5, 5))  # the legend sits to the right, outside the axes
+    fig, ax = plt.subplots(figsize=(7.5, 5))
     fam_of = {}
     for r in report["results"]:
         m = r["method"]
@@ -107,36 +122,68 @@ def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
     ax.set_title(f"held-out {report.get('eval_bank', '')}: accuracy vs samples")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    return fig
+
+
+def learning_curves_figure(curves: dict[str, Any], cost: float | None = None) -> Any:
+    """Training objective and greedy mean samples per iteration for the ``curve_series`` only,
+    with one legend below both panels."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    labels = curve_labels(curves, cost)
+    for name, label in labels.items():
+        hist = curves[name]
+        (line,) = axes[0].plot([h["iteration"] for h in hist], [h["batch_reward"] for h in hist], lw=1.2,
+                               label=label)  # fmt: skip
+        ev = [h for h in hist if "eval_samples" in h]
+        axes[1].plot([h["iteration"] for h in ev], [h["eval_samples"] for h in ev], marker=".", lw=1.2,
+                     color=line.get_color())  # fmt: skip
+    axes[0].set_xlabel("iteration")
+    axes[0].set_ylabel("training objective (reward - c x samples)")
+    axes[1].set_xlabel("iteration")
+    axes[1].set_ylabel("greedy mean samples (train bank)")
+    for a in axes:
+        a.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8,
+               title=f"{len(labels)} of {len(curves)} trained policies (all in learning_curves.json); "
+               "c = price of one sample")  # fmt: skip
+    return fig
+
+
+def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
+    """Write pareto.png, learning_curves.png and their JSON next to them; return the paths.
+
+    The JSON is what ``orchestrace report`` redraws: pareto.json carries the numbered marks, and
+    learning_curves.json every curve as records with the ones worth drawing under ``shown``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    fig = pareto_figure(report)
     p = os.path.join(out_dir, "pareto.png")
     fig.savefig(p, dpi=120, bbox_inches="tight")
     plt.close(fig)
     paths.append(p)
+    marks = [asdict(m) for m in policy_marks(report)]
     with open(os.path.join(out_dir, "pareto.json"), "w") as f:
-        json.dump({"points": report["results"], "fronts": report.get("pareto", {})}, f, indent=1)
+        json.dump(
+            {"points": report["results"], "fronts": report.get("pareto", {}), "marks": marks}, f, indent=1
+        )
 
     curves = report.get("learning_curves", {})
     if curves:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        for name in curve_series(curves):
-            hist = curves[name]
-            its = [h["iteration"] for h in hist]
-            axes[0].plot(its, [h["batch_reward"] for h in hist], lw=1.2, label=name)
-            ev = [h for h in hist if "eval_reward" in h]
-            axes[1].plot([h["iteration"] for h in ev], [h["eval_samples"] for h in ev], marker=".", lw=1.2)
-        axes[0].set_xlabel("iteration")
-        axes[0].set_ylabel("training objective (reward - c x samples)")
-        axes[1].set_xlabel("iteration")
-        axes[1].set_ylabel("greedy mean samples (train bank)")
-        for a in axes:
-            a.grid(alpha=0.3)
-        shown = len(curve_series(curves))
-        fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(shown, 4), fontsize=8,
-                   title=f"{shown} of {len(curves)} trained policies (all in learning_curves.json)")  # fmt: skip
-        fig.tight_layout()
+        fig = learning_curves_figure(curves, report.get("cost"))
         p = os.path.join(out_dir, "learning_curves.png")
         fig.savefig(p, dpi=120, bbox_inches="tight")
         plt.close(fig)
         paths.append(p)
+        labels = curve_labels(curves, report.get("cost"))
+        records = [{**h, "run": name} for name, hist in curves.items() for h in hist]
         with open(os.path.join(out_dir, "learning_curves.json"), "w") as f:
-            json.dump(curves, f)
+            json.dump({"x": "iteration", "shown": list(labels), "labels": labels, "records": records}, f)
     return paths
