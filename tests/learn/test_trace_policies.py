@@ -186,7 +186,7 @@ def test_policy_for_another_decision(tmp_path: Path, capsys: pytest.CaptureFixtu
             str(out),
         ],
     )
-    assert code == 2 and "answers 'retry_stop', not 'stop'" in text and "retry.safetensors" in text
+    assert code == 1 and "answers 'retry_stop', not 'stop'" in text and "retry.safetensors" in text
     assert not out.exists()
 
 
@@ -209,7 +209,7 @@ def test_corrupt_policy_file(tmp_path: Path, policy_path: str, capsys: pytest.Ca
             str(out),
         ],
     )
-    assert code == 2 and "not a safetensors file" in text and "bad.safetensors" in text
+    assert code == 1 and "not a safetensors file" in text and "bad.safetensors" in text
     assert not out.exists()
 
 
@@ -232,7 +232,7 @@ def test_decision_the_program_cannot_learn(
             str(out),
         ],
     )
-    assert code == 2 and "--policy delegate=...: a program's learned decisions are stop" in text
+    assert code == 1 and "--policy delegate=...: this policy file answers 'stop', not 'delegate'" in text
     assert not out.exists()
     with pytest.raises(OrchestraceError, match="DECISION=PATH"):
         from orchestrace.learn.policies import load_trace_policies
@@ -260,5 +260,5 @@ def test_traces_without_vote_answers(tmp_path: Path, capsys: pytest.CaptureFixtu
             "--no-aggregate",
         ],
     )
-    assert code == 2 and "not a run of the vote program" in text and "c.events.jsonl" in text
+    assert code == 1 and "not a run of the vote program" in text and "c.events.jsonl" in text
     assert not os.path.exists(str(out) + ".safetensors")

@@ -165,6 +165,9 @@ def train_delegate_cmd(
     algo: str = typer.Option(
         None, "--algo", help="reinforce, ppo or grpo (default: grpo to route, reinforce to cascade)"
     ),
+    traces: list[str] = typer.Option(
+        None, "--traces", help="route runs (glob; one per query and model) instead of --source"
+    ),
     seed: int = _SEED,
     data: Path = _DATA,
     fmt: str = _FORMAT,
@@ -176,13 +179,15 @@ def train_delegate_cmd(
       orchestrace train delegate -s mmlu --lambda 0.1 --algo grpo
       orchestrace train delegate -s alpaca --lambda 0.05 --format json
       orchestrace train delegate -s gsm8k --lambda 0.2 --mode cascade --algo ppo
+      orchestrace train delegate --traces 'runs/route/*.events.jsonl' --lambda 0.1
     """
     from ..learn.experiments import train_delegate
 
     _check_format(fmt)
     r = train_delegate(
-        source, lam, seed=seed, iters=iters, mode=mode, algo=algo, out=out, data=data, progress=fmt != "json"
-    )
+        source, lam, seed=seed, iters=iters, mode=mode, algo=algo, out=out, data=data, traces=traces or None,
+        progress=fmt != "json",
+    )  # fmt: skip
     _emit(r, fmt, _delegate_rows(r), _DELEGATE_HEADER)
     if fmt != "json":
         _comparisons(r, "reward")
@@ -265,6 +270,11 @@ def train_swarm_cmd(
         help="each lead's reward (with --parallel): team, or its loo / difference / shapley credit",
     ),
     out: Path = typer.Option(Path("runs/swarm"), "-o", "--out"),
+    traces: list[str] = typer.Option(
+        None,
+        "--traces",
+        help="train on the staged tasks of recorded swarm runs (glob) instead of generated DAGs",
+    ),
     algo: str = _ALGO,
     seed: int = _SEED,
     fmt: str = _FORMAT,
@@ -273,6 +283,7 @@ def train_swarm_cmd(
 
     Examples:
       orchestrace train swarm --iters 300 -o runs/swarm
+      orchestrace train swarm --traces 'runs/swarm-runs/*.events.jsonl'
       orchestrace train swarm --algo grpo
       orchestrace train swarm --parallel --algo grpo   # 3 leads, one shared policy
       orchestrace train swarm --parallel --credit loo  # each lead rewarded by its LOO credit
@@ -280,13 +291,17 @@ def train_swarm_cmd(
     from ..learn.experiments import train_swarm, train_swarm_parallel
 
     _check_format(fmt)
+    if parallel and traces:
+        from ..core.errors import OrchestraceError
+
+        raise OrchestraceError("OT606", "--traces trains the single-orchestrator Swarm; drop --parallel")
     if parallel:
         r = train_swarm_parallel(seed=seed, iters=iters or 200, branches=branches, l1=l1, l2=l2, algo=algo,
                                  eval_tasks=eval_tasks or 100, credit=credit, out=out, progress=fmt != "json")  # fmt: skip
         _emit(r, fmt, _swarm_parallel_rows(r), _SWARM_PARALLEL_HEADER)
         return
     r = train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo, eval_tasks=eval_tasks or 200,
-                    out=out, progress=fmt != "json")  # fmt: skip
+                    out=out, traces=traces or None, progress=fmt != "json")  # fmt: skip
     _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)
     if fmt != "json":
         _comparisons(r, "r_perf")

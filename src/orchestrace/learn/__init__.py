@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .policies import GymDecisionPolicy, LearnedStop
+    from .policies import TracePolicy
 
 
-def load_policy(path: str) -> LearnedStop | GymDecisionPolicy:
+def load_policy(path: str) -> TracePolicy:
     """Any saved decision policy (``policies.load_policy``; imported on first use, it pulls in numpy
     inference only)."""
     from .policies import load_policy as load

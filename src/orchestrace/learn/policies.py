@@ -1,11 +1,13 @@
-"""One loader for every learned decision policy, and the stop policy as a runtime trace policy.
+"""One loader for every learned decision policy; stop, delegate and spawn policies as runtime trace policies.
 
 Every policy file is a safetensors file (weights, numpy inference) with its JSON config beside it
 and in the header metadata; the header's ``orchestrace.decision`` key names the decision it
 answers (files written before the key existed are recognised by their config key).
-:func:`load_policy` reads any of them; the stop policy it returns answers ``decide(trace)`` from
-the trace so far (any program recording with ``Recorder`` can ask it), through the same
-feature function as training and offline evaluation (``stopping.features.prefix_features``).
+:func:`load_policy` reads any of them; the stop, delegate and spawn policies it returns answer
+``decide(trace)`` from the trace so far (any program recording with ``Recorder`` can ask them),
+each through the same feature function as its training and offline evaluation
+(``stopping.features.prefix_features``, ``envs.delegate_traces.delegate_features``,
+``envs.swarm_traces.spawn_features``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from ..core.errors import BadInput, OrchestraceError
 from ..core.model import Trace
@@ -56,21 +61,92 @@ def policy_decision(path: str) -> str:
     raise BadInput("OT622", "not an orchestrace policy file (no decision in its header)", path=st)
 
 
+def _greedy(policy: NumpyPolicy, x: np.ndarray) -> TraceDecision:
+    """The most probable action (as ``NumpyPolicy.act`` without a generator), its probability and the features' hash."""
+    p = policy.probs(x[None])[0]
+    a = int(p.argmax())
+    return TraceDecision(a, float(p[a]), features_hash(x))
+
+
 @dataclass
 class GymDecisionPolicy:
-    """A RetryStop / Delegate / Swarm policy (observation -> action); not yet runnable in the runtime."""
+    """A RetryStop policy (observation -> action): no program of the runtime has that decision."""
 
     name: str
     decision: str
     path: str
     policy: NumpyPolicy
 
+    def check(self, program: str, config: dict[str, Any]) -> None:
+        raise BadInput("OT623", f"the {self.decision} policy cannot act in a live run (no program reads it)",
+                       path=self.path)  # fmt: skip
+
     def decide(self, trace: Trace) -> TraceDecision | None:
-        raise OrchestraceError(
-            "OT623",
-            f"the {self.decision} policy cannot act in a live run yet (only stop policies read a trace)",
-            path=self.path,
-        )
+        raise BadInput("OT623", f"the {self.decision} policy cannot act in a live run", path=self.path)
+
+
+@dataclass
+class LearnedDelegate:
+    """A Delegate routing policy asked on a route trace: which of the offered models gets the query."""
+
+    name: str
+    path: str
+    policy: NumpyPolicy
+    decision: str = "delegate"
+
+    def __post_init__(self) -> None:
+        from .envs.delegate import HASH_DIM, N_STATS
+
+        if self.policy.meta.extra.get("mode", "route") != "route":
+            raise BadInput("OT623", "a cascade policy decides after each answer; only a route policy (one model "
+                           "per query) runs in the route program", path=self.path)  # fmt: skip
+        if self.policy.meta.obs_dim != HASH_DIM + N_STATS:
+            raise BadInput("OT623", f"the policy sees {self.policy.meta.obs_dim} features, the delegate feature "
+                           f"function gives {HASH_DIM + N_STATS}", path=self.path)  # fmt: skip
+        self.models = list(self.policy.meta.extra.get("models") or [])
+
+    def check(self, program: str, config: dict[str, Any]) -> None:
+        from .envs.delegate_traces import DEFAULT_MODELS
+
+        offered = config.get("models", DEFAULT_MODELS)
+        if offered != self.models:
+            raise BadInput("OT623", f"the policy routes among {self.models}, the run offers {offered} "
+                           "(set the config's models to the policy's)", path=self.path)  # fmt: skip
+
+    def decide(self, trace: Trace) -> TraceDecision | None:
+        from .envs.delegate_traces import delegate_features
+
+        return _greedy(self.policy, delegate_features(trace))
+
+
+@dataclass
+class LearnedSpawn:
+    """A Swarm spawn-width policy asked on a swarm trace: how many agents for the next stage."""
+
+    name: str
+    path: str
+    policy: NumpyPolicy
+    decision: str = "spawn"
+
+    def __post_init__(self) -> None:
+        from .envs.swarm import N_FEATURES, SwarmConfig
+
+        if self.policy.meta.obs_dim != N_FEATURES:
+            raise BadInput("OT623", f"the policy sees {self.policy.meta.obs_dim} features, the spawn feature "
+                           f"function gives {N_FEATURES}: retrain with train swarm", path=self.path)  # fmt: skip
+        self.cfg = SwarmConfig(**self.policy.meta.extra.get("config", {}))
+
+    def check(self, program: str, config: dict[str, Any]) -> None:
+        k = config.get("max_agents", 8)
+        if k != self.cfg.max_agents:
+            raise BadInput("OT623", f"the policy spawns 0..{self.cfg.max_agents} agents, the run allows "
+                           f"0..{k} (set the config's max_agents)", path=self.path)  # fmt: skip
+
+    def decide(self, trace: Trace) -> TraceDecision | None:
+        from .envs.swarm_traces import spawn_features
+
+        x = spawn_features(trace, self.cfg)
+        return None if x is None else _greedy(self.policy, x)
 
 
 class LearnedStop:
@@ -80,7 +156,7 @@ class LearnedStop:
 
     def __init__(self, policy: StopPolicy, name: str, path: str, *, explore: bool = False) -> None:
         if policy.aggregator is not None:
-            raise OrchestraceError(
+            raise BadInput(
                 "OT623",
                 "this stop policy also uses a learned aggregator, whose features need per-family answer "
                 "statistics a live run does not have; use the majority-vote policy (without -agg)",
@@ -88,6 +164,9 @@ class LearnedStop:
             )
         self.policy, self.name, self.path = policy, name, path
         self.explore = explore  # sample the action (seeded by the run and the step) instead of thresholding
+
+    def check(self, program: str, config: dict[str, Any]) -> None:
+        """Any vote config: the features are task-agnostic."""
 
     def for_run(self, trace_id: str) -> StopPolicy:
         """A mixture draws which of its two policies runs once per run (seeded by the trace id)."""
@@ -109,24 +188,32 @@ class LearnedStop:
             act = int.from_bytes(h[:8], "little") / 2**64 < p
         else:
             act = p >= pol.config.threshold
-        return TraceDecision(act, p if act else 1.0 - p, features_hash(x), len(ep.answers))
+        return TraceDecision(int(act), p if act else 1.0 - p, features_hash(x), len(ep.answers))
 
 
-def load_policy(path: str) -> LearnedStop | GymDecisionPolicy:
-    """Any saved decision policy; the stop policy satisfies the runtime's trace-policy protocol."""
+TracePolicy = LearnedStop | LearnedDelegate | LearnedSpawn | GymDecisionPolicy
+
+
+def load_policy(path: str) -> TracePolicy:
+    """Any saved decision policy; stop, delegate and spawn policies satisfy the runtime's trace-policy protocol."""
     decision = policy_decision(path)
     base = path.removesuffix(".safetensors").removesuffix(".json")
     name = os.path.basename(base)
     if decision == "stop":
         return LearnedStop(StopPolicy.load(path), name, base + ".safetensors")
-    if decision in ("retry_stop", "delegate", "spawn"):
-        return GymDecisionPolicy(name, decision, base + ".safetensors", NumpyPolicy.load(path))
+    st = base + ".safetensors"
+    if decision == "delegate":
+        return LearnedDelegate(name, st, NumpyPolicy.load(path, env="Delegate"))
+    if decision == "spawn":
+        return LearnedSpawn(name, st, NumpyPolicy.load(path, env="Swarm"))
+    if decision == "retry_stop":
+        return GymDecisionPolicy(name, decision, st, NumpyPolicy.load(path))
     raise BadInput("OT622", f"unknown decision {decision!r} in the policy header", path=base + ".safetensors")
 
 
-def load_trace_policies(specs: list[str]) -> dict[str, LearnedStop | GymDecisionPolicy]:
+def load_trace_policies(specs: list[str]) -> dict[str, TracePolicy]:
     """``--policy DECISION=PATH`` options -> the policies a run uses (each checked against its decision)."""
-    out: dict[str, LearnedStop | GymDecisionPolicy] = {}
+    out: dict[str, TracePolicy] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
@@ -134,14 +221,14 @@ def load_trace_policies(specs: list[str]) -> dict[str, LearnedStop | GymDecision
         if name in out:
             raise OrchestraceError("OT606", f"--policy {name}=... given twice")
         if name not in LEARNABLE:
-            raise OrchestraceError(
+            raise BadInput(
                 "OT606",
                 f"--policy {name}=...: a program's learned decisions are {', '.join(LEARNABLE)}",
                 path=path,
             )
         pol = load_policy(path)
         if pol.decision != name:
-            raise OrchestraceError(
+            raise BadInput(
                 "OT606",
                 f"--policy {name}=...: this policy file answers {pol.decision!r}, not {name!r}",
                 path=pol.path,

@@ -123,9 +123,9 @@ async def execute(
     instead of the program's policy; which one acted is in the metadata and in every decision event.
     """
     config = dict(config or {})
-    if trace_policies:
-        check_trace_policies(trace_policies)
     setup: Setup = load_program(program)(config)
+    if trace_policies:
+        check_trace_policies(trace_policies, program, setup.learnable, config)
     budget = budget or Budget()
     spec = backend if isinstance(backend, dict) else {"kind": getattr(backend, "name", "custom")}
     live: Backend | None

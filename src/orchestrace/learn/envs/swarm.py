@@ -33,6 +33,7 @@ import gymnasium as gym
 import numpy as np
 
 from ...core.model import Edge, Event, Trace
+from ...runtime.examples.swarm import assign
 
 ORCH = "orchestrator"
 FEATURE_NAMES = (
@@ -100,18 +101,6 @@ def make_task(seed: int, index: int, cfg: SwarmConfig) -> SwarmTask:
                 [sorted({int(x) for x in rng.integers(prev, size=int(rng.integers(1, 3)))}) for _ in range(w)]
             )
     return SwarmTask(f"swarm-{seed}-{index}", stages, deps)
-
-
-def assign(durations: list[int], k: int) -> list[list[int]]:
-    """Longest-processing-time assignment of subtask indices to k agents, heaviest agent first."""
-    loads = [0] * k
-    groups: list[list[int]] = [[] for _ in range(k)]
-    for j in sorted(range(len(durations)), key=lambda j: (-durations[j], j)):
-        a = min(range(k), key=loads.__getitem__)
-        groups[a].append(j)
-        loads[a] += durations[j]
-    order = sorted(range(k), key=lambda a: (-loads[a], a))
-    return [groups[a] for a in order]
 
 
 def stage_critical(durations: list[int], k: int) -> int:
@@ -361,17 +350,24 @@ def stage_features(task: SwarmTask, s: int, crit: int, ctx_used: int, cfg: Swarm
 class SwarmEnv(gym.Env):
     """Gymnasium view: one decision (spawn count 0..K) per stage; obs = :data:`FEATURE_NAMES`.
 
-    ``reset(options={"task": i})`` plays ``make_task(task_seed, i)``. The terminal reward is the
+    ``reset(options={"task": i})`` plays ``make_task(task_seed, i)``, or ``tasks[i]`` when the env
+    is given its tasks (e.g. read from recorded runs). The terminal reward is the
     PARL reward of the trace (:func:`swarm_reward`) with the current weights ``l1``, ``l2`` (set
     them with :meth:`set_weights` to anneal)."""
 
     metadata = {"render_modes": []}
 
     def __init__(
-        self, cfg: SwarmConfig | None = None, task_seed: int = 0, l1: float = 0.0, l2: float = 0.0
+        self,
+        cfg: SwarmConfig | None = None,
+        task_seed: int = 0,
+        l1: float = 0.0,
+        l2: float = 0.0,
+        tasks: list[SwarmTask] | None = None,
     ) -> None:
         self.cfg = cfg or SwarmConfig()
         self.task_seed = task_seed
+        self.tasks = tasks
         self.l1, self.l2 = l1, l2
         self.observation_space = observation_space(self.cfg)
         self.action_space = gym.spaces.Discrete(self.cfg.max_agents + 1)
@@ -380,6 +376,8 @@ class SwarmEnv(gym.Env):
         self.l1, self.l2 = l1, l2
 
     def task(self, i: int) -> SwarmTask:
+        if self.tasks is not None:
+            return self.tasks[i % len(self.tasks)]
         return make_task(self.task_seed, i, self.cfg)
 
     def reset(

@@ -122,9 +122,14 @@ def train_delegate(
     mode: str = "route",
     out: str | Path | None = None,
     data: str | Path | None = None,
+    traces: str | Sequence[str] | None = None,
+    table: Any = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """``mode="route"``: one model per query; ``mode="cascade"`` (GSM8K: needs logged answers):
+    """``traces`` (a glob of route runs, one per query and model: ``envs.delegate_traces``) or
+    ``table`` (a ``RouteData``) replace ``source`` as the training data.
+
+    ``mode="route"``: one model per query; ``mode="cascade"`` (GSM8K: needs logged answers):
     ask the cheapest model first and decide from its answer whether to escalate.
 
     Router trained with ``algo`` (default per mode, :data:`DELEGATE_DEFAULT_ALGO`) on 60% of the queries (REINFORCE and GRPO: each drawn query
@@ -134,12 +139,21 @@ def train_delegate(
     from ..datasets import ROUTE_SOURCES, load_route
     from ..envs.delegate import CascadeEnv, DelegateEnv
 
-    need_choice("source", source, ROUTE_SOURCES)
     need_choice("mode", mode, ("route", "cascade"))
     algo = algo or DELEGATE_DEFAULT_ALGO[mode]
     ent = (0.05 if mode == "cascade" else 0.02) if ent_coef is None else ent_coef
     kw = algo_kwargs(DELEGATE_ALGO, algo, lr=lr, group=group, ent_coef=ent)
-    full = load_route(source, data, list(models) if models else None)
+    if traces is not None:
+        from ..envs.delegate_traces import route_data_from_traces
+
+        full = route_data_from_traces(traces)
+    elif table is not None:
+        full = table
+    else:
+        need_choice("source", source, ROUTE_SOURCES)
+        full = load_route(source, data, list(models) if models else None)
+    if traces is not None or table is not None:
+        source = full.name
     if mode == "cascade" and full.responses is None:
         raise OrchestraceError("OT665", f"cascade mode needs logged answers; {source} has none (use gsm8k)")
     tr, te = split(len(full.ids))

@@ -123,16 +123,27 @@ def train_swarm(
     train_tasks: int = 2000,
     eval_tasks: int = 200,
     out: str | Path | None = None,
+    traces: str | list[str] | None = None,
+    tasks: list[Any] | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
     """``algo`` on PARL rewards with annealed l1, l2 (see :func:`_swarm_train`); REINFORCE and
     GRPO play every drawn DAG ``group`` times and use the group mean as the baseline (tasks differ
     a lot in how tight their budget is), and a strong entropy bonus keeps small spawn counts
-    explored (defaults per algorithm: :data:`SWARM_ALGO`). Evaluation on DAGs from another seed."""
+    explored (defaults per algorithm: :data:`SWARM_ALGO`). Evaluation on DAGs from another seed.
+
+    Training tasks: ``train_tasks`` generated DAGs, or the staged tasks of recorded swarm runs
+    (``traces``, a glob: ``envs.swarm_traces``) or ``tasks`` given in memory."""
     from ..envs.swarm import SwarmEnv
 
     kw = algo_kwargs(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
-    env = SwarmEnv(task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2)
+    if traces is not None:
+        from ..envs.swarm_traces import tasks_from_traces
+
+        tasks = tasks_from_traces(traces)
+    if tasks is not None:
+        train_tasks = len(tasks)
+    env = SwarmEnv(task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2, tasks=tasks)
     res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
                                 anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress, extra={})  # fmt: skip
     if out is not None:
@@ -140,7 +151,8 @@ def train_swarm(
     test_env = SwarmEnv(task_seed=SWARM_TEST_SEED)
     r = _swarm_report(test_env, res.policy, eval_tasks, seed)
     r.update(
-        env="Swarm", seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED,
+        env="Swarm", seed=seed, train_task_seed=SWARM_TRAIN_SEED if tasks is None else None,
+        train_tasks=train_tasks, test_task_seed=SWARM_TEST_SEED,
         config=vars(env.cfg), train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac},
         algo={"name": algo, **kw, "batch": batch}, learning_curve=[c["reward"] for c in res.curve], weights=weights,
     )  # fmt: skip

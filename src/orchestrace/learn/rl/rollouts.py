@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ...core.errors import OrchestraceError
+from ...core.errors import BadInput, OrchestraceError
 
 #: the decision a policy answers, by the environment it was trained on (``orchestrace.decision``)
 ENV_DECISION = {"RetryStop": "retry_stop", "Delegate": "delegate", "Swarm": "spawn"}
@@ -98,9 +98,9 @@ class NumpyPolicy:
                 n = len(meta.hidden) + 1
                 weights = [(f.get_tensor(f"l{i}.weight"), f.get_tensor(f"l{i}.bias")) for i in range(n)]
         except (KeyError, ValueError, TypeError, OSError) as e:
-            raise OrchestraceError("OT664", f"not a policy file of this kind: {e}", path=str(st)) from None
+            raise BadInput("OT664", f"not a policy file of this kind: {e}", path=str(st)) from None
         if env is not None and meta.env != env:
-            raise OrchestraceError("OT664", f"policy was trained on {meta.env!r}, not {env!r}", path=str(st))
+            raise BadInput("OT664", f"policy was trained on {meta.env!r}, not {env!r}", path=str(st))
         return cls(meta, weights)
 
 

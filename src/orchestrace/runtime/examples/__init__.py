@@ -4,6 +4,8 @@
 - ``pec``: planner -> executor (with a calculator tool) -> critic, looping until the critic accepts.
 - ``debate``: debaters answer, read each other's answers, and answer again; majority vote decides.
 - ``vote``: self-consistency in parallel waves, asking the stop decision after every finished worker.
+- ``route``: one question routed to one of several models (the delegate decision).
+- ``swarm``: a staged task, the spawn width of each stage a decision.
 - ``team``: k solvers answer a bank question, an aggregator reads their answers (``learn/team``).
 """
 
@@ -12,5 +14,7 @@ EXAMPLES = {
     "pec": "orchestrace.runtime.examples.pec:build",
     "debate": "orchestrace.runtime.examples.debate:build",
     "vote": "orchestrace.runtime.examples.vote:build",
+    "route": "orchestrace.runtime.examples.route:build",
+    "swarm": "orchestrace.runtime.examples.swarm:build",
     "team": "orchestrace.learn.team.program:build",
 }

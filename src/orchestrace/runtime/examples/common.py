@@ -20,6 +20,7 @@ class Setup:
     tools: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
     policies: dict[str, Callable[[], Policy]] = field(default_factory=dict)
     scripted: Callable[[int], ScriptedBackend] | None = None
+    learnable: tuple[str, ...] = ()  # decisions a learned policy may answer (runtime/learned.py)
 
 
 ANTONYM_SYSTEM = "You are a careful assistant. Answer with just one word."

@@ -1,0 +1,312 @@
+"""The loop through traces for the delegate (O2) and spawn width (O1) decisions: a learned policy
+acts in a live run of the route / swarm program, every decision is recomputable from the recorded
+trace with the feature function training uses (no train/serve skew), recorded runs train the same
+policy as the table / tasks they hold, and bad inputs fail with the file named, exit 1, nothing
+written."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+
+from orchestrace.cli import main
+from orchestrace.core.io import load_one
+from orchestrace.core.model import Trace
+from orchestrace.learn import load_policy
+from orchestrace.learn.datasets import RouteData
+from orchestrace.learn.envs.delegate import DelegateEnv
+from orchestrace.learn.envs.delegate_traces import delegate_features, route_data_from_traces, route_to_traces
+from orchestrace.learn.envs.swarm import FEATURE_NAMES, N_FEATURES, SwarmEnv, SwarmTask, make_task
+from orchestrace.learn.envs.swarm_traces import spawn_features, tasks_from_traces
+from orchestrace.learn.experiments.delegate import train_delegate
+from orchestrace.learn.experiments.swarm import train_swarm
+from orchestrace.learn.rl.rollouts import NumpyPolicy, PolicyMeta
+from orchestrace.learn.stopping.features import features_hash
+from orchestrace.runtime.backends.scripted import ScriptedBackend
+from orchestrace.runtime.runner import run
+
+MODELS = ["small", "large"]
+
+
+def _toy_table(n: int = 24) -> RouteData:
+    """Queries of two groups: the small model answers history right and math wrong, the large
+    one answers both; the large one costs ten times as much."""
+    groups = ["math" if i % 2 else "history" for i in range(n)]
+    texts = [f"compute {i} + {2 * i} please" if g == "math" else f"who ruled the kingdom in year {1000 + i}?"
+             for i, g in enumerate(groups)]  # fmt: skip
+    quality = np.array([[0.0 if g == "math" else 1.0, 1.0] for g in groups])
+    cost = np.array([[0.001, 0.01]] * n)
+    return RouteData("toy", [f"q{i}" for i in range(n)], texts, groups, list(MODELS), quality, cost)
+
+
+@pytest.fixture(scope="module")
+def delegate_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("del")
+    train_delegate(table=_toy_table(), lam=0.5, iters=30, batch=64, seed=0, out=out)
+    return str(out / "delegate-toy")
+
+
+def _decisions(tr: Trace, name: str) -> list[tuple[int, dict]]:
+    return [
+        (i, e.attrs or {})
+        for i, e in enumerate(tr.events)
+        if e.type == "orchestrator_decision" and (e.attrs or {}).get("decision") == name
+    ]
+
+
+def _prefix(tr: Trace, i: int) -> Trace:
+    """The trace as it stood before event i (what the live policy was shown)."""
+    return msgspec.structs.replace(tr, events=tr.events[:i], edges=[])
+
+
+def test_delegate_live_decisions_recompute_from_the_trace(delegate_path: str, tmp_path: Path) -> None:
+    table = _toy_table()
+    env = DelegateEnv(table, lam=0.5)  # what training and offline evaluation show the policy
+    pol = load_policy(delegate_path)
+    chosen = []
+    for q in range(6):
+        out = str(tmp_path / f"r{q}.events.jsonl")
+        cfg = {
+            "question": table.texts[q],
+            "group": table.groups[q],
+            "models": MODELS,
+            "question_id": table.ids[q],
+        }
+        run(
+            "route",
+            out,
+            config=cfg,
+            backend=ScriptedBackend(choices=["A", "B"], seed=q),
+            trace_policies={"delegate": pol},
+        )
+        tr = load_one(out)
+        [(i, d)] = _decisions(tr, "should_delegate")
+        x = delegate_features(_prefix(tr, i))
+        assert features_hash(x) == d["features_hash"]  # recomputed from the trace == what the run saw
+        assert features_hash(env.feats[q]) == d["features_hash"]  # == what training sees
+        p = pol.policy.probs(x[None])[0]
+        a = int(p.argmax())
+        assert d["value"] == f"model:{MODELS[a]}" and d["prob"] == pytest.approx(float(p[a]), abs=1e-6)
+        assert d["policy"] == "delegate-toy" and (tr.metadata or {})["runtime"]["policies"] == {
+            "delegate": "delegate-toy"
+        }
+        answered = [e.agent for e in tr.events if e.type == "return"]
+        assert answered == [d["value"]]  # the question went where the policy said
+        chosen.append(MODELS[a])
+    # trained at lambda 0.5, the router sends history to the cheap model and math to the large one
+    assert chosen == ["small", "large"] * 3
+
+
+def _biased_spawn_policy(path: Path) -> str:
+    """k = 0 (the orchestrator does it) for a one-subtask stage, else k = 2."""
+    w = np.zeros((9, N_FEATURES), np.float32)
+    w[0, FEATURE_NAMES.index("width_is_1")] = 10.0
+    b = np.zeros(9, np.float32)
+    b[2] = 1.0
+    cfg = dataclasses.asdict(SwarmEnv().cfg)
+    NumpyPolicy(PolicyMeta("Swarm", N_FEATURES, 9, [], extra={"config": cfg}), [(w, b)]).save(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def spawn_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("sw")
+    train_swarm(iters=5, batch=16, train_tasks=40, eval_tasks=4, seed=0, out=out)
+    return str(out / "swarm")
+
+
+@pytest.mark.parametrize("which", ["trained", "biased"])
+def test_spawn_live_decisions_recompute_from_the_trace(spawn_path: str, tmp_path: Path, which: str) -> None:
+    path = spawn_path if which == "trained" else _biased_spawn_policy(tmp_path / "biased")
+    pol = load_policy(path)
+    widths = []
+    tasks = [
+        make_task(7, 0, pol.cfg),
+        make_task(7, 1, pol.cfg),
+        SwarmTask("fixed", [[3, 4, 2], [5], [2, 2, 6], [4]]),
+    ]
+    for t, task in enumerate(tasks):
+        out = str(tmp_path / f"s{t}.events.jsonl")
+        run("swarm", out, config={"stages": task.stages, "task_id": task.id}, backend={"kind": "scripted", "seed": t},
+            trace_policies={"spawn": pol})  # fmt: skip
+        tr = load_one(out)
+        decs = _decisions(tr, "should_spawn")
+        assert len(decs) == len(task.stages)  # one per stage, the program ran every stage
+        env = SwarmEnv(pol.cfg, tasks=[task])
+        obs, _ = env.reset(options={"task": 0})
+        for s, (i, d) in enumerate(decs):
+            x = spawn_features(_prefix(tr, i), pol.cfg)
+            assert x is not None and features_hash(x) == d["features_hash"]
+            p = pol.policy.probs(x[None])[0]
+            assert d["value"] == int(p.argmax()) and d["prob"] == pytest.approx(float(p.max()), abs=1e-6)
+            agents = _decisions(tr, "delegate")[s][1]["value"]
+            assert agents == (["main"] if d["value"] == 0 else [f"s{s}.w{j}" for j in range(d["value"])])
+            # the env's own observation on the same stages and widths (until it ends the episode)
+            if obs is not None:
+                assert features_hash(obs) == d["features_hash"]
+                obs, _, done, _, _ = env.step(d["value"])
+                obs = None if done else obs
+            widths.append(d["value"])
+    if which == "biased":
+        assert 0 in widths and 2 in widths  # both paths ran: the orchestrator's own stage and spawned workers
+
+
+# ------------------------------------------------------------------ training from traces
+
+
+def test_route_table_to_traces_and_back_trains_the_same_router(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    table = _toy_table()
+    route_to_traces(table, str(tmp_path / "tr"))
+    back = route_data_from_traces(str(tmp_path / "tr" / "*.events.jsonl"))
+    assert (back.name, back.ids, back.texts, back.groups, back.models) == (
+        table.name, table.ids, table.texts, table.groups, table.models)  # fmt: skip
+    assert np.array_equal(back.quality, table.quality) and np.array_equal(back.cost, table.cost)
+    train_delegate(table=table, lam=0.5, iters=5, seed=0, out=tmp_path / "a")
+    code, text = _cli(capsys, ["train", "delegate", "--traces", str(tmp_path / "tr" / "*.events.jsonl"), "--lambda",
+                               "0.5", "--iters", "5", "-o", str(tmp_path / "b"), "--format", "json"])  # fmt: skip
+    assert code == 0, text
+    pa, pb = (
+        NumpyPolicy.load(tmp_path / "a" / "delegate-toy"),
+        NumpyPolicy.load(tmp_path / "b" / "delegate-toy"),
+    )
+    for (wa, ba), (wb, bb) in zip(pa.weights, pb.weights, strict=True):
+        assert np.array_equal(wa, wb) and np.array_equal(ba, bb)
+
+
+def test_live_route_runs_are_training_data(tmp_path: Path) -> None:
+    """One recorded run per query and model (the program's default model set per run); the
+    quality is the answer checked against the config's gold."""
+    table = _toy_table(4)
+    for q in range(4):
+        for m in MODELS:
+            cfg = {"question": table.texts[q], "group": table.groups[q], "question_id": table.ids[q], "gold": "A",
+                   "default": m}  # fmt: skip
+            run("route", str(tmp_path / f"{q}-{m}.events.jsonl"), config=cfg,
+                backend=ScriptedBackend(choices=["A", "B"], seed=q))  # fmt: skip
+    data = route_data_from_traces(str(tmp_path / "*.events.jsonl"))
+    assert data.models == MODELS and sorted(data.ids) == table.ids
+    for q, qid in enumerate(data.ids):
+        for j, m in enumerate(MODELS):
+            ret = next(
+                e
+                for e in load_one(str(tmp_path / f"{qid[1:]}-{m}.events.jsonl")).events
+                if e.type == "return"
+            )
+            assert data.quality[q, j] == float(ret.content == "A")
+    assert 0 < data.quality.mean() < 1  # both outcomes occur, so the check above can fail
+
+
+def test_swarm_runs_train_the_same_policy_as_their_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    tasks = [make_task(0, i, SwarmEnv().cfg) for i in range(6)]
+    for i, task in enumerate(tasks):
+        run("swarm", str(tmp_path / "tr" / f"t{i}.events.jsonl"), config={"stages": task.stages, "task_id": task.id},
+            backend={"kind": "scripted", "seed": 0})  # fmt: skip
+    back = tasks_from_traces(str(tmp_path / "tr" / "*.events.jsonl"))
+    assert [(t.id, t.stages) for t in back] == [(t.id, t.stages) for t in tasks]
+    train_swarm(iters=4, eval_tasks=2, seed=0, tasks=tasks, out=tmp_path / "a")  # the CLI's defaults
+    code, text = _cli(capsys, ["train", "swarm", "--traces", str(tmp_path / "tr" / "*.events.jsonl"), "--iters", "4",
+                               "--eval-tasks", "2", "-o", str(tmp_path / "b"), "--format", "json"])  # fmt: skip
+    assert code == 0, text
+    pa, pb = NumpyPolicy.load(tmp_path / "a" / "swarm"), NumpyPolicy.load(tmp_path / "b" / "swarm")
+    assert pa.weights[0][0].shape == pb.weights[0][0].shape
+    for (wa, ba), (wb, bb) in zip(pa.weights, pb.weights, strict=True):
+        assert np.array_equal(wa, wb) and np.array_equal(ba, bb)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def _cli(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str]:
+    """The real entry point: an error is one line on stderr and the exit code."""
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    cap = capsys.readouterr()
+    return int(e.value.code or 0), " ".join((cap.out + cap.err).split())
+
+
+def _run_route(capsys: pytest.CaptureFixture[str], out: Path, *extra: str) -> tuple[int, str]:
+    return _cli(
+        capsys, ["run", "route", "--backend", "scripted", "--set", 'question="q?"', *extra, "-o", str(out)]
+    )
+
+
+def test_delegate_policy_for_other_models(
+    delegate_path: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "run.events.jsonl"
+    code, text = _run_route(capsys, out, "--set", 'models=["a","b"]', "--policy", f"delegate={delegate_path}")
+    assert code == 1 and "routes among ['small', 'large'], the run offers ['a', 'b']" in text
+    assert "delegate-toy.safetensors" in text and not out.exists()
+
+
+def test_policy_file_for_another_feature_set(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    p = tmp_path / "old-swarm"
+    NumpyPolicy(PolicyMeta("Swarm", 18, 9, []), [(np.zeros((9, 18)), np.zeros(9))]).save(p)
+    out = tmp_path / "run.events.jsonl"
+    code, text = _cli(capsys, ["run", "swarm", "--backend", "scripted", "--set", "stages=[[2,3]]",
+                               "--policy", f"spawn={p}", "-o", str(out)])  # fmt: skip
+    assert code == 1 and "sees 18 features" in text and "old-swarm.safetensors" in text and not out.exists()
+
+
+def test_policy_for_another_decision_and_a_decision_the_program_lacks(
+    delegate_path: str, spawn_path: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "run.events.jsonl"
+    code, text = _run_route(capsys, out, "--policy", f"delegate={spawn_path}")
+    assert code == 1 and "answers 'spawn', not 'delegate'" in text and "swarm.safetensors" in text
+    code, text = _run_route(capsys, out, "--policy", f"spawn={spawn_path}")
+    assert (
+        code == 1
+        and "the program 'route' has no learned spawn decision (its learnable decisions: delegate)" in text
+    )
+    code, text = _cli(capsys, ["run", "vote", "--backend", "scripted", "--set", 'question="q?"',
+                               "--policy", f"delegate={delegate_path}", "-o", str(out)])  # fmt: skip
+    assert code == 1 and "the program 'vote' has no learned delegate decision" in text
+    code, text = _run_route(capsys, out, "--policy", f"foo={delegate_path}")
+    assert code == 1 and "a program's learned decisions are stop, delegate, spawn" in text
+    assert not out.exists()
+
+
+def test_corrupt_delegate_policy(delegate_path: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(Path(delegate_path + ".safetensors").read_bytes()[:60])
+    out = tmp_path / "run.events.jsonl"
+    code, text = _run_route(capsys, out, "--policy", f"delegate={bad}")
+    assert code == 1 and "not a safetensors file" in text and "bad.safetensors" in text and not out.exists()
+
+
+def test_traces_a_trainer_cannot_learn_from(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    vote = tmp_path / "v.events.jsonl"
+    run("vote", str(vote), config={"question": "q?", "budget": 2}, backend={"kind": "scripted", "seed": 0})
+    for cmd in (["delegate", "--iters", "2"], ["swarm", "--iters", "2", "--eval-tasks", "2"]):
+        code, text = _cli(capsys, ["train", *cmd, "--traces", str(vote), "-o", str(tmp_path / cmd[0])])
+        assert (
+            code == 1 and f"not a run of the {'route' if cmd[0] == 'delegate' else 'swarm'} program" in text
+        )
+        assert "v.events.jsonl" in text and not os.path.exists(tmp_path / cmd[0])
+    # a query recorded with one model only: the Delegate env needs every model's outcome
+    route_to_traces(_toy_table(2), str(tmp_path / "tr"))
+    os.remove(tmp_path / "tr" / "q1.1.events.jsonl")
+    code, text = _cli(capsys, ["train", "delegate", "--traces", str(tmp_path / "tr" / "*.events.jsonl"),
+                               "--iters", "2", "-o", str(tmp_path / "d")])  # fmt: skip
+    assert code == 1 and "query 'q1' has no run with large" in text and "q1.0.events.jsonl" in text
+    assert not os.path.exists(tmp_path / "d")
+    # a live run without a gold: the answer has no outcome
+    run(
+        "route",
+        str(tmp_path / "ng" / "x.events.jsonl"),
+        config={"question": "q?"},
+        backend={"kind": "scripted", "seed": 0},
+    )
+    code, text = _cli(capsys, ["train", "delegate", "--traces", str(tmp_path / "ng" / "*.events.jsonl"),
+                               "--iters", "2", "-o", str(tmp_path / "d")])  # fmt: skip
+    assert code == 1 and "no attrs.quality on it and no gold" in text and "x.events.jsonl" in text
