@@ -193,6 +193,13 @@ def test_cli_algo_end_to_end(tmp_path) -> None:
     r = run.invoke(app, ["eval", "swarm", "--parallel", "-p", str(tmp_path / "swarm-parallel.safetensors"),
                          "--eval-tasks", "3", "--format", "json"])  # fmt: skip
     assert r.exit_code == 0 and "learned_per_lead" in json.loads(r.output)["methods"]
+    assert set(json.loads(r.output)) >= {
+        f"learned_minus_{b}_r_perf" for b in ("makespan_heuristic", "serial")
+    }
+    r = run.invoke(app, ["eval", "swarm", "--parallel", "-p", str(tmp_path / "swarm-parallel.safetensors"),
+                         "--eval-tasks", "3"])  # fmt: skip
+    printed = " ".join(r.output.split())  # the parallel table also ends with the paired comparisons
+    assert "learned - makespan_heuristic (r_perf):" in printed and "the learned policy " in printed
 
 
 def test_cli_rejects_unknown_algo_in_one_line() -> None:

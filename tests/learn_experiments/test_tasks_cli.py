@@ -11,12 +11,38 @@ from typer.testing import CliRunner
 
 from orchestrace.cli import experiment_commands as cmd
 from orchestrace.learn.experiments import split, train_delegate, train_retry, train_swarm
+from orchestrace.learn.experiments.common import Comparison, comparisons
 
 
 def test_split_is_fixed_and_disjoint() -> None:
     a, b = split(100)
     assert len(a) == 60 and len(b) == 40 and not set(a) & set(b)
     assert np.array_equal(split(100)[0], a)
+
+
+def test_comparisons_say_win_tie_or_loss_for_every_baseline() -> None:
+    result = {
+        "methods": {},
+        "learned_minus_always_8_r_perf": {"mean": 0.02, "ci95": [0.005, 0.04]},
+        "learned_minus_makespan_heuristic_r_perf": {"mean": -0.006, "ci95": [-0.016, 0.001]},
+        "learned_minus_hindsight_cap": {"mean": -0.077, "ci95": [-0.139, -0.011]},
+        "learned_minus_train_cap": {"mean": 0.0, "ci95": [0.0, 0.0]},
+    }
+    assert comparisons(result) == [
+        Comparison("always_8", 0.02, 0.005, 0.04, "wins"),
+        Comparison("makespan_heuristic", -0.006, -0.016, 0.001, "tie"),
+        Comparison("hindsight_cap", -0.077, -0.139, -0.011, "loses"),
+        Comparison("train_cap", 0.0, 0.0, 0.0, "tie"),
+    ]
+    app = typer.Typer()
+    app.command()(lambda: cmd._comparisons(result, "r_perf"))
+    printed = " ".join(CliRunner().invoke(app, []).output.split())
+    assert "learned - makespan_heuristic (r_perf): -0.0060, paired 95% CI [-0.0160, +0.0010]" in printed
+    assert "no significant difference (the CI contains 0); learned is lower" in printed
+    assert (
+        "the learned policy beats always_8; ties makespan_heuristic, train_cap; loses to hindsight_cap"
+        in printed
+    )
 
 
 @pytest.mark.slow
@@ -69,6 +95,7 @@ def test_cli_functions(tmp_path, public_excerpt) -> None:
     printed = " ".join(res.output.split())  # the table, then one plain line per baseline comparison
     assert res.exit_code == 0 and "humaneval: learned - train_cap (reward):" in printed
     assert "paired 95% CI" in printed and "learned - hindsight_cap" in printed
+    assert "humaneval: the learned policy " in printed  # the closing line: beats / ties / loses to
     app.command("train-delegate")(cmd.train_delegate_cmd)
     app.command("eval-delegate")(cmd.eval_delegate_cmd)
     args = ["-s", "gsm8k", "--data", str(public_excerpt)]

@@ -36,24 +36,33 @@ def _emit(result: dict[str, Any], fmt: str, rows: list[tuple[str, ...]], header:
 
 
 def _comparisons(result: dict[str, Any], what: str, scope: str = "") -> None:
-    """One plain line per ``learned_minus_<baseline>`` of a result: the paired difference of
-    ``what`` with its 95% CI, and whether the learned policy wins, loses or ties (CI holds 0)."""
-    for key, d in result.items():
-        if not key.startswith("learned_minus_"):
-            continue
-        base = key.removeprefix("learned_minus_").removesuffix("_r_perf")
-        lo, hi = d["ci95"]
-        verdict = (
-            "[green]learned wins[/green]"
-            if lo > 0
-            else "[red]learned loses[/red]"
-            if hi < 0
-            else "no significant difference (the CI contains 0)"
-        )
+    """One plain line per baseline (paired difference of ``what``, 95% CI, verdict), then one
+    line saying which baselines the learned policy beats, ties and loses to."""
+    from ..learn.experiments.common import comparisons
+
+    found = comparisons(result)
+    for c in found:
+        verdict = {
+            "wins": "[green]learned wins[/green]",
+            "loses": "[red]learned loses[/red]",
+            "tie": "no significant difference (the CI contains 0)"
+            + (
+                "; learned is lower" if c.mean < 0 else "; learned is higher" if c.mean > 0 else "; identical"
+            ),
+        }[c.verdict]
         console.print(
-            f"{scope}learned - {base} ({what}): {d['mean']:+.4f}, paired 95% CI [{lo:+.4f}, {hi:+.4f}]: {verdict}",
+            f"{scope}learned - {c.baseline} ({what}): {c.mean:+.4f}, paired 95% CI [{c.lo:+.4f}, {c.hi:+.4f}]: "
+            f"{verdict}",
             highlight=False,
         )
+    if found:
+        by = {v: [c.baseline for c in found if c.verdict == v] for v in ("wins", "tie", "loses")}
+        parts = [
+            f"beats {', '.join(by['wins'])}" if by["wins"] else "beats no baseline",
+            f"ties {', '.join(by['tie'])}" if by["tie"] else "",
+            f"[red]loses to {', '.join(by['loses'])}[/red]" if by["loses"] else "",
+        ]
+        console.print(f"{scope}the learned policy {'; '.join(p for p in parts if p)}", highlight=False)
 
 
 def _check_format(fmt: str) -> None:
@@ -299,6 +308,8 @@ def train_swarm_cmd(
         r = train_swarm_parallel(seed=seed, iters=iters or 200, branches=branches, l1=l1, l2=l2, algo=algo,
                                  eval_tasks=eval_tasks or 100, credit=credit, out=out, progress=fmt != "json")  # fmt: skip
         _emit(r, fmt, _swarm_parallel_rows(r), _SWARM_PARALLEL_HEADER)
+        if fmt != "json":
+            _comparisons(r, "r_perf")
         return
     r = train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo, eval_tasks=eval_tasks or 200,
                     out=out, traces=traces or None, progress=fmt != "json")  # fmt: skip
@@ -327,6 +338,8 @@ def eval_swarm_cmd(
     if parallel:
         r = eval_swarm_parallel(policy, branches=branches, eval_tasks=eval_tasks or 100, seed=seed)
         _emit(r, fmt, _swarm_parallel_rows(r), _SWARM_PARALLEL_HEADER)
+        if fmt != "json":
+            _comparisons(r, "r_perf")
         return
     r = eval_swarm(policy, eval_tasks=eval_tasks or 200, seed=seed)
     _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)

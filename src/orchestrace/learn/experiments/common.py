@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,31 @@ def paired_ci(a: np.ndarray, b: np.ndarray, n_boot: int = 1000, seed: int = 0) -
     d = np.asarray(a, float) - np.asarray(b, float)
     lo, hi = bootstrap_ci(d, n_boot, seed)
     return float(d.mean()), lo, hi
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The learned policy against one baseline on the same held-out items: the paired mean
+    difference, its 95% CI, and ``verdict``: ``wins`` or ``loses`` (the CI excludes 0), ``tie``."""
+
+    baseline: str
+    mean: float
+    lo: float
+    hi: float
+    verdict: str
+
+
+def comparisons(result: dict[str, Any]) -> list[Comparison]:
+    """Every ``learned_minus_<baseline>`` of a result, with its verdict (ties included: a user
+    must see where the learned policy does not beat a rule)."""
+    out = []
+    for key, d in result.items():
+        if key.startswith("learned_minus_"):
+            base = key.removeprefix("learned_minus_").removesuffix("_r_perf")
+            lo, hi = d["ci95"]
+            verdict = "wins" if lo > 0 else "loses" if hi < 0 else "tie"
+            out.append(Comparison(base, float(d["mean"]), float(lo), float(hi), verdict))
+    return out
 
 
 def split(n: int, frac: float = 0.6, seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray]:

@@ -262,6 +262,7 @@ def eval_swarm_parallel(
         "tasks_heldout": eval_tasks,
         "methods": {},
     }
+    r_perf: dict[str, np.ndarray] = {}
     for name, choose in methods.items():
         rows = []
         for i in range(eval_tasks):
@@ -277,6 +278,11 @@ def eval_swarm_parallel(
                 [m["r_perf"], m["r_finish"], m["critical_steps"] / (serial + 1), float(not info["late"])]
             )
         a = np.array(rows)
+        r_perf[name] = a[:, 0]
         out["methods"][name] = {"r_perf": summary(a[:, 0], seed), "finish_rate": float(a[:, 1].mean()),
                                 "critical_over_serial": float(a[:, 2].mean()), "on_budget": float(a[:, 3].mean())}  # fmt: skip
+    if "learned_per_lead" in r_perf:  # paired over the same held-out tasks, like the single-agent Swarm
+        for base in ("makespan_heuristic", "serial", "max_agents"):
+            d, lo, hi = paired_ci(r_perf["learned_per_lead"], r_perf[base], seed=seed)
+            out[f"learned_minus_{base}_r_perf"] = {"mean": d, "ci95": [lo, hi]}
     return out
