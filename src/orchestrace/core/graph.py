@@ -166,9 +166,12 @@ class TraceGraph:
         return float(best[end]), path
 
 
-def kahn_order(a: csr_matrix, t: np.ndarray, *, what: str) -> np.ndarray:
+def kahn_order(a: csr_matrix, t: np.ndarray, *, what: str, break_cycles: bool = False) -> np.ndarray:
     """Topological order of adjacency ``a`` (row = source) by Kahn's algorithm, ready nodes taken
-    in time order, then by index; OT203 naming ``what`` (edges, dependencies) on a cycle."""
+    in time order, then by index; OT203 naming ``what`` (edges, dependencies) on a cycle.
+
+    ``break_cycles``: a foreign log being imported may hold a cycle; when nothing is ready, the
+    remaining node first by (time, index) is released as if its in-edges were gone."""
     import heapq
 
     n = a.shape[0]
@@ -177,14 +180,22 @@ def kahn_order(a: csr_matrix, t: np.ndarray, *, what: str) -> np.ndarray:
     heapq.heapify(heap)
     indptr, indices = a.indptr.tolist(), a.indices.tolist()
     deg = indeg.tolist()
+    done = [False] * n
     out: list[int] = []
-    while heap:
+    while len(out) < n:
+        if not heap:
+            if not break_cycles:
+                raise OrchestraceError(
+                    "OT203", f"the trace's {what} contain a cycle; run `orchestrace validate`"
+                )
+            k = min((float(t[i]), i) for i in range(n) if not done[i])[1]
+            deg[k] = 0
+            heap.append((float(t[k]), k))
         _, v = heapq.heappop(heap)
+        done[v] = True
         out.append(v)
         for w in indices[indptr[v] : indptr[v + 1]]:
             deg[w] -= 1
-            if deg[w] == 0:
+            if deg[w] == 0 and not done[w]:
                 heapq.heappush(heap, (float(t[w]), w))
-    if len(out) != n:
-        raise OrchestraceError("OT203", f"the trace's {what} contain a cycle; run `orchestrace validate`")
     return np.asarray(out, dtype=np.int64)

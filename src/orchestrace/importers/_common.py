@@ -20,9 +20,12 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import orjson
+from scipy.sparse import csr_matrix
 
 from ..core.errors import LoadError
+from ..core.graph import kahn_order
 from ..core.limits import INT64_MAX, INT64_MIN, check_text, needs_exact_check
 from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs
 from ..core.read import iter_lines
@@ -357,7 +360,7 @@ class Builder:
             if x is None:
                 raw[i] = last
             last = raw[i]
-        order = _topo_order(n, [(a, b) for a, b, _ in self.edges] + self._implicit)
+        order = _dependency_order(n, [(a, b) for a, b, _ in self.edges] + self._implicit)
         t = list(raw)
         preds: list[list[int]] = [[] for _ in range(n)]
         for a, b, _ in self.edges:
@@ -451,31 +454,10 @@ def _message_links(ranked: list[int], events: list[Event]) -> list[tuple[int, in
     return out
 
 
-def _topo_order(n: int, pairs: list[tuple[int, int]]) -> list[int]:
-    """Event indices in dependency order, insertion order among ties; edges closing a cycle ignored."""
-    import heapq
-
-    out_adj: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for a, b in pairs:
-        out_adj[a].append(b)
-        indeg[b] += 1
-    heap = [i for i in range(n) if indeg[i] == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    done = [False] * n
-    while len(order) < n:
-        if not heap:  # a cycle: release the earliest remaining event
-            k = next(i for i in range(n) if not done[i])
-            indeg[k] = 0
-            heap.append(k)
-        i = heapq.heappop(heap)
-        if done[i]:
-            continue
-        done[i] = True
-        order.append(i)
-        for j in out_adj[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0 and not done[j]:
-                heapq.heappush(heap, j)
-    return order
+def _dependency_order(n: int, pairs: list[tuple[int, int]]) -> list[int]:
+    """Event indices in dependency order, insertion order among ties; a cycle is broken at its
+    earliest event (a foreign log may hold one)."""
+    src = np.fromiter((a for a, _ in pairs), dtype=np.int64, count=len(pairs))
+    dst = np.fromiter((b for _, b in pairs), dtype=np.int64, count=len(pairs))
+    adj = csr_matrix((np.ones(len(pairs), dtype=np.int32), (src, dst)), shape=(n, n))
+    return kahn_order(adj, np.arange(n, dtype=np.float64), what="edges", break_cycles=True).tolist()
