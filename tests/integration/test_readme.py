@@ -28,6 +28,7 @@ SKIP = {
     "bank build": "samples the local SmolLM2 model (minutes) or a server",
     "bank traces": "feeds the loop's `train stop --traces`, skipped with it",
     "run vote": "runs the local model with the loop's policy",
+    "run swarm --policy": "reads the policy `train swarm --traces` writes",
     "run debate": "runs the local SmolLM2 model when installed (the scripted twin is examples/runs/)",
     "run pec --base-url": "needs an OpenAI-compatible server",
     "import ~/": "reads the user's own Claude Code / Codex home folder",

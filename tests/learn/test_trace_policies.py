@@ -262,3 +262,34 @@ def test_traces_without_vote_answers(tmp_path: Path, capsys: pytest.CaptureFixtu
     )
     assert code == 1 and "not a run of the vote program" in text and "c.events.jsonl" in text
     assert not os.path.exists(str(out) + ".safetensors")
+
+
+def test_stop_policy_for_another_feature_set(
+    tmp_path: Path, policy_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import shutil
+
+    p = tmp_path / "old"
+    shutil.copy(policy_path + ".safetensors", str(p) + ".safetensors")
+    cfg = json.loads(Path(policy_path + ".json").read_text())
+    cfg["features"] = cfg["features"][:-1]  # a policy saved when the stop features were one fewer
+    (tmp_path / "old.json").write_text(json.dumps(cfg))
+    out = tmp_path / "run.events.jsonl"
+    code, text = _cli(
+        capsys,
+        [
+            "run",
+            "vote",
+            "--backend",
+            "scripted",
+            "--set",
+            'question="q?"',
+            "--policy",
+            f"stop={p}",
+            "-o",
+            str(out),
+        ],
+    )
+    assert code == 1 and "trained on a different feature set" in text and "old.json" in text
+    assert not out.exists()

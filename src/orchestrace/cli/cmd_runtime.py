@@ -38,7 +38,10 @@ def _summary(res: object) -> str:
 
 def run(
     example: Annotated[
-        str, typer.Argument(help="centralized, pec, debate, or module:function returning a Setup.")
+        str,
+        typer.Argument(
+            help="centralized, pec, debate, vote, route, swarm, or module:function returning a Setup."
+        ),
     ],
     out: Annotated[
         str | None,
@@ -80,7 +83,8 @@ def run(
       orchestrace run centralized --backend scripted --clock logical -o runs/c.events.jsonl\n
       orchestrace run pec --base-url http://127.0.0.1:8000/v1 --model qwen --budget-tokens 5000\n
       orchestrace run debate --set word=tall --set n=5\n
-      orchestrace run vote --set question='"Capital of France?"' --policy stop=runs/stop/policy
+      orchestrace run vote --set question='"Capital of France?"' --policy stop=runs/stop/policy\n
+      orchestrace run swarm --set 'stages=[[3,4,2],[5]]' --policy spawn=runs/swarm/swarm
     """
     from ..runtime.orchestrator import Budget
     from ..runtime.runner import backend_spec

@@ -122,7 +122,7 @@ def route_data_from_traces(pattern: str | Sequence[str], name: str | None = None
     by_q: dict[str, dict[str, RouteRun]] = {}
     for r in runs:
         if r.models != models:
-            raise BadInput("OT617", f"the run offers models {r.models}, {runs[0].path} offers {models}; "
+            raise BadInput("OT618", f"the run offers models {r.models}, {runs[0].path} offers {models}; "
                            "one delegate policy routes among one set of models", path=r.path)  # fmt: skip
         if r.model not in models:
             raise BadInput(
