@@ -9,6 +9,7 @@ ingest that fails leaves the store as it was.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import hostile
 import orjson
@@ -199,3 +200,46 @@ def test_report_commands_go_on_after_a_bad_file(tmp_path: Path, argv: list[str],
         assert ok["failed"] == []
     else:
         assert doc == ok
+
+
+@pytest.mark.parametrize(
+    ("name", "events_of", "valid"),
+    [
+        ("one huge t_end", lambda ev: [{**ev[0], "t": 0.0, "t_end": 1.7e308}, *ev[1:]], True),
+        ("t_end sum overflows", lambda ev: [{**e, "t": 0.0, "t_end": 1.7e308} for e in ev], False),
+        ("cost_usd sum overflows", lambda ev: [{**e, "cost_usd": 1e308} for e in ev], False),
+        (
+            "cost_usd sum overflows past a string",
+            lambda ev: [{**ev[0], "cost_usd": "x"}] + [{**e, "cost_usd": 1e308} for e in ev[1:]],
+            False,
+        ),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["json", "events.jsonl"])
+def test_float_totals_stay_finite(tmp_path: Path, name: str, events_of: Any, valid: bool, fmt: str) -> None:
+    """Summed in float64, cost_usd and t_end must stay finite (OT008), or analyze would print
+    an infinite cost or serial work as null; validate and load agree, analyze prints numbers."""
+    import json
+
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.core.io import load
+    from orchestrace.core.validate import validate_path
+
+    tr = hostile.seed_trace()
+    doc = {**tr, "events": events_of(tr["events"])}
+    f = tmp_path / f"t.{fmt}"
+    recs = [doc] if fmt == "json" else hostile._log_lines(doc)
+    f.write_bytes(b"\n".join(orjson.dumps(r) for r in recs) + b"\n")
+    r = validate_path(f)
+    try:
+        load(f)
+        loaded = True
+    except OrchestraceError:
+        loaded = False
+    assert r.valid == loaded == valid, (name, r.findings)
+    if not valid:
+        assert "OT008" in {x.code for x in r.findings}, r.findings
+        return
+    code, out, err, _ = hostile.run_cli(["analyze", "-q", "--format", "json", str(f)])
+    row = json.loads(out)["traces"][0]
+    assert code == 0 and row["serial_work_s"] == row["critical_path_s"] == 1.7e308, err

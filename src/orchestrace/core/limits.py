@@ -8,7 +8,9 @@ So the rules are stated on the JSON text and enforced before anything else reads
 - integers: within signed 64-bit, ``-2**63 .. 2**63 - 1`` (a wider integer is an error, never
   rounded to a float); token counts must also sum to at most ``2**63 - 1`` per trace;
 - nesting: at most ``MAX_DEPTH`` levels of arrays/objects in a document;
-- strings: at most ``MAX_STRING_CHARS`` characters each (keys included).
+- strings: at most ``MAX_STRING_CHARS`` characters each (keys included);
+- float totals: ``cost_usd`` and ``t_end`` summed over a trace's events stay finite in float64
+  (``t_end`` bounds every summed duration), so no cost or serial work becomes infinity or null.
 
 The checks cost little on ordinary input: an integer of 19 or more digits cannot hide from a
 scan of the raw bytes (``needs_exact_check``), and only a document that trips it is decoded
@@ -20,6 +22,9 @@ read them.
 
 from __future__ import annotations
 
+import math
+from functools import partial
+from operator import is_not
 from typing import Any
 
 import msgspec
@@ -87,6 +92,22 @@ def check_text(data: bytes) -> LimitViolation | None:
     return check_value(value)
 
 
+#: event fields summed per trace in float64 (what the sum becomes): the sum must stay finite
+FLOAT_TOTALS = {"cost_usd": "the trace's cost", "t_end": "summed durations (serial work)"}
+
+
+def float_total(vals: list[Any]) -> float:
+    """Sum of the finite numbers among ``vals`` (other values are type findings already);
+    infinite when the sum overflows float64. C speed when every value is a number or None."""
+    try:
+        total = sum(filter(partial(is_not, None), vals))
+        if math.isfinite(total):
+            return float(total)
+    except TypeError:
+        pass
+    return float(sum(v for v in vals if type(v) in (int, float) and math.isfinite(v)))
+
+
 def _digits(v: int) -> str:
     if abs(v) < 10**40:
         return str(v)
@@ -100,5 +121,5 @@ def _esc(key: str) -> str:
 
 LIMITS_DOC = (
     f"integers within signed 64-bit ({INT64_MIN}..{INT64_MAX}); nesting at most {MAX_DEPTH} levels; "
-    f"strings at most {MAX_STRING_CHARS:,} characters"
+    f"strings at most {MAX_STRING_CHARS:,} characters; cost_usd and t_end sum to a finite float per trace"
 )

@@ -12,7 +12,7 @@ OT004  error     NaN / Infinity
 OT005  error     duplicate key in a JSON object
 OT006  error     empty or truncated input
 OT007  error     corrupt compressed stream
-OT008  error     beyond a limit: integer outside signed 64-bit, nesting, string size (core.limits)
+OT008  error     beyond a limit: integer outside signed 64-bit, nesting, string size, a float total (core.limits)
 OT101  error     required field missing
 OT102  error     wrong JSON type
 OT103  error     unknown top-level field (the schema is closed at the top level)
@@ -53,7 +53,15 @@ import numpy as np
 
 from .errors import Finding, InvalidTrace, LoadError
 from .fastcheck import VEvent, columns, columns_of, decode_clean, decode_records
-from .limits import INT64_MAX, INT64_MIN, MAX_STRING_CHARS, check_value, needs_exact_check
+from .limits import (
+    FLOAT_TOTALS,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_STRING_CHARS,
+    check_value,
+    float_total,
+    needs_exact_check,
+)
 from .model import EDGE_TYPES, EVENT_TYPES, STATUSES, TOPOLOGIES
 from .read import (
     RawTrace,
@@ -326,10 +334,19 @@ def _check_limits(metadata: Any, events: list[Any], s: _Sink) -> None:
         tokens = [
             v for k in ("tokens_in", "tokens_out") for v in _column(events, k, False)[0] if type(v) is int
         ]
+        floats = {k: _column(events, k, False)[0] for k in FLOAT_TOTALS}
     else:  # structs, or objects mixed with other values (reported as type errors already)
         rows = [(i, e) for i, e in enumerate(events) if type(e) is dict or isinstance(e, VEvent)]
         attrs = [(i, e.get("attrs")) for i, e in rows]
         tokens = [v for _, e in rows for v in (e.get("tokens_in"), e.get("tokens_out")) if type(v) is int]
+        floats = {k: [e.get(k) for _, e in rows] for k in FLOAT_TOTALS}
+    for k, vals in floats.items():
+        if math.isinf(float_total(vals)):
+            s.add(
+                "OT008",
+                f"{k} summed over the events overflows a float (past 1.8e308): {FLOAT_TOTALS[k]} would be infinite",
+                "/events",
+            )
     for i, a in attrs:
         if type(a) is dict and a and (over := check_value(a, f"/events/{i}/attrs", attrs_depth)) is not None:
             s.add("OT008", over.message, over.pointer)
