@@ -16,7 +16,9 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 from typer.testing import CliRunner
 
@@ -142,12 +144,30 @@ def _render(args: list[str], code: int, out: str, err: str, files: dict[str, str
     return "\n".join(lines) + "\n"
 
 
+def _rounded(v: Any) -> Any:
+    """Floats to 9 decimals and 12 significant digits, -0.0 as 0.0: sums of floats may differ in
+    their last bits between CPUs (SIMD), which is no change of behaviour."""
+    if isinstance(v, float):
+        return float(f"{round(v, 9):.12g}") + 0.0
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_rounded(x) for x in v]
+    return v
+
+
 def _digest(path: Path) -> str:
+    """sha256 of a written file; of JSON and JSON Lines with their floats rounded (``_rounded``)."""
     if not path.exists():
         return "missing"
     if path.is_dir():
         return "dir " + " ".join(sorted(p.name for p in path.iterdir()))
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    data = path.read_bytes()
+    if path.suffix == ".json":
+        data = orjson.dumps(_rounded(orjson.loads(data)))
+    elif path.suffix == ".jsonl":
+        data = b"\n".join(orjson.dumps(_rounded(orjson.loads(x))) for x in data.splitlines() if x.strip())
+    return hashlib.sha256(data).hexdigest()
 
 
 @pytest.fixture(scope="module")
