@@ -51,10 +51,11 @@ def test_gen_stats_schema(tmp_path):
     assert out.read_bytes() == first
     r = run("stats", str(out), "--format", "json")
     stats = json.loads(r.stdout)
-    assert len(stats) == 6 and all(s["events"] >= 45 for s in stats)
+    assert len(stats["traces"]) == 6 and all(s["events"] >= 45 for s in stats["traces"])
+    assert stats["corpus"]["events"] == sum(s["events"] for s in stats["traces"])
     log = tmp_path / "big.events.jsonl"
     run("gen", "-o", str(log), "--size", "300", "--topology", "debate")
-    s = json.loads(run("stats", str(log), "--format", "json").stdout)[0]
+    s = json.loads(run("stats", str(log), "--format", "json").stdout)["traces"][0]
     assert s["by_type"]["message"] > 100 and s["edges"] > 0
     schema = json.loads(run("schema").stdout)
     assert schema["$schema"].endswith("2020-12/schema") and "t_end" in schema["$defs"]["event"]["properties"]

@@ -57,7 +57,10 @@ def test_stats_prints_one_corpus_total(corpus: Path) -> None:
     )
     one = run("stats", str(corpus.parent / "one.json"))  # one trace: its own table, no total
     assert one.stdout.count("┏") == 1 and traces[0].trace_id in one.stdout and "corpus:" not in one.stdout
-    assert len(json.loads(run("stats", str(corpus), "--format", "json").stdout)) == 4
+    doc = json.loads(run("stats", str(corpus), "--format", "json").stdout)
+    assert len(doc["traces"]) == 4 and doc["corpus"]["traces"] == 4
+    assert doc["corpus"]["events"] == sum(len(t.events) for t in traces)
+    assert doc["corpus"]["by_type"]["tool_call"] == int(row["type tool_call"])
 
 
 def test_view_says_which_trace_of_a_corpus_it_shows(corpus: Path, tmp_path: Path) -> None:

@@ -482,7 +482,7 @@ def _validate_multi(case: Case, main: Path, work: Path) -> Outcome:
     return Outcome(code, problem, out, err)
 
 
-def _report_multi(argv: list[str], traces_key: str | None) -> Check:
+def _report_multi(argv: list[str]) -> Check:
     """stats/analyze --format json on the bad file between two good ones: the good files are
     still counted, the output is one complete JSON document, the exit code is validate's."""
 
@@ -493,8 +493,7 @@ def _report_multi(argv: list[str], traces_key: str | None) -> Check:
         if problem is None:
             try:
                 doc = json.loads(out)
-                rows = doc if traces_key is None else doc[traces_key]
-                ids = [r["trace_id"] for r in rows]
+                ids = [r["trace_id"] for r in doc["traces"]]
             except (ValueError, KeyError, TypeError):
                 return Outcome(code, f"--format json printed no complete JSON document ({len(out)} bytes)")
             good_id = seed_trace()["trace_id"]
@@ -583,12 +582,12 @@ TRACE_COMMANDS: dict[str, Check] = {
     "validate": _main_input_check(lambda f, w: ["validate", str(f)], agree=False),
     "validate-json-multi": _validate_multi,
     "stats": _main_input_check(lambda f, w: ["stats", "--format", "json", str(f)], json_out=True),
-    "stats-multi": _report_multi(["stats", "--format", "json"], None),
+    "stats-multi": _report_multi(["stats", "--format", "json"]),
     "analyze": _main_input_check(lambda f, w: ["analyze", "-q", str(f)]),
     "analyze-json": _main_input_check(
         lambda f, w: ["analyze", "-q", "--format", "json", str(f)], json_out=True
     ),
-    "analyze-json-multi": _report_multi(["analyze", "-q", "--format", "json"], "traces"),
+    "analyze-json-multi": _report_multi(["analyze", "-q", "--format", "json"]),
     "analyze-write": _main_input_check(
         lambda f, w: ["analyze", "-q", str(f), "--write", str(w / "measured.jsonl")], output="measured.jsonl"
     ),

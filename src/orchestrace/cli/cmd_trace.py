@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated
 
+import msgspec
 import orjson
 import typer
 from rich.markup import escape
@@ -113,8 +114,10 @@ def stats(
     streamed; an invalid trace exits 1 as validate does.
 
     One trace gets its own table; several get one corpus total (and, with --per-trace, one row
-    per trace). JSON is always the list of per-trace counts. A file that fails is reported on
-    stderr and counts for nothing; the other files are still counted (exit 1, 2 if unreadable).
+    per trace). JSON: an object with "traces" (the per-trace counts), "corpus" (their total) and
+    "failed" (one finding per file that failed, as in analyze).
+    A file that fails is reported on stderr and counts for nothing; the other files are still
+    counted (exit 1, 2 if unreadable).
 
     Examples:\n
       orchestrace stats run.events.jsonl\n
@@ -131,7 +134,9 @@ def stats(
             del out[mark:]  # a file that failed part-way counts for nothing, as in validate
             note_failed_file(failed, i, p, e)
     if format == "json":
-        sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+        fails = [msgspec.to_builtins(failed[i].finding()) for i in sorted(failed)]
+        doc = {"traces": out, "corpus": _corpus_total(out), "failed": fails}
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     elif len(out) == 1:
         console.print(_detail_table(out[0], f"{out[0]['trace_id']}  ({out[0]['path']})"))
     elif out or not failed:
@@ -175,7 +180,7 @@ def _corpus_tables(out: list[dict], per_trace: bool) -> None:  # type: ignore[ty
         )
     )
     if not per_trace and len(out) > 1:
-        console.print("(--per-trace lists each trace; --format json gives per-trace counts)")
+        console.print("(--per-trace lists each trace; --format json gives per-trace counts and the total)")
 
 
 def _detail_table(s: dict, title: str) -> Table:  # type: ignore[type-arg]
