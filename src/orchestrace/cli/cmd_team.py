@@ -81,8 +81,69 @@ def train_team_cmd(
     console.print(f"adapters {recs[-1].policy}  curves {out}/curves.png", highlight=False)
 
 
+def eval_team_cmd(
+    folders: list[str] = typer.Argument(..., help="train team loop folders (credit methods x seeds)"),
+    out: str = typer.Option(None, "-o", "--out", help="write team-report.json and team-report.png here"),
+    examples: int = typer.Option(
+        2, "--examples", help="held-out questions whose team answer flipped, per run"
+    ),
+    seed: int = typer.Option(0, "--seed", help="bootstrap seed"),
+) -> None:
+    """Compare train team runs: held-out team accuracy before/after per run and per credit method
+    (seeds averaged, paired 95% CI over questions), each method against broadcast, what each agent
+    changed, seconds per iteration.
+
+    Example:
+      orchestrace eval team runs/team-exp/* -o runs/team-exp
+    """
+    from ..learn.team.report import REPORT_PNG, team_report
+
+    rep = team_report(folders, out, examples=examples, seed=seed)
+
+    def ci(c: tuple[float, float]) -> str:
+        return f"[{c[0]:+.3f}, {c[1]:+.3f}]"
+
+    for r in rep.runs:
+        console.print(
+            f"{r.folder}: {r.credit} seed {r.seed}, {r.iterations} iterations, "
+            f"{r.train_s_per_iteration:.1f} s/iteration (rollouts + update): held-out team accuracy "
+            f"{r.before:.3f} -> {r.after:.3f} ({r.difference:+.3f}, paired 95% CI {ci(r.ci95)})",
+            highlight=False,
+        )
+        for a in r.agents:
+            habits = ""
+            if a.follows_last_before is not None and a.follows_last_after is not None:
+                habits = f"; solvers disagree: follows the last {a.follows_last_before:.2f} -> {a.follows_last_after:.2f}"
+            if a.picks_right_before is not None and a.picks_right_after is not None:
+                habits += f", right when a solver is {a.picks_right_before:.2f} -> {a.picks_right_after:.2f}"
+            console.print(
+                f"  {a.agent}: accuracy {a.before:.3f} -> {a.after:.3f}, {a.changed:.0%} of answers changed{habits}",
+                highlight=False,
+            )
+        for e in r.examples:
+            console.print(
+                f"  {e.question}: {e.before} ({'right' if e.team_before else 'wrong'}) -> "
+                f"{e.after} ({'right' if e.team_after else 'wrong'})",
+                highlight=False,
+            )
+    console.print(f"per credit method ({rep.questions} held-out questions, seeds averaged per question):")
+    for c in rep.credits:
+        vs = ""
+        if c.minus_broadcast is not None and c.minus_broadcast_ci95 is not None:
+            vs = f"; after - broadcast's after {c.minus_broadcast:+.3f} {ci(c.minus_broadcast_ci95)}"
+        console.print(
+            f"  {c.credit} (seeds {', '.join(map(str, c.seeds))}): {c.before:.3f} -> {c.after:.3f} "
+            f"({c.difference:+.3f}, paired 95% CI {ci(c.ci95)}){vs}",
+            highlight=False,
+        )
+    if out is not None:
+        console.print(f"curves {out}/{REPORT_PNG}", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
-    """Joins the ``train`` group of ``cmd_learn`` (registered in module order, so before or after)."""
-    from .cmd_learn import train_app
+    """Joins the ``train`` and ``eval`` groups of ``cmd_learn`` (registered in module order, so
+    before or after)."""
+    from .cmd_learn import eval_app, train_app
 
     train_app.command("team")(train_team_cmd)
+    eval_app.command("team")(eval_team_cmd)

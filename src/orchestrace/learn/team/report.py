@@ -1,0 +1,298 @@
+"""Compare ``train team`` runs (credit methods x seeds) from their loop folders alone.
+
+Held-out team accuracy before (iteration 0) and after (the last evaluated iteration) per run and,
+per credit method, the seed mean with a paired bootstrap CI over held-out questions (every run of
+the experiment is evaluated on the same questions with the same run seeds, so questions pair up
+across runs too); each method against ``broadcast`` the same way. What changed, per agent: the
+accuracy of its held-out answers, the share of answers that changed, and for the aggregator whom
+it follows when the solvers disagree. ``team-report.json`` + ``team-report.png`` (held-out team
+accuracy and training reward per iteration, one line per method, seeds averaged).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ...core.io import load_one
+from ...core.model import Trace
+from ...core.stats import bootstrap_means, percentile_ci
+from ..loop import completed, iteration_dir
+from .program import AGGREGATOR, BadInput, answer_correct, trace_question
+from .trainer import CONFIG_FILE
+
+REPORT_JSON = "team-report.json"
+REPORT_PNG = "team-report.png"
+
+
+@dataclass(frozen=True)
+class Answers:
+    """One held-out run: each agent's canonical answer and whether it is right."""
+
+    question: str
+    text: dict[str, str | None]  # agent -> raw answer
+    canon: dict[str, str | None]  # agent -> canonical answer
+    right: dict[str, bool]
+    team_right: bool
+
+
+@dataclass(frozen=True)
+class AgentChange:
+    """An agent's held-out answers before vs after training."""
+
+    agent: str
+    before: float  # accuracy of its answers
+    after: float
+    changed: float  # share of its answers that differ (canonically)
+    #: aggregator only, over runs whose solvers disagree: share following the last solver, and
+    #: share right when at least one solver was right
+    follows_last_before: float | None = None
+    follows_last_after: float | None = None
+    picks_right_before: float | None = None
+    picks_right_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Example:
+    question: str
+    before: dict[str, str | None]
+    after: dict[str, str | None]
+    team_before: bool
+    team_after: bool
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    folder: str
+    credit: str
+    seed: int
+    iterations: int
+    before: float
+    after: float
+    difference: float
+    ci95: tuple[float, float]
+    train_s_per_iteration: float  # mean rollout_s + update_s (held-out evaluation excluded)
+    agents: list[AgentChange]
+    examples: list[Example]
+
+
+@dataclass(frozen=True)
+class CreditSummary:
+    """One credit method over its seeds: per-question accuracy averaged over seeds, then paired."""
+
+    credit: str
+    seeds: list[int]
+    before: float
+    after: float
+    difference: float
+    ci95: tuple[float, float]
+    minus_broadcast: float | None = None  # after - broadcast's after, same questions
+    minus_broadcast_ci95: tuple[float, float] | None = None
+
+
+@dataclass
+class TeamReport:
+    runs: list[RunSummary]
+    credits: list[CreditSummary]
+    questions: int
+    #: credit -> iteration -> seed-mean figure (held-out team accuracy, training reward)
+    heldout_curve: dict[str, dict[int, float]] = field(default_factory=dict)
+    reward_curve: dict[str, dict[int, float]] = field(default_factory=dict)
+
+
+def held_out_answers(folder: Path) -> dict[str, Answers]:
+    """question id -> the answers of its (first) held-out run in an iteration folder."""
+    out: dict[str, Answers] = {}
+    for p in sorted((folder / "eval").glob("*-g0.events.jsonl")):
+        out.setdefault(*_answers(load_one(p)))
+    return out
+
+
+def _answers(tr: Trace) -> tuple[str, Answers]:
+    fam, q = trace_question(tr)
+    text: dict[str, str | None] = {}
+    for e in tr.events:
+        if e.type == "return" and e.status != "error" and e.agent:
+            text[e.agent] = e.content if isinstance(e.content, str) else None
+    canon = {a: (fam.canonical(t, q) if t is not None else None) for a, t in text.items()}
+    right = {a: answer_correct(fam, q, t) for a, t in text.items()}
+    final = ((tr.metadata or {}).get("outcome") or {}).get("final")
+    return q.id, Answers(q.id, text, canon, right, answer_correct(fam, q, final))
+
+
+def _mean(xs: list[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None
+
+
+def _aggregator_habits(runs: list[Answers]) -> tuple[float | None, float | None]:
+    follows, picks = [], []
+    for a in runs:
+        solvers = sorted(k for k in a.canon if k != AGGREGATOR)
+        if AGGREGATOR not in a.canon or len({a.canon[s] for s in solvers}) < 2:
+            continue
+        follows.append(float(a.canon[AGGREGATOR] == a.canon[solvers[-1]]))
+        if any(a.right[s] for s in solvers):
+            picks.append(float(a.right[AGGREGATOR]))
+    return _mean(follows), _mean(picks)
+
+
+def agent_changes(before: dict[str, Answers], after: dict[str, Answers]) -> list[AgentChange]:
+    qs = sorted(set(before) & set(after))
+    agents = sorted({a for q in qs for a in before[q].canon}, key=lambda a: (a == AGGREGATOR, a))
+    out = []
+    for ag in agents:
+        pairs = [(before[q], after[q]) for q in qs if ag in before[q].canon and ag in after[q].canon]
+        acc_b = float(np.mean([b.right[ag] for b, _ in pairs])) if pairs else 0.0
+        acc_a = float(np.mean([a.right[ag] for _, a in pairs])) if pairs else 0.0
+        changed = float(np.mean([b.canon[ag] != a.canon[ag] for b, a in pairs])) if pairs else 0.0
+        if ag == AGGREGATOR:
+            fb, pb = _aggregator_habits([b for b, _ in pairs])
+            fa, pa = _aggregator_habits([a for _, a in pairs])
+            out.append(AgentChange(ag, acc_b, acc_a, changed, fb, fa, pb, pa))
+        else:
+            out.append(AgentChange(ag, acc_b, acc_a, changed))
+    return out
+
+
+def _paired(a: np.ndarray, b: np.ndarray, resamples: int, seed: int) -> tuple[float, tuple[float, float]]:
+    d = b - a
+    return float(d.mean()), percentile_ci(bootstrap_means([d], resamples, seed)[0])
+
+
+def _config(folder: Path) -> dict:
+    p = folder / CONFIG_FILE
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except OSError:
+        raise BadInput("OT699", f"not a train team folder (no {CONFIG_FILE})", path=str(folder)) from None
+    except json.JSONDecodeError as e:
+        raise BadInput("OT699", f"unreadable {CONFIG_FILE}: {e}", path=str(p)) from None
+
+
+def team_report(
+    folders: list[str | Path],
+    out: str | Path | None = None,
+    *,
+    examples: int = 3,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> TeamReport:
+    """Summarise ``train team`` loop folders; with ``out``, write the JSON and the PNG there."""
+    if not folders:
+        raise BadInput("OT699", "no train team folders given")
+    runs: list[RunSummary] = []
+    acc: dict[str, dict[int, tuple[dict[str, Answers], dict[str, Answers]]]] = defaultdict(dict)
+    heldout_pts: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    reward_pts: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    families = set()
+    for f in map(Path, folders):
+        cfg = _config(f)
+        families.add(cfg.get("family"))
+        recs = [r for r in completed(f) if r.eval]
+        if len(recs) < 2:
+            raise BadInput("OT699", "fewer than two evaluated iterations (nothing to compare)", path=str(f))
+        credit, run_seed = str(cfg["credit"]), int(cfg["seed"])
+        before = held_out_answers(iteration_dir(f, recs[0].iteration))
+        after = held_out_answers(iteration_dir(f, recs[-1].iteration))
+        qs = sorted(set(before) & set(after))
+        b = np.array([before[q].team_right for q in qs], dtype=float)
+        a = np.array([after[q].team_right for q in qs], dtype=float)
+        diff, ci = _paired(b, a, resamples, seed)
+        trained = [r for r in completed(f) if r.train]
+        s_it = (
+            float(np.mean([r.train["rollout_s"] + r.train["update_s"] for r in trained])) if trained else 0.0
+        )
+        flips = [q for q in qs if before[q].team_right != after[q].team_right]
+        runs.append(
+            RunSummary(
+                str(f),
+                credit,
+                run_seed,
+                recs[-1].iteration,
+                float(b.mean()),
+                float(a.mean()),
+                diff,
+                ci,
+                s_it,
+                agent_changes(before, after),
+                [
+                    Example(q, before[q].text, after[q].text, before[q].team_right, after[q].team_right)
+                    for q in flips[:examples]
+                ],
+            )
+        )
+        if run_seed in acc[credit]:
+            raise BadInput("OT699", f"two runs of credit {credit!r} with seed {run_seed}", path=str(f))
+        acc[credit][run_seed] = (before, after)
+        for r in completed(f):
+            if r.eval:
+                heldout_pts[credit][r.iteration].append(r.eval["team_accuracy"])
+            if r.train:
+                reward_pts[credit][r.iteration].append(r.train["reward"])
+    if len(families) > 1:
+        raise BadInput("OT699", f"the folders train different question families: {sorted(families)}")
+    common = sorted(set.intersection(*(set(ba[0]) & set(ba[1]) for c in acc.values() for ba in c.values())))
+    if not common:
+        raise BadInput("OT699", "the runs share no held-out question")
+
+    def per_question(credit: str, which: int) -> np.ndarray:
+        return np.mean([[s[which][q].team_right for q in common] for s in acc[credit].values()], axis=0)
+
+    order = sorted(acc, key=lambda c: (c != "broadcast", c))
+    credits = []
+    for c in order:
+        b, a = per_question(c, 0), per_question(c, 1)
+        diff, ci = _paired(b, a, resamples, seed)
+        vs, vs_ci = None, None
+        if c != "broadcast" and "broadcast" in acc:
+            vs, vs_ci = _paired(per_question("broadcast", 1), a, resamples, seed)
+        credits.append(
+            CreditSummary(c, sorted(acc[c]), float(b.mean()), float(a.mean()), diff, ci, vs, vs_ci)
+        )
+    report = TeamReport(
+        runs,
+        credits,
+        len(common),
+        {c: {i: float(np.mean(v)) for i, v in sorted(heldout_pts[c].items())} for c in order},
+        {c: {i: float(np.mean(v)) for i, v in sorted(reward_pts[c].items())} for c in order},
+    )
+    if out is not None:
+        write_report(report, Path(out))
+    return report
+
+
+def write_report(report: TeamReport, out: Path) -> tuple[Path, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    js = out / REPORT_JSON
+    tmp = js.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(asdict(report), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(js)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    panels = (
+        (report.heldout_curve, "held-out team accuracy"),
+        (report.reward_curve, "training reward (team success)"),
+    )
+    for ax, (curves, title) in zip(axes, panels, strict=True):
+        for credit, pts in curves.items():
+            n = len(next(c for c in report.credits if c.credit == credit).seeds)
+            ax.plot(list(pts), list(pts.values()), "o-", ms=4, label=f"{credit} ({n} seeds)")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("mean over seeds")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.86, 0.5), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0, 0.85, 1))
+    png = out / REPORT_PNG
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return js, png

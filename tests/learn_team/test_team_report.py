@@ -1,0 +1,152 @@
+"""eval team: the comparison of train team runs, on loop folders whose held-out runs a scripted
+backend answered (no model): every figure below is counted by hand from the answers given."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrace.cli import main
+from orchestrace.core.errors import OrchestraceError
+from orchestrace.runtime.backends.scripted import ScriptedBackend
+from orchestrace.runtime.runner import execute
+
+FAMILY = "continents"
+# question -> gold: cont-albania europe, cont-angola africa, cont-argentina south america
+QUESTIONS = ("cont-albania", "cont-angola", "cont-argentina")
+
+
+def record(path: Path, qid: str, answers: dict[str, str]) -> None:
+    """One held-out team run; ``answers``: agent -> its reply (adapters=agent routes on the name)."""
+    backend = ScriptedBackend(fn=lambda req: answers[req.model])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    asyncio.run(
+        execute(
+            "team",
+            str(path),
+            config={"family": FAMILY, "question": qid, "solvers": 2, "adapters": "agent"},
+            seed=7,
+            backend=backend,
+            clock="logical",
+        )
+    )
+
+
+def loop_folder(root: Path, credit: str, seed: int, before: dict, after: dict) -> Path:
+    """A two-iteration train team folder: iteration 0 answers ``before``, iteration 1 ``after``
+    (question -> (solver_0, solver_1, aggregator))."""
+    out = root / f"{credit}-s{seed}"
+    (out).mkdir(parents=True)
+    (out / "config.json").write_text(json.dumps({"family": FAMILY, "credit": credit, "seed": seed}))
+    for i, table in enumerate((before, after)):
+        d = out / f"iter-{i:03d}"
+        for qid, (s0, s1, agg) in table.items():
+            record(
+                d / "eval" / f"{qid}-g0.events.jsonl",
+                qid,
+                {"solver_0": s0, "solver_1": s1, "aggregator": agg},
+            )
+        train = {} if i == 0 else {"reward": 0.5, "rollout_s": 3.0, "update_s": 5.0}
+        rec = {"iteration": i, "policy": None if i == 0 else str(d / "policy"), "traces": [], "train": train}
+        rec["eval"] = {
+            "team_accuracy": sum(a == g for a, g in zip((t[2] for t in table.values()), GOLD, strict=True))
+            / 3
+        }
+        (d / "iteration.json").write_text(json.dumps(rec))
+    return out
+
+
+GOLD = ("Europe", "Africa", "South America")
+# before: the aggregator follows the last solver when they disagree (wrong twice)
+BEFORE = {
+    "cont-albania": ("Europe", "Europe", "Europe"),
+    "cont-angola": ("Africa", "Asia", "Asia"),
+    "cont-argentina": ("South America", "Europe", "Europe"),
+}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("team")
+    # broadcast: one more question right, by the solvers agreeing
+    b = loop_folder(
+        root,
+        "broadcast",
+        0,
+        BEFORE,
+        {
+            "cont-albania": ("Europe", "Europe", "Europe"),
+            "cont-angola": ("Africa", "Africa", "Africa"),
+            "cont-argentina": ("South America", "Europe", "Europe"),
+        },
+    )
+    # grpo: the aggregator now picks the right solver when they disagree
+    g = loop_folder(
+        root,
+        "grpo",
+        0,
+        BEFORE,
+        {
+            "cont-albania": ("Europe", "Europe", "Europe"),
+            "cont-angola": ("Africa", "Asia", "Africa"),
+            "cont-argentina": ("South America", "Europe", "South America"),
+        },
+    )
+    return root, b, g
+
+
+def test_before_after_per_run_and_credit_and_against_broadcast(folders):
+    from orchestrace.learn.team.report import REPORT_JSON, REPORT_PNG, team_report
+
+    root, b, g = folders
+    rep = team_report([g, b], root / "report", examples=5)
+    runs = {r.credit: r for r in rep.runs}
+    assert (runs["broadcast"].before, runs["broadcast"].after) == pytest.approx((1 / 3, 2 / 3))
+    assert (runs["grpo"].before, runs["grpo"].after) == pytest.approx((1 / 3, 1.0))
+    assert runs["grpo"].train_s_per_iteration == pytest.approx(8.0)
+    assert [c.credit for c in rep.credits] == ["broadcast", "grpo"]  # broadcast first
+    grpo = rep.credits[1]
+    assert grpo.difference == pytest.approx(2 / 3)
+    assert grpo.minus_broadcast == pytest.approx(1 / 3)
+    assert rep.credits[0].minus_broadcast is None
+    assert rep.questions == 3
+    # the examples are the questions whose team answer flipped, with every agent's answers
+    assert [e.question for e in runs["grpo"].examples] == ["cont-angola", "cont-argentina"]
+    assert runs["grpo"].examples[0].before == {"solver_0": "Africa", "solver_1": "Asia", "aggregator": "Asia"}
+    agents = {a.agent: a for a in runs["grpo"].agents}
+    assert list(agents) == ["solver_0", "solver_1", "aggregator"]
+    agg = agents["aggregator"]
+    # before: solvers disagree on angola and argentina, the aggregator follows solver_1 both times
+    assert (agg.follows_last_before, agg.follows_last_after) == (1.0, 0.0)
+    assert (agg.picks_right_before, agg.picks_right_after) == (0.0, 1.0)
+    assert agg.changed == pytest.approx(2 / 3)
+    assert agents["solver_1"].changed == 0.0 and agents["solver_1"].before == pytest.approx(1 / 3)
+    assert agents["solver_0"].follows_last_before is None
+    data = json.loads((root / "report" / REPORT_JSON).read_text())
+    assert data["heldout_curve"]["grpo"] == {"0": pytest.approx(1 / 3), "1": 1.0}
+    assert (root / "report" / REPORT_PNG).stat().st_size > 0
+
+
+def test_cli_prints_the_comparison_and_refuses_bad_folders(folders, tmp_path, capsys):
+    root, b, g = folders
+    with pytest.raises(SystemExit) as e:
+        main(["eval", "team", str(b), str(g)])
+    out = capsys.readouterr().out
+    assert e.value.code in (0, None)
+    assert "grpo (seeds 0): 0.333 -> 1.000 (+0.667" in out
+    assert "after - broadcast's after +0.333" in out
+    with pytest.raises(SystemExit) as e:
+        main(["eval", "team", str(tmp_path)])
+    assert e.value.code == 1
+    assert "OT699" in capsys.readouterr().err
+
+
+def test_two_runs_of_one_credit_and_seed_are_refused(folders):
+    from orchestrace.learn.team.report import team_report
+
+    _, b, _ = folders
+    with pytest.raises(OrchestraceError, match="two runs of credit 'broadcast' with seed 0"):
+        team_report([b, b])
