@@ -223,3 +223,25 @@ def test_event_log_records_decode_in_runs_but_one_per_line():
     # together the record and object counts match: only the per-line lengths tell
     assert decode_records([opened, orjson.dumps(b) + b"]}}", two], edge=False) is None
     assert decode_records([orjson.dumps(c)[:-1] + b',"vendor":1}'], edge=False) is None  # a skipped key
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600)])
+def test_written_files_get_the_mode_open_gives(tmp_path, umask, mode):
+    """Outputs are written to a temporary file and renamed (atomic_output); they end with the
+    mode a plain open() gives under the umask, like the files other tools write (mkstemp's 0600
+    made every saved trace private)."""
+    import os
+    import stat
+
+    tr = generate(seed=0, size=20, topology="centralized")
+    old = os.umask(umask)
+    try:
+        paths = [tmp_path / f"t{ext}" for ext in (".json", ".jsonl.gz", ".events.jsonl")]
+        for p in paths:
+            ot.save(tr, p)
+        with open(tmp_path / "plain.txt", "w") as f:
+            f.write("x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "plain.txt").st_mode) == mode
+    assert {p.name: stat.S_IMODE(os.stat(p).st_mode) for p in paths} == {p.name: mode for p in paths}

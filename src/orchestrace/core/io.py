@@ -94,7 +94,8 @@ def open_write(path: str, append: bool = False, *, final: str | None = None) -> 
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[str]:
     """A temporary path beside ``path`` (same folder, same extensions) that replaces ``path``
     (``os.replace``) when the block succeeds and is removed when it fails: an output file
-    appears only complete, never empty or half-written. ``-`` (stdout) passes through."""
+    appears only complete, never empty or half-written, with the mode a plain ``open`` gives
+    (0644 under the usual umask). ``-`` (stdout) passes through."""
     p = os.fspath(path)
     if p == "-":
         yield p
@@ -103,6 +104,9 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[str]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=f"-{target.name}", dir=target.parent)
     os.close(fd)
+    umask = os.umask(0o022)  # read it (os.umask sets and returns): mkstemp's 0600 would stay
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # the mode open() gives a new file
     try:
         yield tmp
         os.replace(tmp, p)
