@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -15,9 +14,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..core.errors import Finding, InvalidTrace, OrchestraceError
+from ..core.counts import CorpusCounts, TraceCounts, corpus_counts, file_counts
+from ..core.errors import Finding, OrchestraceError
 from ..core.io import iter_traces, save
-from ..core.read import iter_log_records, merge_log_header, split_format
+from ..core.read import split_format
 from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult, validate_path
 from .common import console, console_err, expand_paths
 from .progress import failure_exit_code, note_failed_file
@@ -124,165 +124,60 @@ def stats(
       orchestrace stats corpus.jsonl --per-trace\n
       orchestrace stats corpus.jsonl --format json
     """
-    out: list[dict] = []  # type: ignore[type-arg]
+    out: list[TraceCounts] = []
     failed: dict[int, OrchestraceError] = {}
     for i, p in enumerate(expand_paths(paths)):  # one bad file does not hide the others
         mark = len(out)
         try:
-            out.extend(_file_stats(p))
+            out.extend(file_counts(p))
         except OrchestraceError as e:
             del out[mark:]  # a file that failed part-way counts for nothing, as in validate
             note_failed_file(failed, i, p, e)
     if format == "json":
-        fails = [msgspec.to_builtins(failed[i].finding()) for i in sorted(failed)]
-        doc = {"traces": out, "corpus": _corpus_total(out), "failed": fails}
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        fails = [failed[i].finding() for i in sorted(failed)]
+        doc = {"traces": out, "corpus": corpus_counts(out), "failed": fails}
+        sys.stdout.buffer.write(orjson.dumps(msgspec.to_builtins(doc), option=orjson.OPT_INDENT_2) + b"\n")
     elif len(out) == 1:
-        console.print(_detail_table(out[0], f"{out[0]['trace_id']}  ({out[0]['path']})"))
+        console.print(_detail_table(out[0], f"{out[0].trace_id}  ({out[0].path})"))
     elif out or not failed:
         _corpus_tables(out, per_trace)
     if failed:
         raise typer.Exit(failure_exit_code(failed))
 
 
-def _file_stats(p: str) -> Iterator[dict]:  # type: ignore[type-arg]
-    """Per-trace counts of one file; an event log is validated first (the same verdict as
-    validate, before any number is read), then streamed."""
-    fmt, _ = split_format(p)
-    if fmt == "events":
-        checked = validate_path(p)
-        if not checked.valid:
-            raise InvalidTrace(checked.findings, path=p)
-        yield _log_stats(p)
-        return
-    for tr in iter_traces(p):
-        yield _stats_of(
-            p,
-            tr.trace_id,
-            ((e.type, e.agent, e.role, e.t, e.t_end, e.tokens) for e in tr.events),
-            len(tr.edges),
-            tr.costs,
-        )
-
-
-def _corpus_tables(out: list[dict], per_trace: bool) -> None:  # type: ignore[type-arg]
+def _corpus_tables(out: list[TraceCounts], per_trace: bool) -> None:
     if per_trace:
         rows = Table("trace", "path", title="per trace")
         for c in ("events", "edges", "agents", "duration (s)"):
             rows.add_column(c, justify="right")
         for x in out:
-            n = (str(x["events"]), str(x["edges"]), str(len(x["by_agent"])), f"{x['duration_s']:.3f}")
-            rows.add_row(x["trace_id"], x["path"], *n)
+            n = (str(x.events), str(x.edges), str(len(x.by_agent)), f"{x.duration_s:.3f}")
+            rows.add_row(x.trace_id, x.path, *n)
         console.print(rows)
-    console.print(
-        _detail_table(
-            _corpus_total(out), f"corpus: {len(out)} traces in {len({x['path'] for x in out})} file(s)"
-        )
-    )
+    title = f"corpus: {len(out)} traces in {len({x.path for x in out})} file(s)"
+    console.print(_detail_table(corpus_counts(out), title))
     if not per_trace and len(out) > 1:
         console.print("(--per-trace lists each trace; --format json gives per-trace counts and the total)")
 
 
-def _detail_table(s: dict, title: str) -> Table:  # type: ignore[type-arg]
+def _detail_table(s: TraceCounts | CorpusCounts, title: str) -> Table:
+    corpus = isinstance(s, CorpusCounts)
     table = Table(title=title, show_header=True)
     table.add_column("what")
     table.add_column("count / value", justify="right")
-    if "traces" in s:
-        table.add_row("traces", str(s["traces"]))
-    table.add_row("events", str(s["events"]))
-    table.add_row("edges", str(s["edges"]))
-    table.add_row("agents" if "traces" not in s else "agents (summed over traces)", str(s["agents"]))
-    table.add_row("duration (s)" if "traces" not in s else "duration (s, summed)", f"{s['duration_s']:.3f}")
-    for k, v in s["costs"].items():
+    if isinstance(s, CorpusCounts):
+        table.add_row("traces", str(s.traces))
+    table.add_row("events", str(s.events))
+    table.add_row("edges", str(s.edges))
+    table.add_row("agents (summed over traces)" if corpus else "agents", str(s.agents))
+    table.add_row("duration (s, summed)" if corpus else "duration (s)", f"{s.duration_s:.3f}")
+    for k, v in s.costs.items():
         table.add_row(f"costs.{k}", f"{v:g}")
-    for k, v in s["by_type"].items():
+    for k, v in s.by_type.items():
         table.add_row(f"type {k}", str(v))
-    for k, v in list(s["by_role"].items())[:12]:
+    for k, v in list(s.by_role.items())[:12]:
         table.add_row(f"role {k}", str(v))
     return table
-
-
-def _corpus_total(out: list[dict]) -> dict:  # type: ignore[type-arg]
-    """Sums over traces: counts, durations, numeric costs, events by type and role."""
-    costs: Counter[str] = Counter()
-    by_type: Counter[str] = Counter()
-    by_role: Counter[str] = Counter()
-    for x in out:
-        costs.update(
-            {k: v for k, v in x["costs"].items() if isinstance(v, int | float) and not isinstance(v, bool)}
-        )
-        by_type.update(x["by_type"])
-        by_role.update(x["by_role"])
-    return {
-        "traces": len(out),
-        "events": sum(x["events"] for x in out),
-        "edges": sum(x["edges"] for x in out),
-        "agents": sum(x["agents"] for x in out),
-        "duration_s": sum(x["duration_s"] for x in out),
-        "costs": dict(costs),
-        "by_type": dict(by_type.most_common()),
-        "by_role": dict(by_role.most_common()),
-    }
-
-
-def _stats_of(path: str, trace_id: str, rows, n_edges: int, costs: dict) -> dict:  # type: ignore[no-untyped-def]
-    by_type: Counter[str] = Counter()
-    by_agent: Counter[str] = Counter()
-    by_role: Counter[str] = Counter()
-    n = 0
-    lo, hi = float("inf"), 0.0
-    tokens = 0
-    for ty, ag, role, t, t_end, tok in rows:
-        n += 1
-        by_type[ty] += 1
-        by_agent[ag] += 1
-        if role:
-            by_role[role] += 1
-        lo = min(lo, t)
-        hi = max(hi, t if t_end is None else t_end)
-        tokens += tok
-    return {
-        "path": path,
-        "trace_id": trace_id,
-        "events": n,
-        "edges": n_edges,
-        "agents": len(by_agent),
-        "duration_s": max(0.0, hi - lo) if n else 0.0,
-        "event_tokens": tokens,
-        "costs": costs,
-        "by_type": dict(by_type.most_common()),
-        "by_agent": dict(by_agent.most_common()),
-        "by_role": dict(by_role.most_common()),
-    }
-
-
-def _log_stats(path: str) -> dict:  # type: ignore[type-arg]
-    """Stats of an event log without building the trace (constant memory per record)."""
-    top: dict = {}
-    n_edges = 0
-
-    def rows():  # type: ignore[no-untyped-def]
-        nonlocal n_edges
-        for line, rec in iter_log_records(path):
-            kind = rec.get("rec")
-            if kind == "event":
-                try:
-                    tok = (rec.get("tokens_in") or 0) + (rec.get("tokens_out") or 0)
-                    yield rec["type"], rec["agent"], rec.get("role"), float(rec["t"]), rec.get("t_end"), tok
-                except (KeyError, TypeError, ValueError):
-                    raise OrchestraceError(
-                        "OT101", "event record lacks a valid type/agent/t", path=path, line=line
-                    ) from None
-            elif kind == "edge":
-                n_edges += 1
-            elif kind in ("header", "update"):
-                merge_log_header(top, rec)
-
-    s = _stats_of(path, "", rows(), 0, {})
-    s["edges"] = n_edges
-    s["trace_id"] = top.get("trace_id", "?")
-    s["costs"] = top.get("costs", {})
-    return s
 
 
 def schema() -> None:
