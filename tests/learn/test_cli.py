@@ -63,6 +63,10 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     assert all(os.path.isfile(p) for p in rep["policies_written"].values())
     printed = " ".join(r.output.split())
     assert all(f"pareto.png mark {k}:" in printed for k in range(1, 5)) and "mark 5" not in printed
+    # every file the job left on disk is named on a 'wrote' line (policies, plots, their JSON)
+    on_disk = {str(p) for p in tmp_path.rglob("*") if p.is_file() and p != bank}
+    named = {line.split(" ", 1)[1] for line in r.output.splitlines() if line.startswith("wrote ")}
+    assert len(on_disk) == 13 and named == on_disk
     r = runner.invoke(
         app, ["eval", "stop", "--bank", str(bank), "--policy", str(pol), "--budget", "20", "--format", "json"]
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from orchestrace.learn.stopping.report import curve_series, policy_marks
 
 
@@ -117,7 +119,9 @@ def test_report_json_carries_the_marks_and_the_shown_curves(tmp_path) -> None:
     from orchestrace.learn.stopping.report import write_report
     from orchestrace.viewer.report import read_learning_curve, read_pareto, shown_runs
 
-    write_report(_report_with_sweep(), str(tmp_path))
+    paths = write_report(_report_with_sweep(), str(tmp_path))
+    names = ["pareto.png", "pareto.json", "learning_curves.png", "learning_curves.json"]
+    assert paths == [str(tmp_path / n) for n in names] and all(map(os.path.exists, paths))
     pareto = read_pareto(tmp_path / "pareto.json")
     assert [(m["mark"], m["path"]) for m in pareto["marks"]] == [
         ("1", "out/policy.safetensors"),

@@ -183,6 +183,8 @@ def train_stop_cmd(
             f"{m.mean_samples:.2f} samples)",
             highlight=False,
         )
+    for path in rep["files_written"]:
+        console.print(f"wrote {path}", highlight=False)
     console.print(f"policy {rep['policy']}  report {rep['report_dir']}  ({rep['seconds']} s)")
 
 

@@ -153,7 +153,7 @@ def learning_curves_figure(curves: dict[str, Any], cost: float | None = None) ->
 
 
 def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
-    """Write pareto.png, learning_curves.png and their JSON next to them; return the paths.
+    """Write pareto.png, learning_curves.png and their JSON next to them; return every path written.
 
     The JSON is what ``orchestrace report`` redraws: pareto.json carries the numbered marks, and
     learning_curves.json every curve as records with the ones worth drawing under ``shown``."""
@@ -170,10 +170,12 @@ def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
     plt.close(fig)
     paths.append(p)
     marks = [asdict(m) for m in policy_marks(report)]
-    with open(os.path.join(out_dir, "pareto.json"), "w") as f:
+    p = os.path.join(out_dir, "pareto.json")
+    with open(p, "w") as f:
         json.dump(
             {"points": report["results"], "fronts": report.get("pareto", {}), "marks": marks}, f, indent=1
         )
+    paths.append(p)
 
     curves = report.get("learning_curves", {})
     if curves:
@@ -184,6 +186,8 @@ def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
         paths.append(p)
         labels = curve_labels(curves, report.get("cost"))
         records = [{**h, "run": name} for name, hist in curves.items() for h in hist]
-        with open(os.path.join(out_dir, "learning_curves.json"), "w") as f:
+        p = os.path.join(out_dir, "learning_curves.json")
+        with open(p, "w") as f:
             json.dump({"x": "iteration", "shown": list(labels), "labels": labels, "records": records}, f)
+        paths.append(p)
     return paths

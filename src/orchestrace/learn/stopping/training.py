@@ -441,11 +441,12 @@ def train_stop(
             policies.append((f"{prefix}(target={target_samples:g})", pol))
     base = out.removesuffix(".safetensors")
     written: dict[str, str] = {}  # method name -> policy file, marked on pareto.png
+    files: list[str] = []  # every file this job writes, in order, printed by the CLI
     for name, pol in policies:
         if name in ("learned", "learned+agg") or "(target=" in name:
             suffix = "-agg" if pol.aggregator is not None else ""
             path = base + suffix + ("-target" if "(target=" in name else "")
-            pol.save(path)
+            files += pol.save(path)
             written[name] = path + ".safetensors"
     results = eval_methods(
         test_bank, budget, policies, sweeps=True, orders=orders, seed=seed, reference=calib_bank
@@ -485,8 +486,9 @@ def train_stop(
         "seconds": round(train_time, 1),
     }
     rdir = report_dir or os.path.join(os.path.dirname(out) or ".", "report")
-    write_report(report, rdir)
+    files += write_report(report, rdir)
     report["report_dir"] = rdir
-    with open(os.path.join(rdir, "report.json"), "w") as f:
+    report["files_written"] = [*files, os.path.join(rdir, "report.json")]
+    with open(report["files_written"][-1], "w") as f:
         json.dump(report, f, indent=1)
     return report
