@@ -276,22 +276,32 @@ def write_report(report: TeamReport, out: Path) -> tuple[Path, Path]:
     tmp = js.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(asdict(report), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(js)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     panels = (
         (report.heldout_curve, "held-out team accuracy"),
         (report.reward_curve, "training reward (team success)"),
     )
+    # distinct markers and dashes: methods that train alike (broadcast, grpo) overlap exactly
+    styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", "-"), ("P", "--")]
     for ax, (curves, title) in zip(axes, panels, strict=True):
-        for credit, pts in curves.items():
+        for k, (credit, pts) in enumerate(curves.items()):
             n = len(next(c for c in report.credits if c.credit == credit).seeds)
-            ax.plot(list(pts), list(pts.values()), "o-", ms=4, label=f"{credit} ({n} seeds)")
+            marker, dash = styles[k % len(styles)]
+            ax.plot(
+                list(pts),
+                list(pts.values()),
+                marker=marker,
+                linestyle=dash,
+                ms=7 - k,
+                label=f"{credit} ({n} seed{'s' if n > 1 else ''})",
+            )
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("iteration")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("mean over seeds")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.86, 0.5), fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, 0, 0.85, 1))
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.80, 0.5), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0, 0.79, 1))
     png = out / REPORT_PNG
     fig.savefig(png, dpi=110)
     plt.close(fig)
