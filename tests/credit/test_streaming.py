@@ -15,6 +15,7 @@ from orchestrace.cli import app
 from orchestrace.cli.progress import MIN_TRACES, count_traces, tracked
 from orchestrace.core.io import load, save
 from orchestrace.credit import assign_credit, iter_credit, streamable
+from orchestrace.credit.methods import credit_at
 
 
 def _wide(k: int, team: float) -> object:
@@ -39,6 +40,15 @@ def test_stream_equals_batch(method: str, opts: dict) -> None:
     for a, b in zip(streamed, batch, strict=True):
         assert [e.credit for e in a.events] == [e.credit for e in b.events]
     assert streamable(method, **opts) is (method in ("shapley", "loo"))
+
+
+def test_a_trace_credited_alone_gets_its_stream_seed() -> None:
+    # the third trace of a stream seeded 3 is sampled with seed 3 + 2 (a Ray task credits it alone)
+    alone = credit_at((2, _wide(2, 0.5)), "shapley", ["agent"], "team", False, {"samples": 64, "seed": 3})
+    (want,) = assign_credit([_wide(2, 0.5)], "shapley", "agent", samples=64, seed=5)
+    assert [e.credit for e in alone.events] == [e.credit for e in want.events]
+    (seed3,) = assign_credit([_wide(2, 0.5)], "shapley", "agent", samples=64, seed=3)
+    assert [e.credit for e in alone.events] != [e.credit for e in seed3.events]
 
 
 def test_count_traces(tmp_path: Path) -> None:

@@ -114,7 +114,7 @@ def credit(
       orchestrace credit --method shapley --unit agent big.jsonl --ray -o out.jsonl   # per-trace work on Ray
     """
     from ..credit import METHODS, UNITS, iter_credit
-    from ..credit.methods import streamable
+    from ..credit.methods import credit_at, streamable
     from ..importers import write
 
     if method not in METHODS:
@@ -136,7 +136,7 @@ def credit(
             from ..parallel import parallel_imap
 
             args = (method, units, channel, partition, opts)
-            stream = parallel_imap(_credit_one, list(enumerate(traces)), ray=ray, args=args, batch=8)
+            stream = parallel_imap(credit_at, list(enumerate(traces)), ray=ray, args=args, batch=8)
         else:  # group methods compare traces; their arithmetic is cheap, so they stay local
             stream = iter_credit(traces, method, units, channel=channel, partition=partition, **opts)
         for t in stream:
@@ -159,23 +159,6 @@ def credit(
         console.print(f"(credits of the first {_MAX_SHOWN} of {n} traces shown)")
     if out is not None:
         console_err.print(f"wrote {n} trace(s) with credits -> {out}")
-
-
-def _credit_one(
-    item: tuple[int, Trace],
-    method: str,
-    units: list[str],
-    channel: str,
-    partition: bool,
-    opts: dict[str, object],
-) -> Trace:
-    """Credit of the k-th trace alone, seeded as in a local stream (seed + k)."""
-    from ..credit import iter_credit
-
-    k, trace = item
-    o = dict(opts)
-    seed = int(o.pop("seed", 0))  # type: ignore[call-overload]
-    return next(iter_credit([trace], method, units, channel=channel, partition=partition, seed=seed + k, **o))
 
 
 def _method_options(pairs: list[str]) -> dict[str, object]:

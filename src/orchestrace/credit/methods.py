@@ -385,13 +385,16 @@ def iter_credit(
     *,
     channel: str = "team",
     partition: bool = False,
+    first: int = 0,
     **options: Any,
 ) -> Iterator[Trace]:
     """``assign_credit`` at each unit in turn, over a stream of traces, updating them in place.
 
     Methods that compare traces (GRPO, Dr. MAS, C3, a broadcast baseline) need the whole set, which
     is then read first; the others run one trace at a time with the same results as one batch call
-    (sampled Shapley gets seed + the trace's position, as in a batch).
+    (sampled Shapley gets seed + the trace's position, as in a batch). ``first``: the position of
+    the stream's first trace in a larger one (a part of a stream credited elsewhere, e.g. a Ray
+    task, gets the seeds of the whole stream).
     """
     if not streamable(method, **options):
         batch = list(traces)
@@ -411,10 +414,24 @@ def iter_credit(
                 channel=channel,
                 partition=partition,
                 inplace=True,
-                seed=seed + k,
+                seed=seed + first + k,
                 **options,
             )
         yield tr
+
+
+def credit_at(
+    item: tuple[int, Trace],
+    method: str,
+    units: Sequence[str],
+    channel: str,
+    partition: bool,
+    options: dict[str, Any],
+) -> Trace:
+    """Credit of the trace at position k of a stream, alone (a parallel task): the same values as
+    ``iter_credit`` over the whole stream, for a method that is ``streamable``."""
+    k, trace = item
+    return next(iter_credit([trace], method, units, channel=channel, partition=partition, first=k, **options))
 
 
 def partition_gap(trace: Trace, key: str, target: float | None = None) -> float:
