@@ -310,3 +310,22 @@ def test_traces_a_trainer_cannot_learn_from(tmp_path: Path, capsys: pytest.Captu
     code, text = _cli(capsys, ["train", "delegate", "--traces", str(tmp_path / "ng" / "*.events.jsonl"),
                                "--iters", "2", "-o", str(tmp_path / "d")])  # fmt: skip
     assert code == 1 and "no attrs.quality on it and no gold" in text and "x.events.jsonl" in text
+
+
+def test_train_commands_name_every_file_they_write(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """train delegate|swarm print a 'wrote PATH' line for each file left in -o (the policy, its
+    JSON twin, the result JSON), compared with what is on disk."""
+    route_to_traces(_toy_table(), str(tmp_path / "route"))
+    task = make_task(0, 0, SwarmEnv().cfg)
+    run("swarm", str(tmp_path / "swarm" / "t0.events.jsonl"), config={"stages": task.stages, "task_id": task.id},
+        backend={"kind": "scripted", "seed": 0})  # fmt: skip
+    for cmd in (
+        ["delegate", "--lambda", "0.5", "--iters", "2"],
+        ["swarm", "--iters", "2", "--eval-tasks", "2"],
+    ):
+        out = tmp_path / "out" / cmd[0]
+        runs = str(tmp_path / ("route" if cmd[0] == "delegate" else "swarm") / "*.events.jsonl")
+        code, text = _cli(capsys, ["train", *cmd, "--traces", runs, "-o", str(out)])
+        assert code == 0, text
+        on_disk = sorted(str(p) for p in out.rglob("*") if p.is_file())
+        assert len(on_disk) == 3 and all(f"wrote {p}" in text for p in on_disk), (on_disk, text)

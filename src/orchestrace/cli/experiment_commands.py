@@ -33,6 +33,8 @@ def _emit(result: dict[str, Any], fmt: str, rows: list[tuple[str, ...]], header:
     for r in rows:
         t.add_row(*r)
     console.print(t)
+    for path in result.get("files_written", []):
+        console.print(f"wrote {path}", highlight=False)
 
 
 def _comparisons(result: dict[str, Any], what: str, scope: str = "") -> None:

@@ -82,11 +82,22 @@ def algo_kwargs(defaults: dict[str, dict[str, Any]], algo: str, **given: Any) ->
     return {**defaults[algo], **{k: v for k, v in given.items() if v is not None}}
 
 
-def write_result(out: str | Path | None, name: str, result: dict[str, Any]) -> None:
+def policy_files(out: str | Path | None, name: str, policy: Any) -> list[str]:
+    """Save ``policy`` as OUT/NAME (.safetensors + .json twin); the paths written (none without OUT)."""
+    if out is None:
+        return []
+    st = policy.save(Path(out) / name)
+    return [str(st), str(st.with_suffix(".json"))]
+
+
+def write_result(out: str | Path | None, name: str, result: dict[str, Any], files: list[str]) -> None:
+    """Write the result JSON as OUT/NAME; ``result["files_written"]`` lists ``files`` (the
+    policies saved before) and the JSON itself, for the CLI to name every file."""
     if out is None:
         return
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
+    result["files_written"] = [*files, str(d / name)]
     (d / name).write_text(json.dumps(result, indent=2) + "\n")
 
 

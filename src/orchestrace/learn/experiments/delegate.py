@@ -11,7 +11,16 @@ import numpy as np
 from ...core.errors import OrchestraceError
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
-from .common import SPLIT_SEED, algo_kwargs, need_choice, paired_ci, split, summary, write_result
+from .common import (
+    SPLIT_SEED,
+    algo_kwargs,
+    need_choice,
+    paired_ci,
+    policy_files,
+    split,
+    summary,
+    write_result,
+)
 
 
 def _route_methods(train: Any, test: Any, lam: float, scale: float) -> tuple[dict[str, np.ndarray], float]:
@@ -168,8 +177,7 @@ def train_delegate(
         extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale, "mode": mode},
     )  # fmt: skip
     suffix = "-cascade" if mode == "cascade" else ""
-    if out is not None:
-        res.policy.save(Path(out) / f"delegate-{source}{suffix}")
+    files = policy_files(out, f"delegate-{source}{suffix}", res.policy)
     test_env = make(test_d, lam=lam, scale=scale)
     r = _delegate_report(train_d, test_d, lam, scale, res.policy, test_env, seed)
     r.update(
@@ -177,7 +185,7 @@ def train_delegate(
         price_source=full.price_source, train_iters=iters, learning_curve=[c["reward"] for c in res.curve],
         algo={"name": algo, **kw},
     )  # fmt: skip
-    write_result(out, f"delegate-{source}{suffix}-result.json", r)
+    write_result(out, f"delegate-{source}{suffix}-result.json", r, files)
     return r
 
 

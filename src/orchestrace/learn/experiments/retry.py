@@ -10,7 +10,7 @@ import numpy as np
 
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
-from .common import SPLIT_SEED, algo_kwargs, paired_ci, split, summary, write_result
+from .common import SPLIT_SEED, algo_kwargs, paired_ci, policy_files, split, summary, write_result
 
 
 def _retry_episodes(env: Any, idx: np.ndarray, perms: int) -> list[dict[str, int]]:
@@ -96,6 +96,7 @@ def train_retry(
     kw = algo_kwargs(RETRY_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
     result: dict[str, Any] = {"env": "RetryStop", "seed": seed, "split_seed": SPLIT_SEED, "families": {},
                               "algo": {"name": algo, **kw}}  # fmt: skip
+    files: list[str] = []
     for fam in families:
         tasks = load_retry(fam, data)
         c = RETRY_COST.get(fam, 0.05) if cost is None else cost
@@ -106,8 +107,7 @@ def train_retry(
             algo, env, train_eps, env_name="RetryStop", iters=iters, batch=batch, seed=seed, progress=progress,
             hidden=hidden, init_bias=(0.0, -2.0), baseline="stop-now", extra={"family": fam, "cost": c}, **kw,
         )  # fmt: skip
-        if out is not None:
-            res.policy.save(Path(out) / f"retry-{fam}")
+        files += policy_files(out, f"retry-{fam}", res.policy)
         # cap chosen on the training split
         train_eval = _retry_eval(env, train_eps, res.policy, seed)
         cap_train = max(train_eval["caps"], key=lambda k: train_eval["caps"][k][0].mean())
@@ -117,7 +117,7 @@ def train_retry(
             learning_curve=[c["reward"] for c in res.curve],
         )  # fmt: skip
         result["families"][fam] = r
-    write_result(out, "retry-result.json", result)
+    write_result(out, "retry-result.json", result, files)
     return result
 
 

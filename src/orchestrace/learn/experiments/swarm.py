@@ -9,7 +9,7 @@ import numpy as np
 
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
-from .common import algo_kwargs, paired_ci, summary, write_result
+from .common import algo_kwargs, paired_ci, policy_files, summary, write_result
 
 SWARM_TRAIN_SEED, SWARM_TEST_SEED = 0, 1  # task generators: held-out DAGs come from another seed
 
@@ -146,8 +146,7 @@ def train_swarm(
     env = SwarmEnv(task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2, tasks=tasks)
     res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
                                 anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress, extra={})  # fmt: skip
-    if out is not None:
-        res.policy.save(Path(out) / "swarm")
+    files = policy_files(out, "swarm", res.policy)
     test_env = SwarmEnv(task_seed=SWARM_TEST_SEED)
     r = _swarm_report(test_env, res.policy, eval_tasks, seed)
     r.update(
@@ -156,7 +155,7 @@ def train_swarm(
         config=vars(env.cfg), train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac},
         algo={"name": algo, **kw, "batch": batch}, learning_curve=[c["reward"] for c in res.curve], weights=weights,
     )  # fmt: skip
-    write_result(out, "swarm-result.json", r)
+    write_result(out, "swarm-result.json", r, files)
     return r
 
 
@@ -195,15 +194,14 @@ def train_swarm_parallel(
     res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
                                 anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress,
                                 extra={"trained_on": "SwarmParallel", "branches": branches, "credit": credit})  # fmt: skip
-    if out is not None:
-        res.policy.save(Path(out) / "swarm-parallel")
+    files = policy_files(out, "swarm-parallel", res.policy)
     r = eval_swarm_parallel(res.policy, branches=branches, eval_tasks=eval_tasks, seed=seed)
     r.update(
         seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED, config=vars(env.cfg),
         train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac}, algo={"name": algo, **kw, "batch": batch},
         credit=credit, learning_curve=[c["reward"] for c in res.curve], weights=weights,
     )  # fmt: skip
-    write_result(out, "swarm-parallel-result.json", r)
+    write_result(out, "swarm-parallel-result.json", r, files)
     return r
 
 
