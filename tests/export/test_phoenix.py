@@ -102,7 +102,7 @@ def _spans(url: str, project: str, expected: int) -> list:
     while True:
         try:  # the project appears with its first stored span
             got = client.spans.get_spans(project_identifier=project, limit=100_000)
-        except httpx.HTTPStatusError:
+        except (httpx.HTTPStatusError, httpx.TransportError):  # not stored yet, or a loaded server
             got = []
         if len(got) >= expected or time.monotonic() > deadline:
             return got

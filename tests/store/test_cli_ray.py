@@ -75,7 +75,10 @@ def test_train_stop_with_ray_equals_local(ray_local: str, tmp_path) -> None:
     reports = []
     for extra, name in (([], "local"), (["--ray"], "ray")):
         out = tmp_path / name / "policy"
-        args = ["train", "stop", "--iterations", "40", "--sweep", "0.01,0.02", "-o", str(out)]
+        # one family each way, no budget calibration (it runs in the driver either way): the
+        # sweep's policies are what goes to Ray
+        args = ["train", "stop", "--iterations", "40", "--sweep", "0.01,0.02", "--target-samples", "0"]
+        args += ["--bank", "countries", "--eval-bank", "plurals", "--orders", "2", "-o", str(out)]
         r = CliRunner().invoke(app, [*args, *extra])
         assert r.exit_code == 0, r.output
         reports.append(
