@@ -69,6 +69,13 @@ def main() -> None:
             )
             for ex in row["examples"][:3]:
                 print(f"    seed {ex['seed']}: {ex['problem']}", flush=True)
+    inputs = sum(r["inputs"] for r in results)
+    problems = sum(r["problems"] for r in results)
+    print(
+        f"{'all':22s} {inputs:6d} inputs  {problems:5d} problems  "
+        f"{problems * 10_000 / max(inputs, 1):8.2f} per 10,000  ({len(results)} commands)",
+        flush=True,
+    )
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
 
