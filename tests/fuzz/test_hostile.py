@@ -239,3 +239,29 @@ def test_float_totals_stay_finite(tmp_path: Path, name: str, events_of: Any, val
     code, out, err, _ = hostile.run_cli(["analyze", "-q", "--format", "json", str(f)])
     row = json.loads(out)["traces"][0]
     assert code == 0 and row["serial_work_s"] == row["critical_path_s"] == 1.7e308, err
+
+
+@pytest.mark.parametrize("where", ["early", "late"])
+def test_import_of_a_damaged_gzip_says_so(tmp_path: Path, where: str) -> None:
+    """A damaged .jsonl.gz log: damaged before any line is the file's OT007 error (exit 1); after
+    some lines, what was read is imported, and the trace and a warning say the rest was not."""
+    import gzip
+    import json
+
+    lines = (hostile.SEEDS / "codex.jsonl").read_bytes().splitlines()
+    filler = [x for x in lines if b"agent_message" in x][:1] * 6000  # > the 1 MB read buffer
+    z = bytearray(gzip.compress(b"\n".join(lines + filler) + b"\n", mtime=0))
+    i = 30 if where == "early" else int(len(z) * 0.8)
+    z[i] ^= 0xFF
+    z[i + 1] ^= 0xFF
+    f = tmp_path / "rollout.jsonl.gz"
+    f.write_bytes(bytes(z))
+    out = tmp_path / "out.json"
+    code, _, err, exc = hostile.run_cli(["import", "--from", "codex", str(f), "-o", str(out), "-q"])
+    assert exc is None and "Traceback" not in err
+    if where == "early":
+        assert code == 1 and "corrupt or truncated compressed data" in err and not out.exists(), err
+        return
+    assert code == 0 and "compressed stream damaged after line" in err, err
+    info = json.loads(out.read_bytes())["metadata"]["import"]
+    assert info["compressed_stream_damaged_after_line"] > len(lines)

@@ -216,6 +216,9 @@ def iter_import(
                     )
                 elif info.get("bad_line_count"):
                     say(f, "warn", f"{info['bad_line_count']} unreadable line(s) skipped")
+                if "compressed_stream_damaged_after_line" in info:
+                    line = info["compressed_stream_damaged_after_line"]
+                    say(f, "warn", f"compressed stream damaged after line {line}: the rest was not read")
                 report.unknown.update(info.get("unknown_records", {}))
                 report.per_format[name] += 1
                 yield tr

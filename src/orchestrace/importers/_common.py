@@ -125,6 +125,7 @@ class ImportStats:
         self.unknown: Counter[str] = Counter()
         self.bad_lines: list[int] = []
         self.truncated = False
+        self.damaged_after: int | None = None  # a compressed stream that breaks after this line
         self.notes: list[str] = []
         self.bad_values: Counter[str] = Counter()  # values of the wrong type or range, not read
 
@@ -137,6 +138,8 @@ class ImportStats:
             d["bad_line_count"] = len(self.bad_lines)
         if self.truncated:
             d["truncated"] = True
+        if self.damaged_after is not None:
+            d["compressed_stream_damaged_after_line"] = self.damaged_after
         if self.notes:
             d["notes"] = self.notes[:50]
         if self.bad_values:
@@ -145,10 +148,12 @@ class ImportStats:
 
 
 def iter_jsonl(path: str | os.PathLike[str], stats: ImportStats) -> Iterator[tuple[int, Any]]:
-    """(line, object) of a JSONL file; bad lines are counted, a cut-off last line marks truncation."""
+    """(line, object) of a JSONL file; bad lines are counted, a cut-off last line marks truncation.
+    A damaged compressed stream is OT007 when it yields no line; after some lines it ends the
+    records, noted in ``stats.damaged_after`` (what was read is kept, and said to be partial)."""
     p = os.fspath(path)
     pending: int | None = None
-    for n, line in iter_lines(p, tolerant=True):
+    for n, line in _lines_until_damage(p, stats):
         if not line.strip():
             continue
         if pending is not None:
@@ -166,6 +171,17 @@ def iter_jsonl(path: str | os.PathLike[str], stats: ImportStats) -> Iterator[tup
     if pending is not None:
         stats.bad_lines.append(pending)
         stats.truncated = True
+
+
+def _lines_until_damage(p: str, stats: ImportStats) -> Iterator[tuple[int, bytes]]:
+    last = 0
+    try:
+        for last, line in iter_lines(p):  # noqa: B007 - last is read after a failure
+            yield last, line
+    except LoadError as e:
+        if e.code != "OT007" or last == 0:
+            raise
+        stats.damaged_after = last
 
 
 def require_nonempty(path: str | os.PathLike[str]) -> None:
