@@ -11,6 +11,8 @@ steps as seconds.
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any, Final
 
 import msgspec
@@ -134,6 +136,23 @@ class Trace(msgspec.Struct, kw_only=True):
 
 # Field names of Event as they appear in JSON, in output order.
 EVENT_JSON_FIELDS: Final = tuple(f.encode_name for f in msgspec.structs.fields(Event) if f.name != "extra")
+
+
+def _value_type(annotation: Any) -> type:
+    """The type of value a field holds: ``str | None`` -> str, ``dict[str, float] | None`` -> dict."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    (one,) = args if isinstance(annotation, types.UnionType) else [annotation]
+    return typing.get_origin(one) or one
+
+
+#: The event fields every event has (the others are optional).
+EVENT_REQUIRED_FIELDS: Final = frozenset(f.encode_name for f in msgspec.structs.fields(Event) if f.required)
+
+#: JSON name of each known event field -> the type of its value (str, float, int, bool, dict), read
+#: from ``Event``: validation's type groups and the store's columns follow a field added there.
+EVENT_FIELD_TYPES: Final[dict[str, type]] = {
+    f.encode_name: _value_type(f.type) for f in msgspec.structs.fields(Event) if f.name != "extra"
+}
 _EVENT_ATTR_BY_JSON: Final = {
     f.encode_name: f.name for f in msgspec.structs.fields(Event) if f.name != "extra"
 }

@@ -62,7 +62,7 @@ from .limits import (
     float_total,
     needs_exact_check,
 )
-from .model import EDGE_TYPES, EVENT_TYPES, STATUSES, TOPOLOGIES
+from .model import EDGE_TYPES, EVENT_FIELD_TYPES, EVENT_REQUIRED_FIELDS, EVENT_TYPES, STATUSES, TOPOLOGIES
 from .read import (
     RawTrace,
     find_duplicate_key,
@@ -80,7 +80,7 @@ _EDGE_TYPES = frozenset(EDGE_TYPES)
 _TOPOLOGIES = frozenset(TOPOLOGIES)
 _TOP_REQUIRED = ("trace_id", "task_id", "events", "edges", "rewards", "costs")
 _TOP_ALLOWED = frozenset((*_TOP_REQUIRED, "system", "topology", "metrics", "schema_version", "metadata"))
-_EVENT_REQUIRED = frozenset(("id", "t", "type", "agent"))
+_EVENT_REQUIRED = EVENT_REQUIRED_FIELDS
 _EDGE_KEYS = frozenset(("src", "dst", "type"))
 _INF = math.inf
 
@@ -427,9 +427,11 @@ def _check_graph(
 
 
 _SPECIAL = frozenset(("spawn", "return", "tool_call", "tool_result", "despawn"))
-_STR_FIELDS = ("role", "from", "to", "tool", "content_ref", "parent", "call_id", "model", "content")
-_NUM_FIELDS = ("t_end", "cost_usd")
-_INT_FIELDS = ("turn", "tokens_in", "tokens_out")
+# the fast column check's type groups of the optional fields (status: one of STATUSES, checked apart)
+_OPTIONAL_TYPES = {f: ty for f, ty in EVENT_FIELD_TYPES.items() if f not in EVENT_REQUIRED_FIELDS}
+_STR_FIELDS = tuple(f for f, ty in _OPTIONAL_TYPES.items() if ty is str and f != "status")
+_NUM_FIELDS = tuple(f for f, ty in _OPTIONAL_TYPES.items() if ty is float)
+_INT_FIELDS = tuple(f for f, ty in _OPTIONAL_TYPES.items() if ty is int)
 
 
 def _column(rows: list[dict[str, Any]], key: str, nulls: bool = True) -> tuple[list[Any], bool]:

@@ -18,35 +18,13 @@ import orjson
 import pyarrow as pa
 
 from ..core.errors import Finding, LoadError
+from ..core.model import EVENT_FIELD_TYPES
 from ..core.read import RawTrace, iter_raw, raw_to_trace
 from ..core.validate import check_raw
-from .schema import TABLES
+from .schema import EVENT_COLUMNS, TABLES
 
-# JSON field of an event -> events column (the two survey names that are SQL keywords are renamed)
-_EVENT_FIELDS: dict[str, str] = {
-    "id": "id",
-    "t": "t",
-    "t_end": "t_end",
-    "type": "type",
-    "agent": "agent",
-    "role": "role",
-    "from": "from_agent",
-    "to": "to_agent",
-    "tool": "tool",
-    "content_ref": "content_ref",
-    "trusted": "trusted",
-    "parent": "parent",
-    "call_id": "call_id",
-    "turn": "turn",
-    "tokens_in": "tokens_in",
-    "tokens_out": "tokens_out",
-    "cost_usd": "cost_usd",
-    "model": "model",
-    "content": "content",
-    "status": "status",
-}
-EVENT_COLUMN_TO_FIELD: dict[str, str] = {c: f for f, c in _EVENT_FIELDS.items()}
-_KNOWN = frozenset((*_EVENT_FIELDS, "attrs", "credit"))
+EVENT_COLUMN_TO_FIELD: dict[str, str] = {c: f for f, c in EVENT_COLUMNS.items()}
+_KNOWN = frozenset(EVENT_FIELD_TYPES)
 _HEADER_KEYS = ("schema_version", "task_id", "system", "topology", "rewards", "costs", "metrics", "metadata")
 _DATE_KEYS = ("t0_unix", "date", "started_at", "start_time", "created_at", "timestamp")
 _ARROW = {
@@ -170,7 +148,7 @@ def add_trace(
     ev = c["events"]
     ev["trace_id"].extend([tid] * n)
     ev["idx"].extend(range(n))
-    for field, col in _EVENT_FIELDS.items():
+    for field, col in EVENT_COLUMNS.items():
         ev[col].extend([e.get(field) for e in events])
     ev["attrs"].extend([_json(e.get("attrs")) for e in events])
     ev["extra"].extend(

@@ -12,8 +12,20 @@ from __future__ import annotations
 
 from typing import Final
 
+from ..core.model import EVENT_FIELD_TYPES
+
 #: Bumped when a table changes; a store written by another version is refused with a clear error.
 STORE_VERSION: Final = "orchestrace-store/1"
+
+#: JSON event field -> events column, one per field with a scalar value (attrs is a JSON column,
+#: credit has its own table). Field order, but t_end beside t (stores written so far have it there
+#: and rows are inserted by position); the two SQL keywords among the names are renamed.
+_SCALAR_FIELDS = [f for f, ty in EVENT_FIELD_TYPES.items() if ty is not dict and f != "t_end"]
+_SCALAR_FIELDS.insert(_SCALAR_FIELDS.index("t") + 1, "t_end")
+EVENT_COLUMNS: Final[dict[str, str]] = {
+    f: {"from": "from_agent", "to": "to_agent"}.get(f, f) for f in _SCALAR_FIELDS
+}
+_SQL_TYPE: Final = {str: "VARCHAR", float: "DOUBLE", int: "BIGINT", bool: "BOOLEAN"}
 
 #: (column, DuckDB type) per table, in column order.
 TABLES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
@@ -35,26 +47,7 @@ TABLES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "events": (
         ("trace_id", "VARCHAR"),
         ("idx", "INTEGER"),
-        ("id", "VARCHAR"),
-        ("t", "DOUBLE"),
-        ("t_end", "DOUBLE"),
-        ("type", "VARCHAR"),
-        ("agent", "VARCHAR"),
-        ("role", "VARCHAR"),
-        ("from_agent", "VARCHAR"),
-        ("to_agent", "VARCHAR"),
-        ("tool", "VARCHAR"),
-        ("content_ref", "VARCHAR"),
-        ("trusted", "BOOLEAN"),
-        ("parent", "VARCHAR"),
-        ("call_id", "VARCHAR"),
-        ("turn", "BIGINT"),
-        ("tokens_in", "BIGINT"),
-        ("tokens_out", "BIGINT"),
-        ("cost_usd", "DOUBLE"),
-        ("model", "VARCHAR"),
-        ("content", "VARCHAR"),
-        ("status", "VARCHAR"),
+        *((col, _SQL_TYPE[EVENT_FIELD_TYPES[f]]) for f, col in EVENT_COLUMNS.items()),
         ("attrs", "JSON"),
         ("extra", "JSON"),
         ("critical", "BOOLEAN"),
