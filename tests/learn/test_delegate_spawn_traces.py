@@ -27,6 +27,7 @@ from orchestrace.learn.experiments.delegate import train_delegate
 from orchestrace.learn.experiments.swarm import train_swarm
 from orchestrace.learn.rl.rollouts import NumpyPolicy, PolicyMeta
 from orchestrace.learn.stopping.features import features_hash
+from orchestrace.runtime.backends.base import ChatRequest, ChatResponse
 from orchestrace.runtime.backends.scripted import ScriptedBackend
 from orchestrace.runtime.runner import run
 
@@ -220,6 +221,51 @@ def test_swarm_runs_train_the_same_policy_as_their_tasks(
     assert pa.weights[0][0].shape == pb.weights[0][0].shape
     for (wa, ba), (wb, bb) in zip(pa.weights, pb.weights, strict=True):
         assert np.array_equal(wa, wb) and np.array_equal(ba, bb)
+
+
+class _PricedModels:
+    """Two callable 'models': large always answers right, small only on history questions; each
+    call is billed at its model's price (the runtime records it as the return's cost_usd)."""
+
+    name = "priced"
+    price = {"small": 0.001, "large": 0.01}
+
+    async def chat(self, req: ChatRequest) -> ChatResponse:
+        right = req.model == "large" or "ruled the kingdom" in req.messages[-1]["content"]
+        return ChatResponse(text="A" if right else "B", model=req.model, cost_usd=self.price[req.model])
+
+
+def test_on_policy_route_runs_train_a_router(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Runs a router took live (one model per query, drawn with --explore from a uniform router)
+    are logged bandit samples: the recorded probability weighs each, and the update routes history
+    to the cheap model and math to the large one (lambda 0.5: the large model's price is worth
+    half a right answer)."""
+    from orchestrace.learn.envs.delegate import HASH_DIM, N_STATS
+    from orchestrace.learn.envs.delegate_traces import logged_routes
+
+    d = HASH_DIM + N_STATS
+    start = tmp_path / "uniform"
+    NumpyPolicy(PolicyMeta("Delegate", d, 2, [], extra={"models": MODELS, "mode": "route"}),
+                [(np.zeros((2, d)), np.zeros(2))]).save(start)  # fmt: skip
+    pol = load_policy(str(start), explore=True)
+    table = _toy_table(12)
+    for q in range(len(table.ids)):
+        cfg = {"question": table.texts[q], "group": table.groups[q], "question_id": table.ids[q], "gold": "A"}
+        for seed in range(2):
+            run("route", str(tmp_path / "runs" / f"{q}-{seed}.events.jsonl"), config=cfg, seed=seed,
+                backend=_PricedModels(), trace_policies={"delegate": pol})  # fmt: skip
+    run("route", str(tmp_path / "runs" / "default.events.jsonl"), config={**cfg, "default": "large"},
+        backend=_PricedModels())  # fmt: skip
+    models, runs = logged_routes(str(tmp_path / "runs" / "*.events.jsonl"))
+    assert models == MODELS and len(runs) == 2 * len(table.ids) + 1
+    assert sorted({r.prob for r in runs}) == [0.5, 1.0]  # drawn from a uniform router; the default run: 1
+    assert {r.action for r in runs} == {0, 1}  # both models were tried
+    code, text = _cli(capsys, ["train", "delegate", "--traces", str(tmp_path / "runs" / "*.events.jsonl"), "--logged",
+                               "--start", str(start), "--lambda", "0.5", "-o", str(tmp_path / "out")])  # fmt: skip
+    assert code == 0, text
+    new = NumpyPolicy.load(tmp_path / "out" / "delegate-logged")
+    routed = new.probs(DelegateEnv(table).feats).argmax(axis=1)
+    assert [MODELS[a] for a in routed] == ["small" if g == "history" else "large" for g in table.groups]
 
 
 # ------------------------------------------------------------------ bad input

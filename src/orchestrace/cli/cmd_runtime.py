@@ -75,6 +75,14 @@ def run(
             help="DECISION=PATH: a learned policy answers that decision (e.g. stop=runs/stop/policy).",
         ),
     ] = [],  # noqa: B006
+    explore: Annotated[
+        bool,
+        typer.Option(
+            "--explore",
+            help="Learned policies draw their actions from their distribution (seeded by the run) instead of "
+            "taking the most probable: runs to learn from (train delegate --traces --logged).",
+        ),
+    ] = False,
 ) -> None:
     """Run an example multi-agent system and record its trace (+ a call cache beside it).
 
@@ -94,11 +102,13 @@ def run(
         raise OrchestraceError("OT010", f"--clock must be wall or logical, got {clock!r}")
     out = out or os.path.join("runs", f"{example.replace(':', '_')}-s{seed}.events.jsonl")
     spec = backend_spec(backend, base_url=base_url, model=model, seed=seed)
+    if explore and not policy:
+        raise OrchestraceError("OT606", "--explore makes learned policies sample: give one with --policy")
     trace_policies = None
     if policy:
         from ..learn.policies import load_trace_policies
 
-        trace_policies = load_trace_policies(policy)
+        trace_policies = load_trace_policies(policy, explore=explore)
     res = run_program(
         example,
         out,

@@ -163,6 +163,15 @@ def _delegate_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
 _DELEGATE_HEADER = ("method", "reward [95% CI]", "quality", "USD / 1k queries", "quality per USD")
 
 
+def _logged_summary(r: dict[str, Any]) -> str:
+    snips = r["snips_reward_new_router"]
+    return (
+        f"{r['runs']} runs ({r['sampled_runs']} sampled): logged reward {r['logged_reward']:.4f}; "
+        f"new router, importance-weighted estimate {'n/a' if snips is None else f'{snips:.4f}'} "
+        f"({r['runs_agreeing_with_new_router']} runs agree with it); shares {r['share']}"
+    )
+
+
 def train_delegate_cmd(
     source: str = typer.Option(
         "mmlu", "--source", "-s", help="gsm8k, mmlu (RouteLLM) or alpaca (AlpacaEval)"
@@ -179,6 +188,12 @@ def train_delegate_cmd(
     traces: list[str] = typer.Option(
         None, "--traces", help="route runs (glob; one per query and model) instead of --source"
     ),
+    logged: bool = typer.Option(
+        False, "--logged", help="with --traces: learn from the runs as they happened (one model per query)"
+    ),
+    start: Path = typer.Option(
+        None, "--start", help="with --logged: the policy to update (the one that recorded)"
+    ),
     seed: int = _SEED,
     data: Path = _DATA,
     fmt: str = _FORMAT,
@@ -191,10 +206,22 @@ def train_delegate_cmd(
       orchestrace train delegate -s alpaca --lambda 0.05 --format json
       orchestrace train delegate -s gsm8k --lambda 0.2 --mode cascade --algo ppo
       orchestrace train delegate --traces 'runs/route/*.events.jsonl' --lambda 0.1
+      orchestrace train delegate --traces 'runs/routed/*.events.jsonl' --logged --start runs/delegate/delegate-mmlu
     """
-    from ..learn.experiments import train_delegate
+    from ..learn.experiments import train_delegate, train_delegate_logged
 
     _check_format(fmt)
+    if logged:
+        if not traces:
+            from ..core.errors import OrchestraceError
+
+            raise OrchestraceError("OT606", "--logged learns from recorded runs: give them with --traces")
+        r = train_delegate_logged(traces, lam, start=start, seed=seed, out=out)
+        if fmt == "json":
+            console.print_json(json.dumps(r))
+        else:
+            console.print(_logged_summary(r), highlight=False)
+        return
     r = train_delegate(
         source, lam, seed=seed, iters=iters, mode=mode, algo=algo, out=out, data=data, traces=traces or None,
         progress=fmt != "json",

@@ -61,11 +61,18 @@ def policy_decision(path: str) -> str:
     raise BadInput("OT622", "not an orchestrace policy file (no decision in its header)", path=st)
 
 
-def _greedy(policy: NumpyPolicy, x: np.ndarray) -> TraceDecision:
-    """The most probable action (as ``NumpyPolicy.act`` without a generator), its probability and the features' hash."""
+def _choose(policy: NumpyPolicy, x: np.ndarray, explore_key: str | None) -> TraceDecision:
+    """The most probable action (as ``NumpyPolicy.act`` without a generator), or with ``explore_key``
+    one drawn from the policy's distribution (seeded by the key: the run and the step); its
+    probability and the features' hash."""
     p = policy.probs(x[None])[0]
-    a = int(p.argmax())
-    return TraceDecision(a, float(p[a]), features_hash(x))
+    if explore_key is None:
+        a = int(p.argmax())
+    else:
+        h = hashlib.sha256(f"{policy.meta.seed}|{explore_key}".encode()).digest()
+        u = int.from_bytes(h[:8], "little") / 2**64
+        a = min(int(np.searchsorted(np.cumsum(p, dtype=np.float64), u, side="right")), len(p) - 1)
+    return TraceDecision(a, float(p[a]), features_hash(x), sampled=explore_key is not None)
 
 
 @dataclass
@@ -93,6 +100,9 @@ class LearnedDelegate:
     path: str
     policy: NumpyPolicy
     decision: str = "delegate"
+    explore: bool = (
+        False  # draw the model from the policy's distribution (seeded by the run) instead of the best
+    )
 
     def __post_init__(self) -> None:
         from .envs.delegate import HASH_DIM, N_STATS
@@ -116,7 +126,7 @@ class LearnedDelegate:
     def decide(self, trace: Trace) -> TraceDecision | None:
         from .envs.delegate_traces import delegate_features
 
-        return _greedy(self.policy, delegate_features(trace))
+        return _choose(self.policy, delegate_features(trace), trace.trace_id if self.explore else None)
 
 
 @dataclass
@@ -127,6 +137,7 @@ class LearnedSpawn:
     path: str
     policy: NumpyPolicy
     decision: str = "spawn"
+    explore: bool = False  # draw the width from the policy's distribution (seeded by the run and the stage)
 
     def __post_init__(self) -> None:
         from .envs.swarm import N_FEATURES, SwarmConfig
@@ -143,10 +154,11 @@ class LearnedSpawn:
                            f"0..{k} (set the config's max_agents)", path=self.path)  # fmt: skip
 
     def decide(self, trace: Trace) -> TraceDecision | None:
-        from .envs.swarm_traces import spawn_features
+        from .envs.swarm_traces import spawn_features, stage_widths
 
         x = spawn_features(trace, self.cfg)
-        return None if x is None else _greedy(self.policy, x)
+        key = f"{trace.trace_id}|{len(stage_widths(trace))}" if self.explore else None
+        return None if x is None else _choose(self.policy, x, key)
 
 
 class LearnedStop:
@@ -188,30 +200,31 @@ class LearnedStop:
             act = int.from_bytes(h[:8], "little") / 2**64 < p
         else:
             act = p >= pol.config.threshold
-        return TraceDecision(int(act), p if act else 1.0 - p, features_hash(x), len(ep.answers))
+        return TraceDecision(int(act), p if act else 1.0 - p, features_hash(x), len(ep.answers), self.explore)
 
 
 TracePolicy = LearnedStop | LearnedDelegate | LearnedSpawn | GymDecisionPolicy
 
 
-def load_policy(path: str) -> TracePolicy:
-    """Any saved decision policy; stop, delegate and spawn policies satisfy the runtime's trace-policy protocol."""
+def load_policy(path: str, *, explore: bool = False) -> TracePolicy:
+    """Any saved decision policy; stop, delegate and spawn policies satisfy the runtime's trace-policy
+    protocol (``explore``: they draw their actions from their distribution, seeded by the run)."""
     decision = policy_decision(path)
     base = path.removesuffix(".safetensors").removesuffix(".json")
     name = os.path.basename(base)
     if decision == "stop":
-        return LearnedStop(StopPolicy.load(path), name, base + ".safetensors")
+        return LearnedStop(StopPolicy.load(path), name, base + ".safetensors", explore=explore)
     st = base + ".safetensors"
     if decision == "delegate":
-        return LearnedDelegate(name, st, NumpyPolicy.load(path, env="Delegate"))
+        return LearnedDelegate(name, st, NumpyPolicy.load(path, env="Delegate"), explore=explore)
     if decision == "spawn":
-        return LearnedSpawn(name, st, NumpyPolicy.load(path, env="Swarm"))
+        return LearnedSpawn(name, st, NumpyPolicy.load(path, env="Swarm"), explore=explore)
     if decision == "retry_stop":
         return GymDecisionPolicy(name, decision, st, NumpyPolicy.load(path))
     raise BadInput("OT622", f"unknown decision {decision!r} in the policy header", path=base + ".safetensors")
 
 
-def load_trace_policies(specs: list[str]) -> dict[str, TracePolicy]:
+def load_trace_policies(specs: list[str], *, explore: bool = False) -> dict[str, TracePolicy]:
     """``--policy DECISION=PATH`` options -> the policies a run uses (each checked against its decision)."""
     out: dict[str, TracePolicy] = {}
     for spec in specs:
@@ -226,7 +239,7 @@ def load_trace_policies(specs: list[str]) -> dict[str, TracePolicy]:
                 f"--policy {name}=...: a program's learned decisions are {', '.join(LEARNABLE)}",
                 path=path,
             )
-        pol = load_policy(path)
+        pol = load_policy(path, explore=explore)
         if pol.decision != name:
             raise BadInput(
                 "OT606",

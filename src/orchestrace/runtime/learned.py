@@ -13,8 +13,10 @@ and offers the choices through its policy:
   and ``spawn_width(s, k)``.
 
 Every answer is recorded as an ``orchestrator_decision`` event (decision ``should_<decision>``)
-carrying the policy's name, the probability it gave the action it took and its feature hash, so a
-trace says which policy acted and a trainer can recompute its inputs.
+carrying the policy's name, the probability it gave the action it took, its feature hash and
+``sampled: true`` when the action was drawn from that distribution (a greedy policy took the most
+probable action), so a trace says which policy acted and a trainer can recompute its inputs and
+weigh the recorded action by the chance it had.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class TraceDecision:
     prob: float  # the probability the policy gave the action it took
     features_hash: str
     samples: int = 0  # worker answers the decision saw (stop)
+    sampled: bool = False  # drawn from the policy's distribution (prob is then the chance of this draw)
 
     @property
     def act(self) -> bool:
@@ -94,7 +97,7 @@ class WithTracePolicies:
             f"should_{decision}",
             value,
             attrs={"policy": d.name, "prob": round(float(got.prob), 6), "features_hash": got.features_hash,
-                   **attrs, "round": s.round},
+                   **({"sampled": True} if got.sampled else {}), **attrs, "round": s.round},
         )  # fmt: skip
 
     def spawn(self, s: RunState) -> list[AgentSpec]:

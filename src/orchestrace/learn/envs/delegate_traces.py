@@ -161,6 +161,59 @@ def route_data_from_traces(pattern: str | Sequence[str], name: str | None = None
     )
 
 
+@dataclass(frozen=True)
+class LoggedRoute:
+    """One routed run as a logged bandit sample: what the router saw, what it chose, the chance it
+    had of choosing it (1 for a greedy or default choice), and the outcome."""
+
+    path: str
+    features: np.ndarray
+    action: int
+    prob: float
+    quality: float
+    cost_usd: float
+
+
+def logged_routes(pattern: str | Sequence[str]) -> tuple[list[str], list[LoggedRoute]]:
+    """``train delegate --traces --logged``: every route run under ``pattern`` as it happened (the
+    models offered, and per run the features, the model that answered and its chance); runs must
+    offer the same models."""
+    from ...core.io import load_one
+    from ..stopping.traces import trace_paths
+
+    models: list[str] | None = None
+    first = ""
+    out = []
+    for p in trace_paths(pattern):
+        tr = load_one(p)
+        r = run_from_trace(tr, p)
+        if models is None:
+            models, first = r.models, p
+        elif r.models != models:
+            raise BadInput("OT618", f"the run offers models {r.models}, {first} offers {models}; "
+                           "one delegate policy routes among one set of models", path=p)  # fmt: skip
+        if r.model not in models:
+            raise BadInput(
+                "OT614", f"the answer came from {r.model!r}, not one of the offered {models}", path=p
+            )
+        prob = 1.0
+        for i, e in enumerate(tr.events):
+            a = e.attrs or {}
+            if (
+                e.type == "orchestrator_decision"
+                and a.get("decision") == "should_delegate"
+                and a.get("sampled")
+            ):
+                if a.get("value") != AGENT_PREFIX + r.model or not 0.0 < float(a.get("prob", 0.0)) <= 1.0:
+                    raise BadInput("OT614", "the sampled delegate decision does not match the model that answered "
+                                   "or has no probability in (0, 1]", path=p, pointer=f"/events/{i}")  # fmt: skip
+                prob = float(a["prob"])
+        out.append(
+            LoggedRoute(p, delegate_features(tr, p), models.index(r.model), prob, r.quality, r.cost_usd)
+        )
+    return list(models or []), out
+
+
 def route_to_traces(data: RouteData, out_dir: str) -> list[str]:
     """One route trace per (query, model): the model's logged answer, quality and price; returns the paths."""
     from ...runtime.recorder import Recorder

@@ -1,7 +1,7 @@
 """The experiments behind ``orchestrace train|eval retry|delegate|swarm`` (public data, seeded splits)."""
 
 from .common import SPLIT_SEED, split
-from .delegate import eval_delegate, train_delegate
+from .delegate import eval_delegate, train_delegate, train_delegate_logged
 from .retry import eval_retry, train_retry
 from .swarm import SWARM_TEST_SEED, eval_swarm, eval_swarm_parallel, train_swarm, train_swarm_parallel
 
@@ -14,6 +14,7 @@ __all__ = [
     "eval_swarm_parallel",
     "split",
     "train_delegate",
+    "train_delegate_logged",
     "train_retry",
     "train_swarm",
     "train_swarm_parallel",

@@ -189,6 +189,84 @@ def train_delegate(
     return r
 
 
+def train_delegate_logged(
+    traces: str | Sequence[str],
+    lam: float = 0.1,
+    *,
+    start: str | Path | None = None,
+    epochs: int = 50,
+    lr: float = 3e-3,
+    clip: float = 0.2,
+    hidden: Sequence[int] = (64,),
+    seed: int = 0,
+    out: str | Path | None = None,
+) -> dict[str, Any]:
+    """A router from route runs as they happened (one model per query: the runs a router took
+    live), not from a full outcome table: each run is a logged bandit sample (features, chosen
+    model, the chance it had: ``sampled`` decisions carry it, a greedy or default choice had 1),
+    reward = quality - lambda x cost / scale (scale: the mean logged price of the priciest model),
+    advantage = reward - the runs' mean. ``epochs`` full-batch PPO-clip steps with the recorded
+    probabilities as the old policy (``ppo.clipped_update``), from ``start`` (the policy that
+    recorded, usually) or a near-uniform router. Only actions the runs tried can gain: record with
+    ``run route --policy delegate=PATH --explore``. Reports the runs' mean reward and the
+    self-normalised importance-weighted estimate of the new greedy router's (an estimate, not a
+    held-out measurement)."""
+    import torch
+
+    from ..envs.delegate_traces import logged_routes
+    from ..rl.common import Adam
+    from ..rl.ppo import clipped_update
+    from ..rl.rollouts import Batch, PolicyMeta, mlp, to_numpy
+
+    models, runs = logged_routes(traces)
+    obs = np.stack([r.features for r in runs]).astype(np.float32)
+    act = np.array([r.action for r in runs], np.int64)
+    mu = np.array([r.prob for r in runs])
+    cost = np.array([r.cost_usd for r in runs])
+    price = [cost[act == j].mean() for j in range(len(models)) if (act == j).any()]
+    scale = float(max(price)) or 1.0
+    reward = np.array([r.quality for r in runs]) - lam * cost / scale
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    if start is not None:
+        pol0 = NumpyPolicy.load(start, env="Delegate")
+        if list(pol0.meta.extra.get("models") or []) != models:
+            raise OrchestraceError("OT665", f"the start policy routes among {pol0.meta.extra.get('models')}, "
+                                   f"the runs offer {models}", path=str(start))  # fmt: skip
+        hidden = pol0.meta.hidden
+    meta = PolicyMeta("Delegate", obs.shape[1], len(models), list(hidden), seed,
+                      {"algo": "ppo-logged", "lambda": lam, "models": models, "cost_scale": scale, "mode": "route",
+                       "runs": len(runs)})  # fmt: skip
+    actor = mlp([obs.shape[1], *hidden, len(models)])
+    with torch.no_grad():
+        if start is not None:
+            lin = [m for m in actor if isinstance(m, torch.nn.Linear)]
+            for m, (w, b) in zip(lin, pol0.weights, strict=True):
+                m.weight.copy_(torch.from_numpy(w))
+                m.bias.copy_(torch.from_numpy(b))
+        else:
+            actor[-1].weight.mul_(0.01)  # near-uniform start
+    batch = Batch(obs, act, reward, reward, np.ones(len(runs)), np.zeros(len(runs)), [])
+    clipped_update(actor, None, Adam(list(actor.parameters()), lr=lr), batch, reward - reward.mean(), None,
+                   np.random.default_rng(seed), epochs=epochs, minibatches=1, clip=clip, ent_coef=0.0, vf_coef=0.0,
+                   norm_adv=False, old_logp=np.log(mu))  # fmt: skip
+    policy = to_numpy(actor, meta)
+    greedy = policy.probs(obs).argmax(axis=1)
+    w = (greedy == act) / mu  # the new greedy router's importance weights
+    res: dict[str, Any] = {
+        "env": "Delegate", "mode": "logged", "runs": len(runs), "models": models, "lambda": lam,
+        "cost_scale_usd": scale, "sampled_runs": int((mu < 1.0).sum()),
+        "logged_reward": float(reward.mean()),
+        "snips_reward_new_router": float((w * reward).sum() / w.sum()) if w.sum() > 0 else None,
+        "runs_agreeing_with_new_router": int((greedy == act).sum()),
+        "share": {m: float(np.mean(greedy == j)) for j, m in enumerate(models)},
+    }  # fmt: skip
+    if out is not None:
+        policy.save(Path(out) / "delegate-logged")
+    write_result(out, "delegate-logged-result.json", res)
+    return res
+
+
 def eval_delegate(
     source: str = "mmlu", policy: str | Path | None = None, lam: float | None = None, *, seed: int = 0,
     data: str | Path | None = None,

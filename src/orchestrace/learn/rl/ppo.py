@@ -158,13 +158,19 @@ def gym_gae(values: np.ndarray, ep_reward: np.ndarray, decisions: np.ndarray, la
 
 def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.ndarray, ret: np.ndarray | None,
                    rng: np.random.Generator, *, epochs: int, minibatches: int, clip: float, ent_coef: float,
-                   vf_coef: float, norm_adv: bool, max_grad_norm: float = 0.5) -> None:  # fmt: skip
-    """PPO-clip epochs over the batch (the critic's squared error joins the loss when given)."""
+                   vf_coef: float, norm_adv: bool, max_grad_norm: float = 0.5,
+                   old_logp: np.ndarray | None = None) -> None:  # fmt: skip
+    """PPO-clip epochs over the batch (the critic's squared error joins the loss when given).
+    ``old_logp``: log-probabilities of the actions under the policy that took them, when that was
+    not ``actor`` (recorded runs); the ratio then corrects for the policy that collected the data."""
     obs, act = torch.from_numpy(b.obs), torch.from_numpy(b.act)
     adv_t = torch.from_numpy(adv)
     ret_t = torch.from_numpy(ret) if ret is not None else None
-    with torch.no_grad():
-        old = torch.log_softmax(actor(obs), -1).gather(1, act[:, None])[:, 0]
+    if old_logp is not None:
+        old = torch.from_numpy(np.asarray(old_logp, np.float32))
+    else:
+        with torch.no_grad():
+            old = torch.log_softmax(actor(obs), -1).gather(1, act[:, None])[:, 0]
     for _ in range(epochs):
         for idx in torch.from_numpy(rng.permutation(len(act))).chunk(minibatches):
             if len(idx) < 2:
