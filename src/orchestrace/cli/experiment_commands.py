@@ -219,8 +219,10 @@ def train_delegate_cmd(
         r = train_delegate_logged(traces, lam, start=start, seed=seed, out=out)
         if fmt == "json":
             console.print_json(json.dumps(r))
-        else:
-            console.print(_logged_summary(r), highlight=False)
+            return
+        console.print(_logged_summary(r), highlight=False)
+        for path in r.get("files_written", []):
+            console.print(f"wrote {path}", highlight=False)
         return
     r = train_delegate(
         source, lam, seed=seed, iters=iters, mode=mode, algo=algo, out=out, data=data, traces=traces or None,

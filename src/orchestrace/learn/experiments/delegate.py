@@ -261,9 +261,8 @@ def train_delegate_logged(
         "runs_agreeing_with_new_router": int((greedy == act).sum()),
         "share": {m: float(np.mean(greedy == j)) for j, m in enumerate(models)},
     }  # fmt: skip
-    if out is not None:
-        policy.save(Path(out) / "delegate-logged")
-    write_result(out, "delegate-logged-result.json", res)
+    files = policy_files(out, "delegate-logged", policy)
+    write_result(out, "delegate-logged-result.json", res, files)
     return res
 
 
