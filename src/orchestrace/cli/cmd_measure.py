@@ -80,12 +80,6 @@ def _json(obj: Any) -> None:
     )
 
 
-def _analyze_one(trace: Trace, check: Callable[[Trace], float] | None) -> dict[str, Any]:
-    from ..measure import TraceView, analyze
-
-    return analyze(TraceView(trace), verifier=check)
-
-
 def analyze_cmd(
     paths: Annotated[list[str], typer.Argument(help="Trace files, directories or globs.")],
     format: Annotated[str, typer.Option("--format", "-f", help="table, json or csv")] = "table",
@@ -122,44 +116,25 @@ def analyze_cmd(
       orchestrace analyze big.jsonl --ray                 # traces analysed as Ray tasks (local, loopback)
     """
     from ..importers import write as write_traces
-    from ..measure import TraceView, add_breakdown, analyze, corpus_report, write_metrics
+    from ..measure import write_metrics
+    from ..measure.pipeline import corpus_analysis, measure_traces
 
     _check("--format", format, _FORMATS)
     _check("--by", by, _BY)
     check = _verifier(verifier, success_channel)
-    results: list[dict[str, Any]] = []
-    file_of: list[int] = []  # the input file of each result
-    per_group = by in ("agent", "role", "type")
-    acc: dict[str, dict[str, Any]] = {}
-    before_file: dict[str, Any] = {"file": -1, "acc": {}}  # acc before the current file's traces
+    kept: list[tuple[int, dict[str, Any], dict[str, dict[str, Any]] | None]] = []
     failed: dict[int, OrchestraceError] = {}
 
     def measured() -> Iterator[Trace]:  # one trace in memory at a time (.jsonl outputs stream too)
         if write:  # an output file is written whole or not at all: the first bad input stops it
-            whole = stream_traces(paths, "analyze", quiet=quiet)
-            traces: Iterator[tuple[int, Trace]] = ((0, tr) for tr in whole)
+            traces: Iterator[tuple[int, Trace]] = (
+                (0, tr) for tr in stream_traces(paths, "analyze", quiet=quiet)
+            )
         else:
             traces = stream_file_traces(paths, "analyze", failed, quiet=quiet)
-        if ray is None:
-            pairs: Iterator[tuple[int, Trace, dict[str, Any]]] = (
-                (i, tr, analyze(TraceView(tr), verifier=check)) for i, tr in traces
-            )
-        else:  # Ray tasks in order, so the results equal the local ones
-            from ..parallel import parallel_imap
-
-            batch = [(i, tr) for i, tr in traces]
-            batch = [(i, tr) for i, tr in batch if i not in failed]
-            done = parallel_imap(_analyze_one, [tr for _, tr in batch], ray=ray, args=(check,), batch=16)
-            pairs = ((i, tr, r) for (i, tr), r in zip(batch, done, strict=True))
-        for i, tr, r in pairs:
-            results.append(r)
-            file_of.append(i)
-            if per_group:
-                if i != before_file["file"]:
-                    _drop_failed_file(acc, before_file, failed)
-                    before_file.update(file=i, acc={k: dict(v) for k, v in acc.items()})
-                add_breakdown(acc, TraceView(tr), by)  # type: ignore[arg-type]
-            yield write_metrics(tr, r) if write else tr
+        for m in measure_traces(traces, failed, verifier=check, by=by, ray=ray):
+            kept.append((m.file, m.metrics, m.groups))
+            yield write_metrics(m.trace, m.metrics) if write else m.trace
 
     n_written = 0
     if write:
@@ -167,42 +142,23 @@ def analyze_cmd(
     else:
         for _ in measured():
             pass
-    # a file that failed part-way counts for nothing, as validate's verdict is per file
-    results = [r for r, i in zip(results, file_of, strict=True) if i not in failed]
-    _drop_failed_file(acc, before_file, failed)
-    if not results and failed:
+    result = corpus_analysis(kept, failed, by)
+    if result is None and failed:
         if format == "json":
             _json({"traces": [], "corpus": None, "failed": _failures(failed)})
         raise typer.Exit(failure_exit_code(failed))
-    if not results:
+    if result is None:
         raise OrchestraceError("OT001", "no traces found in the given paths")
     if write:  # on stderr: stdout may be the JSON or CSV report
         console_err.print(f"wrote {n_written} trace(s) with their metrics -> {write}", highlight=False)
-    report = corpus_report(results, by if by in ("topology", "system") else None)
-    groups: dict[str, dict[str, Any]] | None = None
-    if per_group:
-        groups = dict(sorted(acc.items()))
-        report["by"] = by
-        report["groups"] = groups
     if format == "json":
-        _json({"traces": results, "corpus": report, "failed": _failures(failed)})
+        _json({"traces": result.traces, "corpus": result.corpus, "failed": _failures(failed)})
     elif format == "csv":
-        _csv(results, groups, by)
+        _csv(result.traces, result.groups, by)
     else:
-        _tables(results, report, groups, by)
+        _tables(result.traces, result.corpus, result.groups, by)
     if failed:
         raise typer.Exit(failure_exit_code(failed))
-
-
-def _drop_failed_file(
-    acc: dict[str, dict[str, Any]], before_file: dict[str, Any], failed: dict[int, OrchestraceError]
-) -> None:
-    """Undo the breakdown sums of a file that failed part-way (the stream reports a file's
-    failure before it yields the next file's first trace)."""
-    if before_file["file"] in failed:
-        acc.clear()
-        acc.update(before_file["acc"])
-        before_file["file"] = -1
 
 
 def _failures(failed: dict[int, OrchestraceError]) -> list[dict[str, Any]]:
