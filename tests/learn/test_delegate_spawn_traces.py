@@ -157,6 +157,30 @@ def test_spawn_live_decisions_recompute_from_the_trace(spawn_path: str, tmp_path
         assert 0 in widths and 2 in widths  # both paths ran: the orchestrator's own stage and spawned workers
 
 
+def test_explored_spawn_widths_are_drawn_and_recomputable(tmp_path: Path) -> None:
+    """With --explore a uniform spawn policy draws each stage's width (seeded by run and stage):
+    every decision says so with the draw's chance 1/9, the same run draws the same widths, and the
+    features still recompute from the trace prefix."""
+    p = tmp_path / "uniform"
+    cfg = dataclasses.asdict(SwarmEnv().cfg)
+    NumpyPolicy(PolicyMeta("Swarm", N_FEATURES, 9, [], extra={"config": cfg}),
+                [(np.zeros((9, N_FEATURES)), np.zeros(9))]).save(p)  # fmt: skip
+    stages = [[3, 4, 2], [5], [2, 2, 6], [4, 4], [3], [2, 5, 2]]
+    widths = []
+    for name in ("a", "b"):
+        out = str(tmp_path / f"{name}.events.jsonl")
+        run("swarm", out, config={"stages": stages}, backend={"kind": "scripted", "seed": 0},
+            trace_policies={"spawn": load_policy(str(p), explore=True)})  # fmt: skip
+        tr = load_one(out)
+        decs = _decisions(tr, "should_spawn")
+        for i, d in decs:
+            assert d["sampled"] is True and d["prob"] == pytest.approx(1 / 9, abs=1e-6)
+            assert features_hash(spawn_features(_prefix(tr, i), SwarmEnv().cfg)) == d["features_hash"]
+        widths.append([d["value"] for _, d in decs])
+    assert widths[0] == widths[1]  # same trace id (program and seed): the same draws
+    assert len(set(widths[0])) > 1  # drawn, not the argmax of a uniform policy (always 0)
+
+
 # ------------------------------------------------------------------ training from traces
 
 
