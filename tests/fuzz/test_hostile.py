@@ -265,3 +265,21 @@ def test_import_of_a_damaged_gzip_says_so(tmp_path: Path, where: str) -> None:
     assert code == 0 and "compressed stream damaged after line" in err, err
     info = json.loads(out.read_bytes())["metadata"]["import"]
     assert info["compressed_stream_damaged_after_line"] > len(lines)
+
+
+def test_claude_code_sidechain_ids_of_another_type(tmp_path: Path) -> None:
+    """A sidechain record whose agentId is an object or whose parentUuid is a list (fuzz seed
+    20484 of import:claude-code) is imported with the id read as absent, not a crash."""
+    import json
+
+    recs = [
+        json.loads(x) for x in (hostile.SEEDS / "claude-code.jsonl").read_text().splitlines() if x.strip()
+    ]
+    recs[2] = {**recs[2], "isSidechain": True, "agentId": {"x": 1}}
+    recs[3] = {**recs[3], "isSidechain": True, "parentUuid": [1]}
+    f = tmp_path / "session.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    code, _, err, exc = hostile.run_cli(
+        ["import", "--from", "claude-code", str(f), "-o", str(tmp_path / "o.jsonl"), "-q"]
+    )
+    assert exc is None and code == 0, err

@@ -207,9 +207,9 @@ def _split_sidechains(records: list[dict]) -> tuple[list[dict], dict[str, list[d
             main.append(r)
             continue
         key = r.get("agentId")
-        if not key:
+        if not isinstance(key, str) or not key:  # ids of another type (a dict, a list) read as absent
             parent = r.get("parentUuid")
-            if parent in uuids:
+            if isinstance(parent, str) and parent in uuids:
                 key = uuids[parent]
             elif parent is None or current is None:
                 key = f"sidechain{len(runs) + 1}"
