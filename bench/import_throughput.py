@@ -1,17 +1,28 @@
 """Import throughput (MB/s) against parsing the same JSONL bytes with orjson alone.
 
     python bench/import_throughput.py [--repeat 3]
+    python bench/import_throughput.py --cli-copies 8      # the CLI on the Claude Code logs x 8 (72 MB)
 
 Inputs: every Claude Code session of the public sample (with its sub-agent files) and the Codex
 rollout. "orjson alone" decodes every line of exactly the files the importer reads; "import"
 is the full importer (parse, map, repair times, build, no validation), and "import+validate"
 adds ``validate_trace`` on each trace. Best of ``--repeat`` runs, one process.
+
+``--cli-copies N``: ``orchestrace import`` as a user runs it, on the Claude Code sample copied N
+times, in CPU seconds (the child's user + system time, so other processes' load does not count)
+minus the CPU time of the CLI's start-up (``orchestrace --version``), against orjson decoding the
+same lines (CPU time of this process). Issue 20's goal: >= 0.5x orjson.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,10 +70,50 @@ def _best(fn, repeat: int) -> float:
     return best
 
 
+def _child_cpu(argv: list[str]) -> float:
+    """User + system CPU seconds of one child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _cpu(fn) -> float:  # type: ignore[no-untyped-def]
+    t = time.process_time()
+    fn()
+    return time.process_time() - t
+
+
+def cli_run(copies: int, repeat: int) -> None:
+    src = data_dir() / "claude-code" / "test" / "test_data"
+    cli = [sys.executable, "-m", "orchestrace"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(copies):
+            shutil.copytree(src, f"{tmp}/logs/c{k}")
+        files = [Path(f) for f in importers.walk([f"{tmp}/logs"]) if f.endswith(".jsonl")]
+        mb = sum(f.stat().st_size for f in files) / 1e6
+        start = min(_child_cpu([*cli, "--version"]) for _ in range(repeat))
+        imp = min(
+            _child_cpu([*cli, "import", f"{tmp}/logs", "-q", "-o", f"{tmp}/out.jsonl"]) for _ in range(repeat)
+        )
+        oj = min(_cpu(lambda: _orjson_only(files)) for _ in range(repeat))
+    work = imp - start
+    print(
+        f"{len(files)} files, {mb:.1f} MB; CPU s (best of {repeat}): CLI import {imp:.2f}, start-up {start:.2f}"
+    )
+    print(
+        f"import {mb / work:.1f} MB/s, orjson.loads {mb / oj:.1f} MB/s: {oj / work:.2f}x of orjson (goal >= 0.5x)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cli-copies", type=int, help="time the CLI on the Claude Code logs copied this often")
     args = ap.parse_args()
+    if args.cli_copies:
+        cli_run(args.cli_copies, args.repeat)
+        return
     root = data_dir()
     cases = {
         "claude-code": root / "claude-code" / "test" / "test_data",

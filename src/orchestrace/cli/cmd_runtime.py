@@ -87,7 +87,7 @@ def run(
     """Run an example multi-agent system and record its trace (+ a call cache beside it).
 
     Examples:\n
-      orchestrace run debate --seed 1\n
+      orchestrace run vote --seed 1\n
       orchestrace run centralized --backend scripted --clock logical -o runs/c.events.jsonl\n
       orchestrace run pec --base-url http://127.0.0.1:8000/v1 --model qwen --budget-tokens 5000\n
       orchestrace run debate --set word=tall --set n=5\n
