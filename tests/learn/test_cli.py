@@ -66,7 +66,8 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     # every file the job left on disk is named on a 'wrote' line (policies, plots, their JSON)
     on_disk = {str(p) for p in tmp_path.rglob("*") if p.is_file() and p != bank}
     named = {line.split(" ", 1)[1] for line in r.output.splitlines() if line.startswith("wrote ")}
-    assert len(on_disk) == 13 and named == on_disk
+    assert len(on_disk) == 15 and named == on_disk
+    assert rep["aggregator_file"] == str(tmp_path / "p-aggregator.safetensors")
     r = runner.invoke(
         app, ["eval", "stop", "--bank", str(bank), "--policy", str(pol), "--budget", "20", "--format", "json"]
     )

@@ -342,7 +342,7 @@ def test_policy_for_another_decision_and_a_decision_the_program_lacks(
                                "--policy", f"delegate={delegate_path}", "-o", str(out)])  # fmt: skip
     assert code == 1 and "the program 'vote' has no learned delegate decision" in text
     code, text = _run_route(capsys, out, "--policy", f"foo={delegate_path}")
-    assert code == 1 and "a program's learned decisions are stop, delegate, spawn" in text
+    assert code == 1 and "a program's learned decisions are stop, delegate, spawn, aggregate" in text
     assert not out.exists()
 
 

@@ -1,4 +1,5 @@
-"""One loader for every learned decision policy; stop, delegate and spawn policies as runtime trace policies.
+"""One loader for every learned decision policy; stop, delegate, spawn and aggregate policies as runtime
+trace policies.
 
 Every policy file is a safetensors file (weights, numpy inference) with its JSON config beside it
 and in the header metadata; the header's ``orchestrace.decision`` key names the decision it
@@ -203,7 +204,45 @@ class LearnedStop:
         return TraceDecision(int(act), p if act else 1.0 - p, features_hash(x), len(ep.answers), self.explore)
 
 
-TracePolicy = LearnedStop | LearnedDelegate | LearnedSpawn | GymDecisionPolicy
+class LearnedAggregate:
+    """A learned answer aggregator (O4) asked on a vote trace: which of the answers so far the run
+    returns. Its candidates' statics need the family's answer prior, saved in the file (a run of a
+    family the file has no prior for is refused)."""
+
+    decision = "aggregate"
+
+    def __init__(self, path: str, name: str) -> None:
+        from .stopping.aggregate import load_aggregator
+
+        self.aggregator, self.priors = load_aggregator(path)
+        self.name, self.path = name, path
+
+    def check(self, program: str, config: dict[str, Any]) -> None:
+        fam = config.get("family")
+        if fam not in self.priors:
+            raise BadInput("OT623", f"the aggregator has answer priors for the families {sorted(self.priors)}, "
+                           f"the run's config family is {fam!r} (set it with --set family=...)",
+                           path=self.path)  # fmt: skip
+
+    def decide(self, trace: Trace) -> TraceDecision | None:
+        from .stopping.aggregate import candidate_features, candidate_statics
+        from .stopping.features import answer_ids
+
+        ep = episode_from_trace(trace)
+        labels = list(dict.fromkeys(a for a in ep.answers if a is not None))
+        if not labels or ep.family not in self.priors:
+            return None
+        ids = answer_ids(ep.answers)
+        counts = np.bincount(ids[ids >= 0], minlength=len(labels))[None, :]
+        valid = np.array([len(ids[ids >= 0])])
+        static = candidate_statics(labels, ep.question, self.priors[ep.family], add_one=True)
+        a = int(self.aggregator.answers(counts, valid, static)[0])
+        prob = float(self.aggregator.features(counts, valid, static)[0, 0])
+        x = candidate_features(counts, valid, static)[0]
+        return TraceDecision(a, prob, features_hash(x), samples=len(ep.answers), answer=labels[a])
+
+
+TracePolicy = LearnedStop | LearnedDelegate | LearnedSpawn | LearnedAggregate | GymDecisionPolicy
 
 
 def load_policy(path: str, *, explore: bool = False) -> TracePolicy:
@@ -219,6 +258,8 @@ def load_policy(path: str, *, explore: bool = False) -> TracePolicy:
         return LearnedDelegate(name, st, NumpyPolicy.load(path, env="Delegate"), explore=explore)
     if decision == "spawn":
         return LearnedSpawn(name, st, NumpyPolicy.load(path, env="Swarm"), explore=explore)
+    if decision == "aggregate":
+        return LearnedAggregate(st, name)
     if decision == "retry_stop":
         return GymDecisionPolicy(name, decision, st, NumpyPolicy.load(path))
     raise BadInput("OT622", f"unknown decision {decision!r} in the policy header", path=base + ".safetensors")

@@ -10,7 +10,9 @@ and offers the choices through its policy:
 - ``delegate``: ``delegate_options(s)`` (the agents the next task may go to; empty: nothing to
   route now) and ``delegate_to(s, agent)``;
 - ``spawn``: ``spawn_options(s)`` (the most agents it may spawn now; None: no spawn decision now)
-  and ``spawn_width(s, k)``.
+  and ``spawn_width(s, k)``;
+- ``aggregate``: asked wherever the program aggregates; the policy's answer replaces the program's
+  (no answer yet: the program's own).
 
 Every answer is recorded as an ``orchestrator_decision`` event (decision ``should_<decision>``)
 carrying the policy's name, the probability it gave the action it took, its feature hash and
@@ -30,7 +32,7 @@ from .orchestrator import AgentSpec, Message, Policy, Result, RunState, Task
 from .recorder import Recorder
 
 #: the decisions a trace policy can answer in a live run
-LEARNABLE = ("stop", "delegate", "spawn")
+LEARNABLE = ("stop", "delegate", "spawn", "aggregate")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class TraceDecision:
     features_hash: str
     samples: int = 0  # worker answers the decision saw (stop)
     sampled: bool = False  # drawn from the policy's distribution (prob is then the chance of this draw)
+    answer: str | None = None  # aggregate: the answer the run returns (action: its index among the answers)
 
     @property
     def act(self) -> bool:
@@ -123,7 +126,13 @@ class WithTracePolicies:
         return self.base.communicate(s, results)
 
     def aggregate(self, s: RunState, results: list[Result]) -> str | None:
-        return self.base.aggregate(s, results)
+        if "aggregate" not in self.deciders:
+            return self.base.aggregate(s, results)
+        got = self.deciders["aggregate"].decide(self.rec.trace())
+        if got is None or got.answer is None:
+            return self.base.aggregate(s, results)
+        self._ask("aggregate", s, got.answer, got, samples=got.samples)
+        return got.answer
 
     def stop(self, s: RunState) -> str | None:
         """The program's own stop (budget, failure) first; then, once per new worker answer, the policy."""

@@ -89,6 +89,22 @@ def _family_statics(
     """Statics of ``questions`` with the prior and concentration counted over ``source``; with
     ``add_one`` (a disjoint source) the prior counts the question itself once, ``(seen + 1) /
     (n + 1)``, the same form the in-bank prior has (a question always contains its own answers)."""
+    prior = answer_prior(source)
+    return [candidate_statics(q.labels, q.question, prior, add_one) for q in questions]
+
+
+@dataclass(frozen=True)
+class AnswerPrior:
+    """A family's answer statistics over reference questions: on how many of them each answer
+    string was sampled, of how many, and the family's answer concentration. Saved with a learned
+    aggregator so a live run (one question, no bank) computes the statics offline evaluation used."""
+
+    seen: dict[str, int]
+    questions: int
+    concentration: float
+
+
+def answer_prior(source: Sequence[BankQuestion]) -> AnswerPrior:
     seen: Counter[str] = Counter()
     votes: Counter[str] = Counter()
     for q in source:
@@ -96,13 +112,32 @@ def _family_statics(
         counts = np.bincount(q.answers[q.answers != NULL], minlength=len(q.labels))
         votes.update({a: int(c) for a, c in zip(q.labels, counts, strict=True)})
     concentration = sum(c for _, c in votes.most_common(10)) / max(sum(votes.values()), 1)
-    n = max(len(source), 1) + add_one
-    out = []
-    for q in questions:
-        prior = np.log(np.array([(seen[a] + add_one) / n for a in q.labels], dtype=float))
-        echo = np.array([echoes(a, q.question) for a in q.labels], dtype=float)
-        out.append(np.stack([prior, echo, prior * concentration], axis=1) if q.labels else np.zeros((0, 3)))
-    return out
+    return AnswerPrior(dict(seen), len(source), concentration)
+
+
+def candidate_statics(labels: Sequence[str], question: str, prior: AnswerPrior, add_one: bool) -> np.ndarray:
+    """``[labels, 3]`` statics of one question's answers (see ``answer_statics``); ``add_one``: the
+    question is not among the prior's reference questions (a held-out or live question)."""
+    if not labels:
+        return np.zeros((0, 3))
+    n = max(prior.questions, 1) + add_one
+    lp = np.log(np.array([(prior.seen.get(a, 0) + add_one) / n for a in labels], dtype=float))
+    echo = np.array([echoes(a, question) for a in labels], dtype=float)
+    return np.stack([lp, echo, lp * prior.concentration], axis=1)
+
+
+def candidate_features(counts: np.ndarray, valid: np.ndarray, static: np.ndarray) -> np.ndarray:
+    """``[T, A, 5]`` ``CAND_FEATURES`` of every prefix's candidates (``counts`` [T, A] votes,
+    ``valid`` [T] non-null samples, ``static`` [A, 3]): what the aggregator is fitted on and
+    what a live decision's feature hash covers."""
+    v = counts.astype(float)
+    stat = np.zeros((v.shape[1], 3))
+    stat[: len(static)] = static[: v.shape[1]]
+    return np.stack(
+        [np.log1p(v), v / np.maximum(valid, 1)[:, None]]
+        + [np.broadcast_to(stat[:, j], v.shape) for j in range(3)],
+        axis=2,
+    )
 
 
 @dataclass(frozen=True)
@@ -166,12 +201,7 @@ def _candidates(bank: Bank, budget: int, orders: int, seed: int) -> tuple[np.nda
             onehot = np.zeros((len(a), width))
             onehot[np.nonzero(ok)[0], a[ok]] = 1
             v = np.cumsum(onehot, axis=0)
-            valid = np.maximum(np.cumsum(ok), 1)[:, None]
-            stat = np.zeros((width, 3))
-            stat[: len(st)] = st
-            x = np.stack(
-                [np.log1p(v), v / valid] + [np.broadcast_to(stat[:, j], v.shape) for j in range(3)], axis=2
-            )
+            x = candidate_features(v, np.cumsum(ok), st)
             corr = np.zeros(width, dtype=bool)
             corr[: len(q.labels)] = q.answer_correct
             xs.append(x)
@@ -211,3 +241,79 @@ def fit_aggregator(
 
     res = minimize(loss, np.array(MAJORITY), jac=True, method="L-BFGS-B")
     return Aggregator(tuple(round(float(v), 6) for v in res.x))
+
+
+def save_aggregator(path: str, agg: Aggregator, priors: dict[str, AnswerPrior]) -> list[str]:
+    """The aggregator as a policy file: ``X.safetensors`` (the weights; header key
+    ``orchestrace.decision`` = ``aggregate``) and ``X.json`` (weights, feature names and the answer
+    priors per family, which a live run needs for the statics)."""
+    import json
+    import os
+
+    from safetensors.numpy import save as tensor_bytes
+
+    base = path.removesuffix(".safetensors").removesuffix(".json")
+    cfg = json.dumps(
+        {
+            **agg.to_dict(),
+            "priors": {
+                f: {
+                    "seen": dict(sorted(p.seen.items())),
+                    "questions": p.questions,
+                    "concentration": p.concentration,
+                }
+                for f, p in sorted(priors.items())
+            },
+        },
+        indent=2,
+        sort_keys=True,
+    )
+    if d := os.path.dirname(base):
+        os.makedirs(d, exist_ok=True)
+    with open(base + ".safetensors", "wb") as f:
+        w = np.array(agg.weights, dtype=np.float64)
+        f.write(
+            tensor_bytes(
+                {"weights": w}, metadata={"orchestrace.aggregator": cfg, "orchestrace.decision": "aggregate"}
+            )
+        )
+    with open(base + ".json", "w") as f:
+        f.write(cfg + "\n")
+    return [base + ".safetensors", base + ".json"]
+
+
+def load_aggregator(path: str) -> tuple[Aggregator, dict[str, AnswerPrior]]:
+    """An aggregator file written by ``save_aggregator`` (the weights from the safetensors, the priors
+    from the JSON beside it or the header); a clear error naming the file otherwise."""
+    import json
+    import os
+
+    from safetensors import safe_open
+
+    from ...core.errors import BadInput
+
+    base = path.removesuffix(".safetensors").removesuffix(".json")
+    st = base + ".safetensors"
+    try:
+        with safe_open(st, framework="numpy") as f:
+            meta = f.metadata() or {}
+            weights = f.get_tensor("weights")
+    except Exception as e:  # safetensors raises its own error types for corrupt files
+        raise BadInput("OT621", f"not an aggregator safetensors file: {e}", path=st) from None
+    text = meta.get("orchestrace.aggregator")
+    if os.path.isfile(base + ".json"):
+        with open(base + ".json") as f:
+            text = f.read()
+    try:
+        cfg = json.loads(text or "")
+        if list(cfg["features"]) != list(CAND_FEATURES) or len(weights) != len(CAND_FEATURES):
+            raise ValueError(f"features {cfg['features']}, expected {list(CAND_FEATURES)}")
+        priors = {
+            fam: AnswerPrior(
+                {str(k): int(v) for k, v in p["seen"].items()}, int(p["questions"]), float(p["concentration"])
+            )
+            for fam, p in cfg["priors"].items()
+        }
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise BadInput("OT622", f"bad aggregator config: {e}", path=base + ".json") from None
+    return Aggregator(tuple(float(x) for x in weights)), priors

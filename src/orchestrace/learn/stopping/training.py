@@ -19,7 +19,7 @@ import numpy as np
 
 from ...core.errors import OrchestraceError
 from ...core.stats import pareto_front
-from .aggregate import Aggregator, fit_aggregator
+from .aggregate import Aggregator, answer_prior, fit_aggregator, save_aggregator
 from .banks import Bank, calibrate, load_bank
 from .evaluation import (
     Replays,
@@ -448,6 +448,11 @@ def train_stop(
             path = base + suffix + ("-target" if "(target=" in name else "")
             files += pol.save(path)
             written[name] = path + ".safetensors"
+    if agg is not None:  # the aggregator alone, for live runs: priors of the training families and
+        # of the calibration halves (those offline evaluation reads; they win for a family in both)
+        priors = {b.meta.get("family") or b.name: answer_prior(b.questions) for b in train_banks}
+        priors |= {h[0].meta.get("family") or h[0].name: answer_prior(h[0].questions) for h in halves}
+        files += save_aggregator(base + "-aggregator", agg, priors)
     results = eval_methods(
         test_bank, budget, policies, sweeps=True, orders=orders, seed=seed, reference=calib_bank
     )
@@ -473,6 +478,7 @@ def train_stop(
         "policy_config": asdict(policies[0][1].config),
         "eval_orders": orders,
         "aggregator": None if agg is None else agg.to_dict(),
+        "aggregator_file": None if agg is None else base + "-aggregator.safetensors",
         "goal": summarize_goal(results),
         "goal_with_aggregator": summarize_goal(results, "learned+agg") if agg else None,
         "target_samples": target_samples or None,

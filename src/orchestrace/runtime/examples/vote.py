@@ -103,7 +103,7 @@ def build(config: dict[str, Any]) -> Setup:
         policy=policy,
         task=question,
         topology="centralized",
-        learnable=("stop",),
+        learnable=("stop", "aggregate"),
         scripted=lambda seed: ScriptedBackend(
             choices=list(config.get("scripted_choices") or ["cold", "cold", "warm", "cool"]), seed=seed
         ),

@@ -1,0 +1,124 @@
+"""The learned answer aggregator (O4) acts in live vote runs: every aggregate decision is recorded
+and recomputes from the trace prefix through the offline path (no train/serve skew); bad inputs
+fail with the file named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from orchestrace.cli import main
+from orchestrace.core.io import load_one
+from orchestrace.learn import load_policy
+from orchestrace.learn.stopping.aggregate import (
+    answer_prior,
+    answer_statics,
+    candidate_features,
+    fit_aggregator,
+    save_aggregator,
+)
+from orchestrace.learn.stopping.banks import Bank, BankQuestion, default_bank
+from orchestrace.learn.stopping.families import family
+from orchestrace.learn.stopping.features import features_hash, replay_table
+from orchestrace.learn.stopping.traces import episode_from_trace
+from orchestrace.learn.stopping.training import aggregator_answer
+from orchestrace.runtime.backends.scripted import ScriptedBackend
+from orchestrace.runtime.examples.vote import first_line
+from orchestrace.runtime.runner import run
+
+BUDGET = 6
+
+
+@pytest.fixture(scope="module")
+def reference() -> Bank:
+    """Antonym questions the aggregator was not fitted on: its answer prior (the calibration role)."""
+    return default_bank("antonyms").subset(range(40, 120), "antonyms-ref")
+
+
+@pytest.fixture(scope="module")
+def agg_path(tmp_path_factory: pytest.TempPathFactory, reference: Bank) -> str:
+    bank = default_bank("antonyms").subset(range(40))
+    agg = fit_aggregator([bank], BUDGET, seed=0)
+    path = str(tmp_path_factory.mktemp("agg") / "stop-aggregator")
+    save_aggregator(path, agg, {"antonyms": answer_prior(reference.questions)})
+    return path
+
+
+def _config(qi: int, width: int) -> dict:
+    fam = family("antonyms")
+    q = fam.questions[qi]
+    return {"question": q.question, "fewshot": [list(s) for s in fam.shots], "family": "antonyms",
+            "question_id": q.id, "gold": q.gold, "budget": BUDGET, "width": width}  # fmt: skip
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_live_aggregate_decisions_recompute_from_the_trace(
+    agg_path: str, reference: Bank, tmp_path: Path, width: int
+) -> None:
+    pol = load_policy(agg_path)
+    fam = family("antonyms")
+    decided = 0
+    overruled = 0  # runs whose learned answer is not the vote program's own majority
+    for qi in range(4):
+        word = fam.questions[qi].question.split()[-1].strip("?\"'.").lower()
+        answers = [word, word, fam.questions[qi].gold, "nice", ""]  # the echo twice, the gold once
+        out = str(tmp_path / f"q{qi}-w{width}.events.jsonl")
+        backend = ScriptedBackend(choices=answers, seed=qi, delay=lambda req: (req.seed % 97) / 97 * 0.02)
+        run("vote", out, config=_config(qi, width), backend=backend, trace_policies={"aggregate": pol})
+        tr = load_one(out)
+        ep = episode_from_trace(tr, out)
+        events = [(i, e.attrs or {}) for i, e in enumerate(tr.events)
+                  if e.type == "orchestrator_decision" and (e.attrs or {}).get("decision") == "should_aggregate"]  # fmt: skip
+        assert events, "the aggregator was asked"
+        for idx, a in events:
+            seen = [x for x, i in zip(ep.answers, ep.answer_index, strict=True) if i < idx]
+            assert a["samples"] == len(seen) and a["policy"] == "stop-aggregator"
+            # the offline path: a bank question in trace order, statics from the reference bank
+            q = BankQuestion("q", ep.question, ep.gold, seen)
+            static = answer_statics(Bank("live", [q], {}), reference)[0]
+            pt = replay_table(q, np.arange(len(seen)), static)
+            x = candidate_features(pt.counts[-1:], pt.valid[-1:], pt.static)[0]
+            assert features_hash(x) == a["features_hash"]
+            n = len(seen)
+            best = aggregator_answer(pol.aggregator)(pt, n)  # what offline evaluation returns
+            assert a["value"] == q.labels[int(pt.ids[best])]
+            p = float(pol.aggregator.features(pt.counts[-1:], pt.valid[-1:], pt.static)[0, 0])
+            assert a["prob"] == pytest.approx(p, abs=1e-6)
+            decided += 1
+        outcome = (tr.metadata or {})["outcome"]
+        assert outcome["final"] == events[-1][1]["value"]
+        votes = [first_line(v) for v in ep.answers if v]
+        overruled += outcome["final"] != max(votes, key=votes.count)
+    assert decided >= 4
+    assert overruled >= 1, "the learned aggregator never differed from majority vote on these runs"
+
+
+def test_bad_aggregate_inputs(agg_path: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "r.events.jsonl"
+
+    def cli(*extra: str) -> tuple[int, str]:
+        with pytest.raises(SystemExit) as e:  # the real entry point: one line on stderr, the exit code
+            main(["run", "vote", "--backend", "scripted", "--set", 'question="q?"', "-o", str(out), *extra])
+        cap = capsys.readouterr()
+        return int(e.value.code or 0), " ".join((cap.out + cap.err).split())
+
+    code, text = cli("--set", 'family="plurals"', "--policy", f"aggregate={agg_path}")
+    assert code == 1 and "answer priors for the families ['antonyms']" in text
+    assert "stop-aggregator.safetensors" in text
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a safetensors file")
+    code, text = cli("--set", 'family="antonyms"', "--policy", f"aggregate={bad}")
+    assert code == 1 and "bad.safetensors" in text
+    code, text = cli("--set", 'family="antonyms"', "--policy", f"stop={agg_path}")
+    assert code == 1 and "answers 'aggregate', not 'stop'" in text
+    assert not out.exists()
+    code, text = cli("--set", 'family="antonyms"', "--policy", f"aggregate={agg_path}")
+    assert code == 0, text
+    kinds = [
+        (e.attrs or {}).get("decision")
+        for e in load_one(str(out)).events
+        if e.type == "orchestrator_decision"
+    ]
+    assert "should_aggregate" in kinds
