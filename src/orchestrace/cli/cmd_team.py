@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .common import console
+from .ray_option import RayCommand, RayOption
 
 
 def train_team_cmd(
@@ -31,14 +32,27 @@ def train_team_cmd(
     threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
     start: str = typer.Option(None, "--start", help="start from these adapters (a policy folder)"),
     out: str = typer.Option("runs/team", "-o", "--out", help="loop folder (resumed if it exists)"),
+    ray: RayOption = None,
+    ray_workers: int = typer.Option(2, "--ray-workers", help="Ray actors running rollouts (with --ray)"),
+    server: str = typer.Option(
+        None, "--server", help="sample on this OpenAI-compatible server (vLLM with LoRA endpoints)"
+    ),
+    server_adapters: str = typer.Option(
+        "runs/served-adapters", "--server-adapters", help="folder the pushed adapters are written to"
+    ),
+    server_dir: str = typer.Option(
+        None, "--server-dir", help="that folder's path on the server (default: the same path)"
+    ),
 ) -> None:
     """Train the agents' own weights: rollouts recorded as traces, reward and credit from them,
     PPO-clip per adapter; held-out team accuracy before and after.
 
     Example:
       orchestrace train team --tasks countries --credit grpo --unit agent --iterations 3
+      orchestrace train team --ray --ray-workers 2          # rollouts on a local Ray
+      orchestrace train team --server http://gpu:8000       # rollouts on a vLLM server
     """
-    from ..learn.team.trainer import TeamConfig, summarise, train_team
+    from ..learn.team.trainer import RolloutPlace, TeamConfig, summarise, train_team
     from .cmd_learn import _bars
 
     cfg = TeamConfig(
@@ -63,7 +77,13 @@ def train_team_cmd(
     with _bars() as bars:
         advance = bars(f"train team ({credit}/{unit})", iterations)
         recs = train_team(
-            cfg, out, iterations, start=start, threads=threads, progress=lambda _i, _n: advance()
+            cfg,
+            out,
+            iterations,
+            start=start,
+            threads=threads,
+            progress=lambda _i, _n: advance(),
+            place=RolloutPlace(ray, ray_workers, server, server_adapters, server_dir),
         )
     for r in recs:
         tr = ", ".join(
@@ -145,5 +165,5 @@ def register(app: typer.Typer) -> None:
     before or after)."""
     from .cmd_learn import eval_app, train_app
 
-    train_app.command("team")(train_team_cmd)
+    train_app.command("team", cls=RayCommand)(train_team_cmd)
     eval_app.command("team")(eval_team_cmd)

@@ -41,6 +41,7 @@ from ...runtime.cache import CallCache, cache_path
 from ..loop import IterationRecord, run_loop
 from .model import LoraSettings, TeamModel
 from .program import ADAPTER_MODES, AGGREGATOR, BadInput, adapters_for, answer_correct, family, trace_question
+from .rollouts import Rollout, run_rollouts
 
 PROGRAM = "team"
 CONFIG_FILE = "config.json"
@@ -128,41 +129,6 @@ def split(cfg: TeamConfig) -> tuple[list[str], list[str]]:
 # ------------------------------------------------------------------ rollouts
 
 
-@dataclass(frozen=True)
-class Rollout:
-    question: str
-    seed: int
-    path: str
-
-
-async def _run_all(backend: Any, cfg: TeamConfig, rollouts: list[Rollout]) -> None:
-    from ...runtime.runner import execute
-
-    await asyncio.gather(
-        *(
-            execute(
-                cfg.program,
-                r.path,
-                config={
-                    "family": cfg.family,
-                    "question": r.question,
-                    "solvers": cfg.solvers,
-                    "adapters": cfg.adapters,
-                    "temperature": cfg.temperature,
-                    "aggregator_temperature": cfg.aggregator_temperature,
-                },
-                seed=r.seed,
-                backend=backend,
-                clock="logical",
-                timeout=3600.0,
-                retries=0,
-                trace_id=f"team-{r.question}-s{r.seed}",
-            )
-            for r in rollouts
-        )
-    )
-
-
 def fork_path(trace_path: str, agent: str) -> str:
     p = Path(trace_path)
     return str(p.parent.parent / FORK_DIR / p.name.replace(".events.jsonl", f".without-{agent}.events.jsonl"))
@@ -247,14 +213,6 @@ def fork_game(trace_path: str, spec: RewardSpec) -> Callable[[Trace, Any], Any]:
         return FnGame(list(units.ids), v)
 
     return make
-
-
-def run_rollouts(backend: Any, cfg: TeamConfig, rollouts: list[Rollout]) -> list[Trace]:
-    """Run every rollout concurrently (one batch per round across all of them); validated traces."""
-    for r in rollouts:
-        Path(r.path).parent.mkdir(parents=True, exist_ok=True)
-    asyncio.run(_run_all(backend, cfg, rollouts))
-    return [load_one(r.path) for r in rollouts]
 
 
 # ------------------------------------------------------------------ traces -> batch
@@ -501,6 +459,12 @@ class TeamStep:
     timings: dict[str, float] = field(default_factory=dict)
     last_iteration: int = 0
     initial: dict[str, dict[str, Any]] = field(default_factory=dict)  # adapter tensors at the start
+    remote: Any = None  # a :class:`remote.RayRollouts`: rollouts on Ray workers (forks stay here)
+
+    def rollouts(self, rollouts: list[Rollout]) -> list[Trace]:
+        if self.remote is not None:
+            return self.remote.run(self.model, self.cfg, rollouts)
+        return run_rollouts(self.backend, self.cfg, rollouts)
 
     def restart(self, cfg: TeamConfig) -> None:
         """Back to the starting adapters and a fresh optimizer, for another run of the same model."""
@@ -535,7 +499,7 @@ class TeamStep:
             for j, q in enumerate(_pick(self.cfg, self.train_ids, iteration))
             for g in range(self.cfg.group)
         ]
-        run_rollouts(self.backend, self.cfg, rollouts)
+        self.rollouts(rollouts)
         paths = [r.path for r in rollouts]
         if self.cfg.credit == "loo-fork":
             run_forks(self.backend, paths)
@@ -582,7 +546,7 @@ class TeamStep:
             for i, q in enumerate(self.heldout_ids)
             for g in range(self.cfg.eval_runs)
         ]
-        traces = run_rollouts(self.backend, self.cfg, rollouts)
+        traces = self.rollouts(rollouts)
         for tr in traces[:1]:  # the reward spec must yield a reward on this program's traces
             try:
                 compute_rewards(tr, self.spec)
@@ -615,7 +579,23 @@ def check_resume(out: Path, cfg: TeamConfig) -> None:
         )
 
 
-def make_step(cfg: TeamConfig, threads: int | None = None) -> TeamStep:
+@dataclass(frozen=True)
+class RolloutPlace:
+    """Where rollouts run (not part of the configuration: the results do not depend on it).
+
+    ``ray``: an address or ``local``, rollouts on ``ray_workers`` Ray actors; ``server``: the
+    base URL of an OpenAI-compatible server with vLLM's LoRA endpoints, adapters pushed as peft
+    folders under ``server_adapters`` (read by the server at ``server_dir``, default the same path)."""
+
+    ray: str | None = None
+    ray_workers: int = 2
+    server: str | None = None
+    server_adapters: str = "runs/served-adapters"
+    server_dir: str | None = None
+
+
+def make_step(cfg: TeamConfig, threads: int | None = None, place: RolloutPlace | None = None) -> TeamStep:
+    """Load the model (and the rollout workers or server connection ``place`` asks for)."""
     from .backend import TrainableBackend
 
     cfg.check()
@@ -627,8 +607,31 @@ def make_step(cfg: TeamConfig, threads: int | None = None) -> TeamStep:
     optimizer = model.torch.optim.Adam(params, lr=cfg.lr)
     train_ids, heldout_ids = split(cfg)
     initial = {name: model.adapter_state(name) for name in model.adapters}
+    place = place or RolloutPlace()
+    remote: Any = None
+    if place.ray is not None and place.server is not None:
+        raise BadInput("OT695", "rollouts run either on Ray workers or on a server, not both")
+    if place.ray is not None:
+        from .remote import RayRollouts
+
+        remote = RayRollouts(model, address=place.ray, workers=place.ray_workers, threads=threads)
+    elif place.server is not None:
+        from .served import ServedRollouts
+
+        remote = ServedRollouts(
+            model, base_url=place.server, adapter_dir=place.server_adapters, server_dir=place.server_dir
+        )
     return TeamStep(
-        cfg, model, TrainableBackend(model), optimizer, spec, None, train_ids, heldout_ids, initial=initial
+        cfg,
+        model,
+        TrainableBackend(model),
+        optimizer,
+        spec,
+        None,
+        train_ids,
+        heldout_ids,
+        initial=initial,
+        remote=remote,
     )
 
 
@@ -668,9 +671,10 @@ def train_team(
     progress: Callable[[int, int], None] | None = None,
     threads: int | None = None,
     step: TeamStep | None = None,
+    place: RolloutPlace | None = None,
 ) -> list[IterationRecord]:
     """Run (or resume) the loop; every check that can refuse runs before anything is written.
-    ``step``: a loaded model to reuse (its adapters are taken as they are)."""
+    ``step``: a loaded model to reuse (back to its starting adapters); ``place``: where rollouts run."""
     out = Path(out)
     cfg.check()
     check_resume(out, cfg)
@@ -678,7 +682,7 @@ def train_team(
     if start is not None:
         check_policy_file(start, adapters_for(cfg.adapters, cfg.solvers))
     if step is None:
-        step = make_step(cfg, threads)
+        step = make_step(cfg, threads, place)
     else:
         step.restart(cfg)
     if start is not None:
