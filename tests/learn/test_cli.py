@@ -63,6 +63,13 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     assert all(os.path.isfile(p) for p in rep["policies_written"].values())
     printed = " ".join(r.output.split())
     assert all(f"pareto.png mark {k}:" in printed for k in range(1, 5)) and "mark 5" not in printed
+    for name, t in rep["targets"].items():  # the budget's policy said in words, not as bare c= values
+        how = (
+            "per question, the policy trained at"
+            if t["mixture_cost"] is not None
+            else "trained at sample price"
+        )
+        assert f"{name} for a budget of 5 samples ({how}" in printed
     # every file the job left on disk is named on a 'wrote' line (policies, plots, their JSON)
     on_disk = {str(p) for p in tmp_path.rglob("*") if p.is_file() and p != bank}
     named = {line.split(" ", 1)[1] for line in r.output.splitlines() if line.startswith("wrote ")}

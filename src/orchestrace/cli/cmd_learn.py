@@ -163,13 +163,14 @@ def train_stop_cmd(
             f"{ga['accuracy_gap_ci95_points'][1]:+.1f}])"
         )
     for name, t in rep["targets"].items():
-        mixed = (
-            f", on {100 * t['mixture_prob']:.0f}% of questions c={t['mixture_cost']:.4g}"
+        how = (  # the constrained optimum: a per-question coin between the two policies bracketing the budget
+            f"a mix: per question, the policy trained at sample price {t['mixture_cost']:.4g} with probability "
+            f"{100 * t['mixture_prob']:.0f}%, else the one trained at {t['cost']:.4g}"
             if t["mixture_cost"] is not None
-            else ""
+            else f"trained at sample price {t['cost']:.4g}"
         )
         console.print(
-            f"{name} for a budget of {rep['target_samples']:g} samples (c={t['cost']:.4g}{mixed}): accuracy "
+            f"{name} for a budget of {rep['target_samples']:g} samples ({how}): accuracy "
             f"{t['learned_accuracy']:.3f} with {t['learned_mean_samples']:.2f} samples "
             f"({t['sample_reduction_x']:.1f}x fewer, {t['accuracy_gap_points']:+.1f} points vs fixed-{budget}, "
             f"paired 95% CI [{t['accuracy_gap_ci95_points'][0]:+.1f}, {t['accuracy_gap_ci95_points'][1]:+.1f}])"
