@@ -327,18 +327,25 @@ def bank_build_cmd(
         None, "--base-url", help="OpenAI-compatible server (default: offline SmolLM2-135M)"
     ),
     model: str = typer.Option("default", "--model", help="model name on the server"),
+    traces: Path = typer.Option(
+        None,
+        "--traces",
+        help="folder for one vote trace per question (default: BANK.traces next to the bank)",
+    ),
 ) -> None:
-    """Sample every question of a task family from a real model into a bank.
+    """Sample every question of a task family from a real model into a bank, recording each
+    question's samples as a vote trace (the bank is what those traces read back as).
 
     Examples:
       orchestrace bank build -f antonyms -o antonyms.jsonl.gz --limit 50
       orchestrace bank build -f countries -o c.jsonl --base-url http://127.0.0.1:8000/v1 --model qwen
     """
-    from ..learn.stopping.banks import RemoteSampler, build_bank, save_bank
+    from ..learn.stopping.banks import build_bank, remote_sampler, save_bank
     from ..learn.stopping.families import family as get_family
 
     n = len(get_family(family).questions)
-    sampler = RemoteSampler(base_url, model) if base_url else None
+    sampler = remote_sampler(base_url, model) if base_url else None
+    trace_dir = str(traces or out.parent / (out.name.removesuffix(".gz").removesuffix(".jsonl") + ".traces"))
     with _bars() as bars:
         tick = bars(f"{family} x{samples}", min(n, limit or n))
         b = build_bank(
@@ -349,9 +356,10 @@ def bank_build_cmd(
             seed=seed,
             model=sampler,
             progress=tick,
+            traces_dir=trace_dir,
         )
     save_bank(b, str(out))
-    console.print(f"wrote {len(b)} questions x {samples} samples to {out}")
+    console.print(f"wrote {len(b)} questions x {samples} samples to {out}; their traces to {trace_dir}")
 
 
 @bank_app.command("synth")

@@ -319,10 +319,16 @@ def build_bank(
     seed: int = 0,
     model: Any = None,
     progress: Any = None,
+    traces_dir: str | None = None,
 ) -> Bank:
     """Sample every question of a task family ``samples`` times from ``model`` (default: the
     offline SmolLM2-135M). ``model`` needs ``.sample(messages, n, max_new_tokens=, temperature=,
-    seed=) -> list[str]``; the per-question seed is derived from ``seed`` and the question id."""
+    seed=) -> list[str]``; the per-question seed is derived from ``seed`` and the question id.
+
+    With ``traces_dir`` every question's samples are recorded there as a vote run (the raw texts
+    as worker returns, the canonical answers beside them, the prompt, seed and model in the
+    config), each trace is validated, and the bank returned is the one read back from those traces
+    (``traces.bank_from_traces``): the bank is a view over what was recorded."""
     from .families import family
 
     fam = family(family_name)
@@ -330,34 +336,49 @@ def build_bank(
         from ...runtime.backends.local import LocalModel
 
         model = LocalModel()
+    model_name = getattr(model, "name", type(model).__name__)
     questions = fam.questions[:limit] if limit else fam.questions
     out: list[BankQuestion] = []
-    for q in questions:
+    paths: list[str] = []
+    for i, q in enumerate(questions):
         qseed = seed * 1_000_003 + int(hashlib.sha256(q.id.encode()).hexdigest()[:8], 16)
+        messages = fam.messages(q)
         texts = model.sample(
-            fam.messages(q), samples, max_new_tokens=fam.max_new_tokens, temperature=temperature, seed=qseed
+            messages, samples, max_new_tokens=fam.max_new_tokens, temperature=temperature, seed=qseed
         )
-        out.append(BankQuestion(q.id, q.question, q.gold, [fam.canonical(t, q) for t in texts]))
+        bq = BankQuestion(q.id, q.question, q.gold, [fam.canonical(t, q) for t in texts])
+        out.append(bq)
+        if traces_dir is not None:
+            from .traces import record_question
+
+            sampling = {"messages": messages, "temperature": temperature, "seed": qseed, "model": model_name,
+                        "max_tokens": fam.max_new_tokens}  # fmt: skip
+            paths.append(record_question(bq, traces_dir, family_name, i, family_name, texts, sampling))
         if progress is not None:
             progress()
     meta = {
         "family": family_name,
-        "model": getattr(model, "name", type(model).__name__),
+        "model": model_name,
         "temperature": temperature,
         "seed": seed,
         "samples": samples,
     }
-    return Bank(family_name, out, meta)
+    if traces_dir is None:
+        return Bank(family_name, out, meta)
+    from .traces import bank_from_traces, check_traces
+
+    check_traces(paths)
+    bank = bank_from_traces(paths, family_name)
+    bank.meta.update(meta)
+    return bank
 
 
-class RemoteSampler:
-    """n samples of one prompt from an OpenAI-compatible server (one request per sample, seeded)."""
+class BackendSampler:
+    """n samples of one prompt from a runtime chat backend (an OpenAI-compatible server, the
+    scripted backend): one request per sample, seeded ``seed + i``; a failed call is an empty text."""
 
-    def __init__(self, base_url: str, model: str = "default") -> None:
-        from ...runtime.backends.openai_compat import OpenAICompatBackend
-
-        self.backend = OpenAICompatBackend(base_url, model=model)
-        self.name = model
+    def __init__(self, backend: Any, name: str = "default") -> None:
+        self.backend, self.name = backend, name
 
     def sample(
         self, messages: list[dict[str, str]], n: int, *, max_new_tokens: int, temperature: float, seed: int
@@ -379,3 +400,10 @@ class RemoteSampler:
             return list(await asyncio.gather(*(one(i) for i in range(n))))
 
         return asyncio.run(all_())
+
+
+def remote_sampler(base_url: str, model: str = "default") -> BackendSampler:
+    """Samples from an OpenAI-compatible server."""
+    from ...runtime.backends.openai_compat import OpenAICompatBackend
+
+    return BackendSampler(OpenAICompatBackend(base_url, model=model), model)

@@ -186,34 +186,60 @@ def bank_from_traces(pattern: str | Sequence[str], name: str | None = None) -> B
 def bank_to_traces(bank: Bank, out_dir: str) -> list[str]:
     """One vote trace per question: its samples as worker answers (``attrs.answer`` keeps the
     canonical answer exactly), the gold and family in the config; returns the paths."""
-    from ...runtime.recorder import Recorder
     from .families import FAMILIES
 
-    os.makedirs(out_dir, exist_ok=True)
     family = bank.meta.get("family") or bank.name
-    paths = []
-    for i, q in enumerate(bank.questions):
-        cfg = {"question": q.question, "question_id": q.id, "gold": q.gold, "bank": bank.name,
-               "bank_index": i, "budget": len(q.samples)}  # fmt: skip
-        if family in FAMILIES:
-            cfg["family"] = family
-        path = os.path.join(out_dir, f"{_safe(q.id)}.events.jsonl")
-        meta = {"runtime": {"program": VOTE_PROGRAM, "config": cfg, "source": f"bank:{bank.name}"}}
-        with Recorder(path, task_id=q.question, trace_id=f"bank-{q.id}", topology="centralized",
-                      metadata=meta, clock="logical") as rec:  # fmt: skip
-            for k, s in enumerate(q.samples):
-                name = f"w{k}"
-                rec.spawn(name, role="worker", parent=rec.root_agent)
-                attrs: dict[str, Any] = {"answer": s}
-                if q.cost is not None:
-                    attrs["sample_cost"] = float(q.cost[k])
-                if q.correct is not None:
-                    attrs["correct"] = bool(q.correct[k])
-                last = rec.ret(s, frm=name, role="worker", attrs=attrs)
-                rec.despawn(name, parent=rec.root_agent, after=[last])
-            rec.stop("budget")
-        paths.append(path)
-    return paths
+    fam = family if family in FAMILIES else None
+    return [record_question(q, out_dir, bank.name, i, fam) for i, q in enumerate(bank.questions)]
+
+
+def record_question(
+    q: BankQuestion,
+    out_dir: str,
+    bank: str,
+    index: int,
+    family: str | None,
+    texts: Sequence[str] | None = None,
+    sampling: dict[str, Any] | None = None,
+) -> str:
+    """Write one question's samples as a vote run (``OUT_DIR/ID.events.jsonl``): each sample a worker
+    whose return carries the raw text (``texts``, else the canonical answer) and ``attrs.answer``,
+    the canonical answer, exactly; ``sampling`` (prompt, seed, model) goes into the config."""
+    from ...runtime.recorder import Recorder
+
+    os.makedirs(out_dir, exist_ok=True)
+    cfg = {"question": q.question, "question_id": q.id, "gold": q.gold, "bank": bank,
+           "bank_index": index, "budget": len(q.samples), **(sampling or {})}  # fmt: skip
+    if family is not None:
+        cfg["family"] = family
+    path = os.path.join(out_dir, f"{_safe(q.id)}.events.jsonl")
+    meta = {"runtime": {"program": VOTE_PROGRAM, "config": cfg, "source": f"bank:{bank}"}}
+    with Recorder(path, task_id=q.question, trace_id=f"bank-{q.id}", topology="centralized",
+                  metadata=meta, clock="logical") as rec:  # fmt: skip
+        for k, s in enumerate(q.samples):
+            name = f"w{k}"
+            rec.spawn(name, role="worker", parent=rec.root_agent)
+            attrs: dict[str, Any] = {"answer": s}
+            if q.cost is not None:
+                attrs["sample_cost"] = float(q.cost[k])
+            if q.correct is not None:
+                attrs["correct"] = bool(q.correct[k])
+            last = rec.ret(s if texts is None else texts[k], frm=name, role="worker", attrs=attrs)
+            rec.despawn(name, parent=rec.root_agent, after=[last])
+        rec.stop("budget")
+    return path
+
+
+def check_traces(paths: Sequence[str]) -> None:
+    """Every trace file passes the validator (an error names the first file and its finding)."""
+    from ...core.validate import validate_path
+
+    for p in paths:
+        res = validate_path(p)
+        if not res.valid:
+            f = next((f for f in res.findings if f.severity == "error"), None)
+            raise BadInput("OT614", f"recorded trace is invalid: {f.code + ' ' + f.message if f else 'truncated'}",
+                           path=p)  # fmt: skip
 
 
 def _safe(name: str) -> str:
