@@ -1,7 +1,8 @@
 """Self-consistency by vote, in parallel waves: ``width`` workers sample the question at once, each
 answering once, until ``budget`` answers; the stop decision is asked after every finished worker,
 so a stop policy can end the run early (cancelling the rest of a wave). The final answer is the
-majority of the answers so far (first line, lower case, punctuation stripped; ties: seen first).
+majority of the answers so far (first line, lower case, punctuation stripped; ties: seen first),
+or a learned aggregator's (``--policy aggregate=PATH``), asked after every wave.
 
 Config: ``question`` (str; default: the antonym of "hot"), ``fewshot`` (list of [question, answer]
 example turns; default: the antonym examples), ``budget``
