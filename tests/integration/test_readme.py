@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: command prefix (after "orchestrace ") -> why the test does not run it
 SKIP = {
     "gen -o corpus.jsonl -n 1000": "a million events (about a minute); the same command runs small in examples/",
+    "train team": "loads SmolLM2-135M and trains its LoRA adapters for minutes; tests/learn_team train a tiny configuration",
     "train ": "a training run takes a minute or more (tests/learn and tests/learn_experiments train tiny configs)",
     "eval stop": "reads the policy `train stop` writes",
     "bank build": "samples the local SmolLM2 model (minutes) or a server",
