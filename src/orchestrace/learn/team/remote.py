@@ -1,12 +1,14 @@
-"""Rollouts on Ray workers (``train team --ray``): same traces as a local run, byte for byte.
+"""Rollouts on Ray workers (``train team --ray``): the same runs as a local run.
 
 Each worker is a Ray actor holding its own copy of the base model (loaded once from the
 dequantised cache). Before every batch of rollouts the driver sends the current adapter tensors
 (``ray.put`` once, about 1.8 MB per adapter at r=8); a worker runs its contiguous shard of the
 rollouts in one event loop (its calls batched as in a local run) into a private folder and returns
 the trace and call-cache files as bytes, which the driver writes where the local run would have.
-Nothing about a rollout depends on where it ran: every request carries its own seed, sampling
-uses a generator per request, the clock is logical, and the recorded backend name is the same.
+What a rollout samples does not depend on where it ran: every request carries its own seed,
+sampling uses a generator per request, the clock is logical, and the recorded backend name is
+the same. Its behaviour log-probs do, in the last bits: a worker's batches have fewer rows than
+the local run's, and CPU matrix kernels round differently for different batch sizes.
 Training (reward, credit, the update, saving) stays on the driver.
 
 On one machine the workers and the driver each hold a model (about 0.6 GB each in fp32).
