@@ -191,9 +191,10 @@ def trl_grpo(step, rows, cfg, max_new: int, threads: int | None, tmp: Path) -> d
     )
     t0 = time.perf_counter()
     trainer.train()
-    logs = [h for h in trainer.state.log_history if "completions/mean_length" in h]
-    timed = logs[cfg.epochs :]  # the second generation's steps
-    comp_len = timed[0]["completions/mean_length"]
+    # generation steps log the completions' mean length; the last one is the timed generation's
+    comp_len = [h for h in trainer.state.log_history if "completions/mean_length" in h][-1][
+        "completions/mean_length"
+    ]
     start = times[cfg.epochs - 1]
     s = times[-1] - start
     prompt_tok = sum(len(tok(p)["input_ids"]) for p in prompts) * 2
