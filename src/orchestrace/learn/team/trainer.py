@@ -301,9 +301,18 @@ def read_batch(paths: list[str], spec: RewardSpec, method: str, unit: str, **opt
     return Batch(credited, rewards, rows, key)
 
 
-def policy_loss(model: TeamModel, rows: list[CallRow], clip: float) -> tuple[Any, dict[str, float]]:
+UPDATE_ROWS = 8  # calls per forward/backward pass of the update: activations of 8 calls, not all
+
+
+def policy_loss(
+    model: TeamModel, rows: list[CallRow], clip: float, backward: bool = False
+) -> tuple[Any, dict[str, float]]:
     """PPO-clip on the recorded log-probs: per adapter, the mean over its calls of the mean over
-    tokens of -min(r A, clip(r) A); the total is the sum over adapters. Returns (loss, figures)."""
+    tokens of -min(r A, clip(r) A); the total is the sum over adapters. Returns (loss, figures).
+    Calls go through the model :data:`UPDATE_ROWS` at a time; with ``backward`` each pass's share
+    of the loss is backpropagated at once (gradients accumulate), so the peak memory holds the
+    activations of one pass (a whole batch at once took about 5 GB), and the returned loss is
+    detached."""
     torch = model.torch
     by_adapter: dict[str, list[CallRow]] = defaultdict(list)
     for r in rows:
@@ -313,22 +322,29 @@ def policy_loss(model: TeamModel, rows: list[CallRow], clip: float) -> tuple[Any
     clipped = tokens = 0
     for name in sorted(by_adapter):
         rs = by_adapter[name]
-        new = model.sequence_logprobs(
-            name,
-            [r.sample.prompt_ids for r in rs],
-            [r.sample.completion_ids for r in rs],
-            [r.sample.temperature for r in rs],
-        )
-        losses = []
-        for r, lp in zip(rs, new, strict=True):
-            old = torch.tensor(r.sample.logprobs, dtype=torch.float32)
-            ratio = torch.exp(lp - old)
-            a = r.advantage
-            obj = torch.minimum(ratio * a, torch.clamp(ratio, 1 - clip, 1 + clip) * a)
-            losses.append(-obj.mean())
-            clipped += int(((ratio - 1).abs() > clip).sum())
-            tokens += len(r.sample.completion_ids)
-        loss = torch.stack(losses).mean()
+        loss = torch.zeros(())
+        for start in range(0, len(rs), UPDATE_ROWS):
+            part = rs[start : start + UPDATE_ROWS]
+            new = model.sequence_logprobs(
+                name,
+                [r.sample.prompt_ids for r in part],
+                [r.sample.completion_ids for r in part],
+                [r.sample.temperature for r in part],
+            )
+            losses = []
+            for r, lp in zip(part, new, strict=True):
+                old = torch.tensor(r.sample.logprobs, dtype=torch.float32)
+                ratio = torch.exp(lp - old)
+                a = r.advantage
+                obj = torch.minimum(ratio * a, torch.clamp(ratio, 1 - clip, 1 + clip) * a)
+                losses.append(-obj.mean())
+                clipped += int(((ratio - 1).abs() > clip).sum())
+                tokens += len(r.sample.completion_ids)
+            share = torch.stack(losses).sum() / len(rs)
+            if backward:
+                share.backward()
+                share = share.detach()
+            loss = loss + share
         figures[f"loss_{name}"] = float(loss.detach())
         total = total + loss
     figures["clip_fraction"] = clipped / max(tokens, 1)
@@ -515,8 +531,7 @@ class TeamStep:
         figures: dict[str, float] = {}
         for epoch in range(self.cfg.epochs):
             self.optimizer.zero_grad()
-            loss, fig = policy_loss(self.model, batch.rows, self.cfg.clip)
-            loss.backward()
+            loss, fig = policy_loss(self.model, batch.rows, self.cfg.clip, backward=True)
             self.optimizer.step()
             if epoch == 0:
                 figures |= {"loss": float(loss.detach()), **fig}
