@@ -20,6 +20,7 @@ One iteration (``learn/loop.py`` drives it, one folder per iteration, resumable)
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import hashlib
 import json
 import os
@@ -304,6 +305,15 @@ def read_batch(paths: list[str], spec: RewardSpec, method: str, unit: str, **opt
 UPDATE_ROWS = 8  # calls per forward/backward pass of the update: activations of 8 calls, not all
 
 
+def release_freed_memory() -> None:
+    """Give the heap pages the update freed back to the OS (glibc ``malloc_trim``): otherwise the
+    held-out evaluation after an update allocates on top of them and set the run's peak RSS."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def policy_loss(
     model: TeamModel, rows: list[CallRow], clip: float, backward: bool = False
 ) -> tuple[Any, dict[str, float]]:
@@ -538,6 +548,7 @@ class TeamStep:
             else:
                 figures[f"loss_epoch{epoch}"] = float(loss.detach())
                 figures["clip_fraction"] = fig["clip_fraction"]
+        release_freed_memory()
         path = save_policy(self.model, self.optimizer, out_dir / "policy", self.cfg, iteration)
         self.loaded = path
         n = len(batch.rewards)
