@@ -142,7 +142,9 @@ def test_resample_forks_are_distinct_draws_and_keep_the_parents_ids(debate):
     seeds = [{c["request"]["seed"] for c in cache.entries.values()} for cache in caches]
     # the other two round-0 debaters ran in the resampled call's batch: the parent's seeds
     assert len(seeds[1] & seeds[0]) == 2 and len(seeds[2] & seeds[0]) == 2
-    assert 1 in seeds[1] and 2 in seeds[2]
+    parent_seeds, fork1_seeds, fork2_seeds = seeds
+    # the resampled call carries the seed its --do asked for (1 and 2), which the parent never used
+    assert 1 in fork1_seeds - parent_seeds and 2 in fork2_seeds - parent_seeds
     # every later call has a seed neither the parent nor the other fork used
     assert len(seeds[1] - seeds[0] - seeds[2]) == len(seeds[1]) - 2 >= 3
     words = [[e.content for e in r.trace.events if e.type == "return"] for r in (a, b)]
