@@ -125,7 +125,9 @@ def _tiny_lm_and_tokenizer(texts, tmp_path):
     return LlamaForCausalLM(cfg), tok
 
 
-def test_trl_grpo_two_steps_on_our_export(tmp_path, monkeypatch):
+def _grpo_two_steps(monkeypatch, tmp_path, model, tok, rows, group_size, max_len, decode):
+    """Two GRPOTrainer steps (offline, 2 CPU threads) whose rollouts replay the exported rows;
+    returns (trainer, served completions, number of parameter tensors that changed)."""
     for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "TRL_EXPERIMENTAL_SILENCE"):
         monkeypatch.setenv(k, "1")
     monkeypatch.setenv("WANDB_DISABLED", "true")
@@ -136,15 +138,12 @@ def test_trl_grpo_two_steps_on_our_export(tmp_path, monkeypatch):
 
     from orchestrace.export.trainer import trl_replay
 
-    get_exporter("trl")(task_group(), str(tmp_path / "trl"), method="grpo", unit="agent")
-    rows = [orjson.loads(x) for x in (tmp_path / "trl" / "solver.jsonl").read_bytes().splitlines()]
-    model, tok = _tiny_lm_and_tokenizer([r["prompt"] + " " + r["completion"] for r in rows], tmp_path)
-    dataset, replay, reward_func = trl_replay(rows, tok, group_size=4)
+    dataset, replay, reward_func = trl_replay(rows, tok, group_size=group_size)
     served = []
 
     def rollout_func(prompts, trainer):
         out = replay(prompts, trainer)
-        served.extend(tok.decode(ids[:-1]) for ids in out["completion_ids"])
+        served.extend(decode(ids) for ids in out["completion_ids"])
         return out
 
     before = {k: v.clone() for k, v in model.named_parameters()}
@@ -152,9 +151,9 @@ def test_trl_grpo_two_steps_on_our_export(tmp_path, monkeypatch):
         output_dir=str(tmp_path / "out"),
         use_cpu=True,
         max_steps=2,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=16,
+        per_device_train_batch_size=group_size,
+        num_generations=group_size,
+        max_completion_length=max_len,
         learning_rate=1e-2,
         logging_steps=1,
         report_to=[],
@@ -171,12 +170,22 @@ def test_trl_grpo_two_steps_on_our_export(tmp_path, monkeypatch):
         rollout_func=rollout_func,
     )
     trainer.train()
+    changed = sum(not torch.equal(before[k], v) for k, v in model.named_parameters())
+    return trainer, served, changed
+
+
+def test_trl_grpo_two_steps_on_our_export(tmp_path, monkeypatch):
+    get_exporter("trl")(task_group(), str(tmp_path / "trl"), method="grpo", unit="agent")
+    rows = [orjson.loads(x) for x in (tmp_path / "trl" / "solver.jsonl").read_bytes().splitlines()]
+    model, tok = _tiny_lm_and_tokenizer([r["prompt"] + " " + r["completion"] for r in rows], tmp_path)
+    trainer, served, changed = _grpo_two_steps(
+        monkeypatch, tmp_path, model, tok, rows, 4, 16, lambda ids: tok.decode(ids[:-1])
+    )
     assert trainer.state.global_step == 2
     # the trainer learned from the recorded solver answers, not from fresh generations
     assert len(served) == 8 and set(served) == {r["completion"] for r in rows if r["completion"]}
     logged = [h for h in trainer.state.log_history if "reward" in h]
     assert logged and all(h["reward_std"] > 0 for h in logged)  # right and wrong answers in each group
-    changed = sum(not torch.equal(before[k], v) for k, v in model.named_parameters())
     assert changed > 0
 
 
@@ -214,54 +223,12 @@ def test_trl_rows_from_a_real_codex_log(public_excerpt, tmp_path):
 
 def test_trl_grpo_two_steps_on_real_log_rows(public_excerpt, tmp_path, monkeypatch):
     """TRL's GRPOTrainer on rows exported from a real Codex log: non-zero advantages, weights move."""
-    for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "TRL_EXPERIMENTAL_SILENCE"):
-        monkeypatch.setenv(k, "1")
-    monkeypatch.setenv("WANDB_DISABLED", "true")
-    import torch
-
-    torch.set_num_threads(2)
-    from trl import GRPOConfig, GRPOTrainer
-
-    from orchestrace.export.trainer import trl_replay
-
     _, rows = _codex_rows(public_excerpt, tmp_path, max_prompt_chars=150)
     rows = [r for r in rows if r["group_id"].endswith("::turn:1::codex")]
     model, tok = _tiny_lm_and_tokenizer([r["prompt"] + " " + r["completion"] for r in rows[:60]], tmp_path)
-    dataset, replay, reward_func = trl_replay(rows, tok, group_size=16)
-    served = []
-
-    def rollout_func(prompts, trainer):
-        out = replay(prompts, trainer)
-        served.extend(out["completion_ids"])
-        return out
-
-    before = {k: v.clone() for k, v in model.named_parameters()}
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        use_cpu=True,
-        max_steps=2,
-        per_device_train_batch_size=16,
-        num_generations=16,
-        max_completion_length=24,
-        learning_rate=1e-2,
-        logging_steps=1,
-        report_to=[],
-        save_strategy="no",
-        seed=0,
-        beta=0.0,
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=[reward_func],
-        args=args,
-        train_dataset=dataset,
-        processing_class=tok,
-        rollout_func=rollout_func,
-    )
-    trainer.train()
+    trainer, served, changed = _grpo_two_steps(monkeypatch, tmp_path, model, tok, rows, 16, 24, list)
     assert trainer.state.global_step == 2
     assert len(served) == 32 and max(len(ids) for ids in served) == 24  # max_completion_length honoured
     logged = [h for h in trainer.state.log_history if "reward_std" in h]
     assert logged and any(h["reward_std"] > 0 for h in logged)
-    changed = sum(not torch.equal(before[k], v) for k, v in model.named_parameters())
     assert changed > 0

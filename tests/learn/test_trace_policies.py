@@ -163,6 +163,12 @@ def _cli(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str]
     return int(e.value.code or 0), " ".join((cap.out + cap.err).split())
 
 
+def _run_vote(capsys: pytest.CaptureFixture[str], policy: str, out: Path) -> tuple[int, str]:
+    """`run vote` on the scripted backend with one `--policy` option."""
+    args = [*"run vote --backend scripted --set".split(), 'question="q?"', "--policy", policy, "-o", str(out)]
+    return _cli(capsys, args)
+
+
 def test_policy_for_another_decision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from orchestrace.learn.rl.rollouts import NumpyPolicy, PolicyMeta
 
@@ -171,21 +177,7 @@ def test_policy_for_another_decision(tmp_path: Path, capsys: pytest.CaptureFixtu
         PolicyMeta("RetryStop", 3, 2, [4]), [(np.zeros((4, 3)), np.zeros(4)), (np.zeros((2, 4)), np.zeros(2))]
     ).save(p)
     out = tmp_path / "run.events.jsonl"
-    code, text = _cli(
-        capsys,
-        [
-            "run",
-            "vote",
-            "--backend",
-            "scripted",
-            "--set",
-            'question="q?"',
-            "--policy",
-            f"stop={p}",
-            "-o",
-            str(out),
-        ],
-    )
+    code, text = _run_vote(capsys, f"stop={p}", out)
     assert code == 1 and "answers 'retry_stop', not 'stop'" in text and "retry.safetensors" in text
     assert not out.exists()
 
@@ -194,21 +186,7 @@ def test_corrupt_policy_file(tmp_path: Path, policy_path: str, capsys: pytest.Ca
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(Path(policy_path + ".safetensors").read_bytes()[:40])
     out = tmp_path / "run.events.jsonl"
-    code, text = _cli(
-        capsys,
-        [
-            "run",
-            "vote",
-            "--backend",
-            "scripted",
-            "--set",
-            'question="q?"',
-            "--policy",
-            f"stop={bad}",
-            "-o",
-            str(out),
-        ],
-    )
+    code, text = _run_vote(capsys, f"stop={bad}", out)
     assert code == 1 and "not a safetensors file" in text and "bad.safetensors" in text
     assert not out.exists()
 
@@ -217,21 +195,7 @@ def test_decision_the_program_cannot_learn(
     tmp_path: Path, policy_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "run.events.jsonl"
-    code, text = _cli(
-        capsys,
-        [
-            "run",
-            "vote",
-            "--backend",
-            "scripted",
-            "--set",
-            'question="q?"',
-            "--policy",
-            f"delegate={policy_path}",
-            "-o",
-            str(out),
-        ],
-    )
+    code, text = _run_vote(capsys, f"delegate={policy_path}", out)
     assert code == 1 and "--policy delegate=...: this policy file answers 'stop', not 'delegate'" in text
     assert not out.exists()
     with pytest.raises(OrchestraceError, match="DECISION=PATH"):
@@ -276,20 +240,6 @@ def test_stop_policy_for_another_feature_set(
     cfg["features"] = cfg["features"][:-1]  # a policy saved when the stop features were one fewer
     (tmp_path / "old.json").write_text(json.dumps(cfg))
     out = tmp_path / "run.events.jsonl"
-    code, text = _cli(
-        capsys,
-        [
-            "run",
-            "vote",
-            "--backend",
-            "scripted",
-            "--set",
-            'question="q?"',
-            "--policy",
-            f"stop={p}",
-            "-o",
-            str(out),
-        ],
-    )
+    code, text = _run_vote(capsys, f"stop={p}", out)
     assert code == 1 and "trained on a different feature set" in text and "old.json" in text
     assert not out.exists()
