@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .core.model import SCHEMA_VERSION, TOPOLOGIES, Edge, Event, Trace, derived_costs
+from .core.build import TraceBuilder
+from .core.model import SCHEMA_VERSION, TOPOLOGIES, Event, Trace, derived_costs
 
 GEN_TOPOLOGIES = ("centralized", "hierarchical", "swarm", "debate", "planner_executor_critic", "harness")
 _TOOLS = (
@@ -24,16 +25,14 @@ _TOOLS = (
 _MODELS = ("gpt-4o-mini", "claude-haiku", "qwen2.5-7b")
 
 
-class _Builder:
-    """Appends events with per-agent clocks and typed edges."""
+class _Builder(TraceBuilder):
+    """Appends events with per-agent clocks (an agent's events chained by causal edges)."""
 
     def __init__(self, rng: np.random.Generator, error_rate: float) -> None:
+        super().__init__()
         self.rng = rng
         self.error_rate = error_rate
-        self.events: list[Event] = []
-        self.edges: list[Edge] = []
         self.clock: dict[str, float] = {}
-        self.last: dict[str, str] = {}
         self.end: dict[str, float] = {}
         self.turn: dict[str, int] = {}
 
@@ -61,25 +60,10 @@ class _Builder:
             extra["model"] = _MODELS[int(rng.integers(len(_MODELS)))]
         extra["content_ref"] = f"sha256:{int(rng.integers(1 << 62)):016x}"
         extra.update(kw)
-        self.events.append(
-            Event(
-                id=eid,
-                t=t,
-                t_end=round(t + d, 4),
-                type=type,
-                agent=agent,
-                turn=self.turn.get(agent, 0),
-                **extra,
-            )  # type: ignore[arg-type]
-        )
-        prev = self.last.get(agent)
-        linked = {s for s, _ in after}
-        if prev is not None and prev not in linked:
-            self.edges.append(Edge(prev, eid, "causal"))
-        for src, et in after:
-            self.edges.append(Edge(src, eid, et))
+        turn = self.turn.get(agent, 0)
+        event = Event(id=eid, t=t, t_end=round(t + d, 4), type=type, agent=agent, turn=turn, **extra)  # type: ignore[arg-type]
+        self.add(event, *after, chain="causal")
         self.clock[agent] = t + d
-        self.last[agent] = eid
         self.end[eid] = t + d
         return eid
 
@@ -278,14 +262,12 @@ def generate(
     errors = sum(1 for e in b.events if e.status == "error")
     success = float(rng.random() < 0.9 * (0.8**errors))
     tid = trace_id or f"gen-{topology}-{size}-{seed}"
-    return Trace(
+    return b.trace(
         schema_version=SCHEMA_VERSION,
         trace_id=tid,
         task_id=f"task-{seed % 97}",
         system="orchestrace-gen",
         topology=topology,
-        events=b.events,
-        edges=b.edges,
         rewards={"team": success},
         metrics={"task_success": success},
         costs=derived_costs(b.events),

@@ -1,5 +1,6 @@
 """The core: trace model, formats, validation and the graph. Depends on nothing else of ours."""
 
+from .build import TraceBuilder
 from .errors import Finding, InvalidTrace, LoadError, OrchestraceError
 from .io import EventLogWriter, dumps, iter_traces, load, load_one, loads, save
 from .model import (
@@ -29,6 +30,7 @@ __all__ = [
     "LoadError",
     "OrchestraceError",
     "Trace",
+    "TraceBuilder",
     "dumps",
     "event_from_dict",
     "event_to_dict",

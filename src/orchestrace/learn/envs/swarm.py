@@ -32,7 +32,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ...core.model import Edge, Event, Trace
+from ...core.build import TraceBuilder
+from ...core.model import Event, Trace
 from ...runtime.examples.swarm import assign
 
 ORCH = "orchestrator"
@@ -121,21 +122,8 @@ def budget_of(task: SwarmTask, cfg: SwarmConfig) -> int:
     return int(np.ceil(cfg.budget_frac * serial_critical(task)))
 
 
-class _Builder:
-    """Appends events and edges of one trace, keeping the orchestrator's last event for chaining."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.edges: list[Edge] = []
-
-    def add(self, ev: Event, *deps: tuple[str, str]) -> str:
-        self.events.append(ev)
-        self.edges.extend(Edge(src, ev.id, typ) for src, typ in deps)
-        return ev.id
-
-
 def run_stage(
-    b: _Builder,
+    b: TraceBuilder,
     owner: str,
     prefix: str,
     t0: float,
@@ -270,7 +258,7 @@ def swarm_trace(
     task: SwarmTask, ks: list[int], cfg: SwarmConfig, tag: str = ""
 ) -> tuple[Trace, dict[str, Any]]:
     """Run the stages with spawn counts ``ks`` (stops after a late stage) and record the trace."""
-    b = _Builder()
+    b = TraceBuilder()
     budget = budget_of(task, cfg)
     t, after, crit, ctx_left, n_ok, late = 0.0, None, 0, cfg.ctx_main, 0, False
     for s, (durs, k) in enumerate(zip(task.stages, ks, strict=False)):
@@ -286,13 +274,11 @@ def swarm_trace(
             break
         n_ok += ok
     stages_run = s + 1
-    tr = Trace(
+    tr = b.trace(
         trace_id=f"{task.id}{tag}",
         task_id=task.id,
         system="orchestrace.learn.swarm",
         topology="swarm",
-        events=b.events,
-        edges=b.edges,
         rewards={"team": n_ok / task.n_subtasks},
         costs={"tokens": 0.0, "wall_clock_s": t, "critical_steps": float(crit)},
         metrics={"critical_steps": float(crit), "serial_critical_steps": float(serial_critical(task))},

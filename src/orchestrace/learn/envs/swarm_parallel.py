@@ -23,6 +23,7 @@ import msgspec
 import numpy as np
 from pettingzoo import ParallelEnv
 
+from ...core.build import TraceBuilder
 from ...core.errors import OrchestraceError
 from ...core.model import Event, Trace
 from .swarm import (
@@ -30,7 +31,6 @@ from .swarm import (
     ORCH,
     SwarmConfig,
     SwarmTask,
-    _Builder,
     make_task,
     run_stage,
     stage_critical,
@@ -137,7 +137,7 @@ class SwarmParallelEnv(ParallelEnv):
         self._tasks = self.tasks(self._i)
         self._n = len(self._tasks[0].stages)
         self._budget_steps = self._budget()
-        self._b = _Builder()
+        self._b = TraceBuilder()
         self._b.add(
             Event(
                 id="root", t=0.0, type="orchestrator_decision", agent=ORCH, attrs={"decision": "spawn_leads"}
@@ -216,13 +216,11 @@ class SwarmParallelEnv(ParallelEnv):
 
     def trace(self) -> Trace:
         n_sub = sum(len(st) for t in self._tasks for st in t.stages)
-        return Trace(
+        return self._b.trace(
             trace_id=f"swarm-parallel-{self.task_seed}-{self._i}",
             task_id=f"swarm-parallel-{self.task_seed}-{self._i}",
             system="orchestrace.learn.swarm_parallel",
             topology="hierarchical",
-            events=list(self._b.events),
-            edges=list(self._b.edges),
             rewards={"team": self._ok / n_sub},
             costs={"tokens": 0.0, "wall_clock_s": self._t, "critical_steps": float(self._crit)},
             metadata={
