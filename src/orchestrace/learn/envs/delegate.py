@@ -18,7 +18,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ...core.model import Edge, Event, Trace
+from ...core.build import TraceBuilder
+from ...core.model import Event, Trace
 from ..datasets import RouteData, words
 from .spaces import data_box
 
@@ -59,29 +60,29 @@ def delegate_trace(
     attrs: dict[str, Any] = {"decision": "delegate", "model": name}
     if probs is not None:
         attrs["probs"] = {m: round(float(p), 6) for m, p in zip(data.models, probs, strict=True)}
-    events = [
-        Event(id="d", t=0.0, type="orchestrator_decision", agent=ORCH, attrs=attrs),
-        Event(id="s", t=0.0, type="spawn", agent=ORCH, to=agent, role="model"),
+    b = TraceBuilder()
+    b.add(Event(id="d", t=0.0, type="orchestrator_decision", agent=ORCH, attrs=attrs))
+    b.add(Event(id="s", t=0.0, type="spawn", agent=ORCH, to=agent, role="model"), ("d", "spawn"))
+    b.add(
         Event(id="m", t=0.0, type="message", agent=ORCH, from_=ORCH, to=agent, content_ref=data.ids[q]),
+        ("s", "causal"),
+    )
+    b.add(
         Event(
             id="r", t=0.5, t_end=1.0, type="return", agent=agent, from_=agent, to=ORCH, model=name,
             cost_usd=cost, status="ok", attrs={"quality": quality},
         ),
+        ("m", "message"),
+    )  # fmt: skip
+    b.add(
         Event(id="a", t=1.0, type="aggregate", agent=ORCH, attrs={"method": "pass_through"}),
-    ]  # fmt: skip
-    edges = [
-        Edge("d", "s", "spawn"),
-        Edge("s", "m", "causal"),
-        Edge("m", "r", "message"),
-        Edge("r", "a", "aggregate"),
-    ]
-    return Trace(
+        ("r", "aggregate"),
+    )
+    return b.trace(
         trace_id=f"delegate-{data.ids[q]}-{model}",
         task_id=data.ids[q],
         system="orchestrace.learn.delegate",
         topology="centralized",
-        events=events,
-        edges=edges,
         rewards={"team": quality, "orchestration": quality - lam * cost / scale},
         costs={"tokens": 0.0, "wall_clock_s": 1.0, "usd": cost},
         metrics={"quality": quality},
@@ -199,51 +200,38 @@ def cascade_trace(
 ) -> Trace:
     """decision -> (spawn, message, return, decision) per model called, cheapest first -> aggregate
     passing on the last answer."""
-    events: list[Event] = [
+    b = TraceBuilder()
+    prev = b.add(
         Event(id="d0", t=0.0, type="orchestrator_decision", agent=ORCH, attrs={"decision": decisions[0]})
-    ]
-    edges: list[Edge] = []
-    prev = "d0"
+    )
     for i, j in enumerate(called):
         name = data.models[j]
         agent = f"model:{name}"
         t = 2.0 * i
         resp = data.responses[q][j] if data.responses is not None else None
-        events += [
-            Event(id=f"s{i}", t=t, type="spawn", agent=ORCH, to=agent, role="model"),
-            Event(id=f"m{i}", t=t, type="message", agent=ORCH, from_=ORCH, to=agent, content_ref=data.ids[q]),
-            Event(id=f"r{i}", t=t + 0.5, t_end=t + 1.0, type="return", agent=agent, from_=agent, to=ORCH, model=name,
-                  cost_usd=float(data.cost[q, j]), status="ok", content=None if resp is None else resp[:1000],
-                  attrs={"quality": float(data.quality[q, j])}),
-        ]  # fmt: skip
-        edges += [
-            Edge(prev, f"s{i}", "spawn"),
-            Edge(f"s{i}", f"m{i}", "causal"),
-            Edge(f"m{i}", f"r{i}", "message"),
-        ]
-        prev = f"r{i}"
+        s = b.add(Event(id=f"s{i}", t=t, type="spawn", agent=ORCH, to=agent, role="model"), (prev, "spawn"))
+        m = b.add(Event(id=f"m{i}", t=t, type="message", agent=ORCH, from_=ORCH, to=agent, content_ref=data.ids[q]),
+                  (s, "causal"))  # fmt: skip
+        prev = b.add(Event(id=f"r{i}", t=t + 0.5, t_end=t + 1.0, type="return", agent=agent, from_=agent, to=ORCH, model=name,
+                           cost_usd=float(data.cost[q, j]), status="ok", content=None if resp is None else resp[:1000],
+                           attrs={"quality": float(data.quality[q, j])}), (m, "message"))  # fmt: skip
         if i + 1 < len(decisions):
-            events.append(Event(id=f"d{i + 1}", t=t + 1.0, type="orchestrator_decision", agent=ORCH,
-                                attrs={"decision": decisions[i + 1]}))  # fmt: skip
-            edges.append(Edge(prev, f"d{i + 1}", "causal"))
-            prev = f"d{i + 1}"
+            prev = b.add(Event(id=f"d{i + 1}", t=t + 1.0, type="orchestrator_decision", agent=ORCH,
+                               attrs={"decision": decisions[i + 1]}), (prev, "causal"))  # fmt: skip
     last = f"r{len(called) - 1}"
     t_end = 2.0 * len(called)
-    events.append(
-        Event(id="a", t=t_end, type="aggregate", agent=ORCH, attrs={"method": "last", "answer_from": last})
+    b.add(
+        Event(id="a", t=t_end, type="aggregate", agent=ORCH, attrs={"method": "last", "answer_from": last}),
+        (last, "aggregate"),
+        *([(prev, "causal")] if prev != last else []),
     )
-    edges.append(Edge(last, "a", "aggregate"))
-    if prev != last:
-        edges.append(Edge(prev, "a", "causal"))
     usd = float(sum(data.cost[q, j] for j in called))
     quality = float(data.quality[q, called[-1]])
-    return Trace(
+    return b.trace(
         trace_id=f"cascade-{data.ids[q]}-{'-'.join(map(str, called))}",
         task_id=data.ids[q],
         system="orchestrace.learn.delegate",
         topology="centralized",
-        events=events,
-        edges=edges,
         rewards={"team": quality, "orchestration": quality - lam * usd / scale},
         costs={"tokens": 0.0, "wall_clock_s": t_end, "usd": usd},
         metrics={"quality": quality, "calls": float(len(called))},

@@ -20,7 +20,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ...core.model import Edge, Event, Trace
+from ...core.build import TraceBuilder
+from ...core.model import Event, Trace
 from ..datasets import RetryTask, words
 
 ORCH = "orchestrator"
@@ -90,32 +91,25 @@ def retry_trace(
 ) -> Trace:
     """Trace of one episode: spawn the actor once, then per attempt a decision, a message and the
     actor's return (status ok = the verifier accepted it), then the final decision."""
-    events = [
-        Event(id="d0", t=0.0, type="orchestrator_decision", agent=ORCH, attrs={"decision": "attempt"}),
-        Event(id="spawn", t=0.0, type="spawn", agent=ORCH, to=ACTOR, role="solver"),
-    ]
-    edges = [Edge("d0", "spawn", "causal")]
-    prev = "spawn"
+    b = TraceBuilder()
+    b.add(Event(id="d0", t=0.0, type="orchestrator_decision", agent=ORCH, attrs={"decision": "attempt"}))
+    prev = b.add(
+        Event(id="spawn", t=0.0, type="spawn", agent=ORCH, to=ACTOR, role="solver"), ("d0", "causal")
+    )
     for i in range(n_attempts):
         ok = task.success[i]
         if i > 0:
-            events.append(
-                Event(
-                    id=f"d{i}",
-                    t=float(i),
-                    type="orchestrator_decision",
-                    agent=ORCH,
-                    attrs={"decision": "retry"},
-                )
+            decision = Event(
+                id=f"d{i}", t=float(i), type="orchestrator_decision", agent=ORCH, attrs={"decision": "retry"}
             )
-            edges += [Edge(prev, f"d{i}", "causal")]
-            prev = f"d{i}"
-        events.append(
+            prev = b.add(decision, (prev, "causal"))
+        m = b.add(
             Event(
                 id=f"m{i}", t=float(i), type="message", agent=ORCH, from_=ORCH, to=ACTOR, content_ref=task.id
-            )
+            ),
+            (prev, "causal"),
         )
-        events.append(
+        prev = b.add(
             Event(
                 id=f"r{i}",
                 t=i + 0.5,
@@ -128,27 +122,24 @@ def retry_trace(
                 status="ok" if ok else "error",
                 cost_usd=task.cost[i] if task.family.startswith("game24") else None,
                 attrs={"attempt": i, "attempt_cost": task.cost[i] / unit_cost},
-            )
+            ),
+            (m, "message"),
         )
-        edges += [Edge(prev, f"m{i}", "causal"), Edge(f"m{i}", f"r{i}", "message")]
-        prev = f"r{i}"
     success = any(task.success[:n_attempts])
     end = "success" if success else ("give_up" if gave_up else "exhausted")
-    events.append(
+    b.add(
         Event(
             id="end", t=float(n_attempts), type="orchestrator_decision", agent=ORCH, attrs={"decision": end}
-        )
+        ),
+        (prev, "causal"),
     )
-    edges.append(Edge(prev, "end", "causal"))
     spent = float(sum(task.cost[:n_attempts]) / unit_cost)
     team = 1.0 if success else 0.0
-    return Trace(
+    return b.trace(
         trace_id=f"retry-{task.id}{tag}",
         task_id=task.id,
         system="orchestrace.learn.retry",
         topology="centralized",
-        events=events,
-        edges=edges,
         rewards={"team": team, "orchestration": team - cost_coef * spent},
         costs={"tokens": 0.0, "wall_clock_s": float(n_attempts), "usd": float(sum(task.cost[:n_attempts]))},
         metrics={"task_success": team, "attempts": float(n_attempts)},

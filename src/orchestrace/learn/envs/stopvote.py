@@ -21,7 +21,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ...core.model import Edge, Event, Trace
+from ...core.build import TraceBuilder
+from ...core.model import Event, Trace
 from ..stopping.aggregate import Aggregator, answer_statics
 from ..stopping.banks import NULL, Bank
 from ..stopping.features import feature_names, features, replay_table
@@ -51,8 +52,7 @@ def episode_trace(
     aggregator: Aggregator | None = None,
 ) -> Trace:
     """The orchestration trace of one StopVote episode (t in ordinal steps, one per sample)."""
-    events: list[Event] = []
-    edges: list[Edge] = []
+    b = TraceBuilder()
     rounds = [int(t) for t in points if t <= n_used]  # samples drawn after each sampling decision
     prev_returns: list[str] = []
     drawn = 0
@@ -61,22 +61,25 @@ def episode_trace(
         attrs: dict[str, Any] = {"decision": "sample", "n": upto - drawn}
         if r > 0 and stop_probs is not None:
             attrs["p_stop"] = round(stop_probs[r - 1], 6)
-        events.append(Event(id=did, t=float(drawn), type="orchestrator_decision", agent=ORCH, attrs=attrs))
-        if r > 0:
-            edges.append(Edge(f"d{r - 1}", did, "temporal"))
-        edges.extend(Edge(ret, did, "causal") for ret in prev_returns)
+        b.add(
+            Event(id=did, t=float(drawn), type="orchestrator_decision", agent=ORCH, attrs=attrs),
+            *([(f"d{r - 1}", "temporal")] if r > 0 else []),
+            *((ret, "causal") for ret in prev_returns),
+        )
         prev_returns = []
         for i in range(drawn, upto):
             w = f"worker_{i}"
             ts = float(i)
-            sid, qid, rid = f"s{i}", f"q{i}", f"r{i}"
-            events.append(Event(id=sid, t=ts, type="spawn", agent=ORCH, to=w, role="sampler"))
-            events.append(
-                Event(id=qid, t=ts, type="message", agent=ORCH, from_=ORCH, to=w, content_ref=task_id)
+            sid = b.add(
+                Event(id=f"s{i}", t=ts, type="spawn", agent=ORCH, to=w, role="sampler"), (did, "spawn")
             )
-            events.append(
+            qid = b.add(
+                Event(id=f"q{i}", t=ts, type="message", agent=ORCH, from_=ORCH, to=w, content_ref=task_id),
+                (sid, "causal"),
+            )
+            rid = b.add(
                 Event(
-                    id=rid,
+                    id=f"r{i}",
                     t=ts + 0.5,
                     t_end=ts + 1.0,
                     type="return",
@@ -87,23 +90,25 @@ def episode_trace(
                     content=samples[i],
                     status="ok" if samples[i] is not None else "error",
                     attrs={"sample_cost": costs[i]},
-                )
+                ),
+                (qid, "message"),
             )
-            edges += [Edge(did, sid, "spawn"), Edge(sid, qid, "causal"), Edge(qid, rid, "message")]
             prev_returns.append(rid)
         drawn = upto
     t_end = float(n_used)
     stop_attrs: dict[str, Any] = {"decision": "stop", "samples": n_used}
     if stop_probs is not None and len(stop_probs) >= len(rounds):
         stop_attrs["p_stop"] = round(stop_probs[len(rounds) - 1], 6)
-    events.append(Event(id="stop", t=t_end, type="orchestrator_decision", agent=ORCH, attrs=stop_attrs))
-    edges.append(Edge(f"d{len(rounds) - 1}", "stop", "temporal"))
-    edges.extend(Edge(ret, "stop", "causal") for ret in prev_returns)
+    b.add(
+        Event(id="stop", t=t_end, type="orchestrator_decision", agent=ORCH, attrs=stop_attrs),
+        (f"d{len(rounds) - 1}", "temporal"),
+        *((ret, "causal") for ret in prev_returns),
+    )
     votes: dict[str, int] = {}
     for s in samples[:n_used]:
         if s is not None:
             votes[s] = votes.get(s, 0) + 1
-    events.append(
+    b.add(
         Event(
             id="agg",
             t=t_end,
@@ -113,19 +118,17 @@ def episode_trace(
             attrs={"method": "majority", "votes": votes}
             if aggregator is None
             else {"method": "learned-weighted", "votes": votes, "weights": aggregator.to_dict()},
-        )
+        ),
+        ("stop", "causal"),
+        *((f"r{i}", "aggregate") for i in range(n_used)),
     )
-    edges.append(Edge("stop", "agg", "causal"))
-    edges.extend(Edge(f"r{i}", "agg", "aggregate") for i in range(n_used))
     spent = float(sum(costs[:n_used]))
     team = 1.0 if correct else 0.0
-    return Trace(
+    return b.trace(
         trace_id=episode,
         task_id=task_id,
         system="orchestrace.learn.stopvote",
         topology="centralized",
-        events=events,
-        edges=edges,
         rewards={"team": team, "orchestration": team - cost_coef * spent},
         costs={"tokens": 0.0, "wall_clock_s": t_end, "messages": float(n_used), "samples": float(n_used)},
         metrics={"task_success": team, "samples": float(n_used)},
