@@ -69,15 +69,15 @@ def register(app: typer.Typer) -> None:
             transient=True,
         ) as bar:
             task = bar.add_task("import", total=sum(_size(f) for f, _ in planned) or 1)
-            traces = importers.iter_import(
+            importers.import_files(
                 planned,
+                out,
                 keep_content=keep_content,
                 keep_home_paths=keep_home_paths,
                 notify=notify,
                 report=report,
                 done=lambda f: bar.advance(task, _size(f)),
             )
-            importers.write(traces, out)
         if not report.traces:
             if out != "-":
                 Path(out).unlink(missing_ok=True)

@@ -53,7 +53,38 @@ def check_value(value: Any, pointer: str = "", depth: int = 0) -> LimitViolation
     """The first value of ``value`` (a decoded JSON tree) that breaks a limit, or None.
 
     Iterative, so a tree deeper than Python's recursion limit is reported, not crashed on.
+    Clean trees (nearly all) take one walk that builds no pointers; only a tree that breaks a
+    limit is walked again to say where.
     """
+    if (type(value) is dict or type(value) is list) and _within_limits(value, depth):
+        return None
+    return _first_violation(value, pointer, depth)
+
+
+def _within_limits(value: dict[str, Any] | list[Any], depth: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, depth)]
+    while stack:
+        v, d = stack.pop()
+        if d >= MAX_DEPTH:
+            return False
+        if type(v) is dict:
+            if v and max(map(len, v)) > MAX_STRING_CHARS:
+                return False
+            v = v.values()
+        for x in v:
+            t = type(x)
+            if t is str:
+                if len(x) > MAX_STRING_CHARS:
+                    return False
+            elif t is int:
+                if not INT64_MIN <= x <= INT64_MAX:
+                    return False
+            elif t is dict or t is list:
+                stack.append((x, d + 1))
+    return True
+
+
+def _first_violation(value: Any, pointer: str, depth: int) -> LimitViolation | None:
     stack: list[tuple[str, Any, int]] = [(pointer, value, depth)]
     while stack:
         ptr, v, d = stack.pop()

@@ -1043,6 +1043,14 @@ def validate_trace(trace: Any) -> list[Finding]:
     return items
 
 
+def validate_json(data: bytes) -> list[Finding]:
+    """Validate one trace's JSON text, e.g. a trace an importer built, as it will be written:
+    the struct fast path when it is clean (a fraction of ``validate_trace``'s time), the dict
+    path with every finding otherwise."""
+    items, _ = _check_doc((data, None), "<memory>", DEFAULT_MAX_FINDINGS)
+    return items
+
+
 def iter_validation(paths: list[str], **kw: Any) -> Iterator[ValidationResult]:
     for p in paths:
         yield validate_path(p, **kw)

@@ -195,14 +195,50 @@ def iter_import(
 ) -> Iterator[Trace]:
     """Validated traces of planned files, streamed. A bad file is reported and skipped; an empty
     or truncated one gets one line; nothing here is fatal."""
-    from ..core.validate import validate_trace
+    for tr, _ in _iter_checked(planned, keep_content, keep_home_paths, notify, report, done):
+        yield tr
+
+
+def import_files(
+    planned: list[tuple[str, str]],
+    out: str,
+    *,
+    keep_content: bool = False,
+    keep_home_paths: bool = False,
+    notify: Notify | None = None,
+    report: Report | None = None,
+    done: Callable[[str], None] | None = None,
+) -> int:
+    """``iter_import`` saved to ``out`` (see ``write``); a ``.jsonl`` output gets the very bytes
+    that were validated, so each trace is encoded once."""
+    from ..core.read import split_format
+
+    checked = _iter_checked(planned, keep_content, keep_home_paths, notify, report, done)
+    if split_format(out)[0] != "jsonl":
+        return write((tr for tr, _ in checked), out)
+    return _write_lines((data for _, data in checked), out)
+
+
+def _iter_checked(
+    planned: list[tuple[str, str]],
+    keep_content: bool,
+    keep_home_paths: bool,
+    notify: Notify | None,
+    report: Report | None,
+    done: Callable[[str], None] | None,
+) -> Iterator[tuple[Trace, bytes]]:
+    """(trace, its JSON) of every trace that validates. Validation reads the JSON about to be
+    written through the struct fast path: the importer's output, exactly as saved."""
+    from ..core.io import dumps
+    from ..core.validate import validate_json
 
     report = report if report is not None else Report()
     say = notify or (lambda *_: None)
     for f, name in planned:
         try:
             for tr in load(f, name, keep_content=keep_content, keep_home_paths=keep_home_paths):
-                errors = [x for x in validate_trace(tr) if x.severity == "error"]
+                data = dumps(tr)
+                errors = [x for x in validate_json(data) if x.severity == "error"]
                 if errors:  # a bug in an importer; never write an invalid trace
                     say(f, "error", f"trace {tr.trace_id} does not validate ({errors[0]}); skipped")
                     report.failed += 1
@@ -221,7 +257,7 @@ def iter_import(
                     say(f, "warn", f"compressed stream damaged after line {line}: the rest was not read")
                 report.unknown.update(info.get("unknown_records", {}))
                 report.per_format[name] += 1
-                yield tr
+                yield tr, data
         except OrchestraceError as e:
             say(f, "warn" if e.code == "OT006" else "error", f"{e.message}; skipped")
             report.failed += e.code != "OT006"
@@ -233,19 +269,25 @@ def write(traces: Iterable[Trace], out: str) -> int:
     """Save traces; ``.jsonl`` outputs (also ``.gz``/``.zst``) are streamed, one trace in memory.
     The file appears only when every trace is written (``atomic_output``): a failure mid-stream
     leaves no empty or partial output behind."""
-    from ..core.io import atomic_output, dumps, open_write, save
+    from ..core.io import dumps, save
     from ..core.read import split_format
 
     fmt, _ = split_format(out)
     if fmt != "jsonl":
         items = list(traces)
         return save(items, out) if items else 0
+    return _write_lines((dumps(tr) for tr in traces), out)
+
+
+def _write_lines(lines: Iterable[bytes], out: str) -> int:
+    from ..core.io import atomic_output, open_write
+
     n = 0
     with atomic_output(out) as tmp:
         f = open_write(tmp, final=out)
         try:
-            for tr in traces:
-                f.write(dumps(tr) + b"\n")
+            for data in lines:
+                f.write(data + b"\n")
                 n += 1
         finally:
             if tmp != "-":

@@ -1,0 +1,39 @@
+"""check_value's pointer-free first walk finds exactly the violations the pointer walk reports."""
+
+import random
+
+from orchestrace.core import limits
+from orchestrace.core.limits import MAX_DEPTH, LimitViolation, check_value
+
+
+def _tree(rng: random.Random, depth: int) -> object:
+    k = rng.random()
+    if depth > MAX_DEPTH + 5 or k < 0.3:
+        return rng.choice([1, 2**63 - 1, 2**63, -(2**63) - 1, True, None, 1.5, "text"])
+    if k < 0.65:
+        return [_tree(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice(["a", "b/c", "d~e"]): _tree(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+
+
+def _nested(rng: random.Random, levels: int) -> object:
+    v: object = 1
+    for _ in range(levels):
+        v = [v] if rng.random() < 0.5 else {"k": v}
+    return v
+
+
+def test_same_result_as_the_pointer_walk() -> None:
+    rng = random.Random(20)
+    for i in range(3000):
+        value = _tree(rng, 0) if i % 2 else _nested(rng, rng.randint(MAX_DEPTH - 8, MAX_DEPTH + 4))
+        depth = rng.randint(0, 4)
+        assert check_value(value, "/x", depth) == limits._first_violation(value, "/x", depth)
+
+
+def test_examples() -> None:
+    assert check_value({"a": [1, {"b": 2**63}]}, "/m") == LimitViolation(
+        "/m/a/1/b", f"integer {2**63} is outside the signed 64-bit range"
+    )
+    assert check_value({"a": True, "b": [2**63 - 1, "x"]}) is None
+    assert check_value(_nested(random.Random(0), MAX_DEPTH + 1)) is not None
+    assert check_value(_nested(random.Random(0), MAX_DEPTH)) is None  # depths 0..63
