@@ -26,7 +26,7 @@ import orjson
 from ..core.errors import LoadError
 from ..core.limits import INT64_MAX, INT64_MIN, check_text, needs_exact_check
 from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs
-from ..core.read import iter_lines
+from ..core.read import iter_lines, split_format
 from .redact import redact
 
 # ---------------------------------------------------------------- privacy
@@ -151,7 +151,8 @@ def iter_jsonl(path: str | os.PathLike[str], stats: ImportStats) -> Iterator[tup
     records, noted in ``stats.damaged_after`` (what was read is kept, and said to be partial)."""
     p = os.fspath(path)
     pending: int | None = None
-    for n, line in _lines_until_damage(p, stats):
+    lines, exact = _plain_lines(p)
+    for n, line in lines if lines is not None else _lines_until_damage(p, stats):
         if not line.strip():
             continue
         if pending is not None:
@@ -162,13 +163,30 @@ def iter_jsonl(path: str | os.PathLike[str], stats: ImportStats) -> Iterator[tup
         except orjson.JSONDecodeError:
             pending = n
             continue
-        if needs_exact_check(line) and check_text(line) is not None:
+        if exact and needs_exact_check(line) and check_text(line) is not None:
             stats.bad_values["record beyond the input limits"] += 1
             continue
         yield n, obj
     if pending is not None:
         stats.bad_lines.append(pending)
         stats.truncated = True
+
+
+def _plain_lines(p: str) -> tuple[Iterator[tuple[int, bytes]] | None, bool]:
+    """An uncompressed log is read whole (session logs are kilobytes to megabytes) and scanned
+    once for long integers: (numbered lines, whether a line may need the exact check). A
+    compressed one or a large one is streamed (None)."""
+    if split_format(p)[1] is not None or not os.path.isfile(p) or os.path.getsize(p) > _WHOLE_FILE_BYTES:
+        return None, True
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None, True  # the streaming reader reports it
+    return enumerate(data.split(b"\n"), 1), needs_exact_check(data)
+
+
+_WHOLE_FILE_BYTES = 64 << 20
 
 
 def _lines_until_damage(p: str, stats: ImportStats) -> Iterator[tuple[int, bytes]]:

@@ -1,0 +1,27 @@
+"""iter_jsonl reads a plain log whole and a compressed one streamed: same records, same counts."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from orchestrace.importers._common import ImportStats, iter_jsonl
+
+LOG = b'{"a": 1}\n\n  \n{"n": 99999999999999999999}\n{"n": 12345678901234567890123, "x": [1]}\n[2]\n{"cut": \n{"b": 2}\n{"tail": '
+
+
+def _read(path: Path) -> tuple[list[tuple[int, object]], dict[str, object]]:
+    stats = ImportStats()
+    return list(iter_jsonl(path, stats)), stats.to_dict()
+
+
+def test_plain_and_gzip_read_alike(tmp_path: Path) -> None:
+    plain = tmp_path / "log.jsonl"
+    plain.write_bytes(LOG)
+    packed = tmp_path / "log.jsonl.gz"
+    packed.write_bytes(gzip.compress(LOG, mtime=0))
+    records, stats = _read(plain)
+    assert (records, stats) == _read(packed)
+    assert records == [(1, {"a": 1}), (6, [2]), (8, {"b": 2})]  # integers past 64 bits left out
+    assert stats["bad_lines"] == [7, 9] and stats["truncated"] is True
+    assert stats["bad_values"] == {"record beyond the input limits": 2}
