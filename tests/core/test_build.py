@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrace.core.build import TraceBuilder
+from orchestrace.core.build import TraceBuilder, infer_edge_type
 from orchestrace.core.model import Edge, Event
 from orchestrace.core.validate import validate_trace
 
@@ -52,3 +52,26 @@ def test_trace_is_a_snapshot_with_the_given_top_level_fields():
     assert (tr.trace_id, tr.task_id, tr.system, tr.rewards) == ("t", "k", "test", {"team": 1.0})
     assert [f for f in validate_trace(tr) if f.severity == "error"] == []
     assert b.edges[-1] == Edge("d", "later", "causal")
+
+
+def test_append_takes_edges_already_made_and_counts_for_the_chain():
+    b = TraceBuilder()
+    b.append(_ev("a1", "a"), [])
+    b.append(_ev("b1", "b"), [Edge("a1", "b1", "spawn")])
+    b.add(_ev("a2", "a"), chain="causal")
+    assert b.edges == [Edge("a1", "b1", "spawn"), Edge("a1", "a2", "causal")]
+    assert [e.id for e in b.events] == ["a1", "b1", "a2"]
+
+
+def test_inferred_edge_types_follow_the_joined_event_types():
+    cases = {
+        ("orchestrator_decision", "spawn"): "spawn",
+        ("tool_call", "tool_result"): "return",
+        ("message", "tool_call"): "tool_dependency",
+        ("return", "aggregate"): "aggregate",
+        ("return", "message"): "return",
+        ("safety_event", "message"): "safety_flow",
+        ("message", "orchestrator_decision"): "message",
+        ("orchestrator_decision", "message"): "causal",
+    }
+    assert {k: infer_edge_type(*k) for k in cases} == cases

@@ -6,7 +6,7 @@ with SIGKILL loses at most the event being written; ``repair`` turns what is lef
 Causal edges come from the call structure: each event gets an edge from the previous event of
 the same execution context (a ``contextvars`` cursor, so threads and asyncio tasks each follow
 their own chain, and a task starts from the event that created it). ``after=`` adds edges by hand.
-Edge types follow the event types they join (``infer_edge_type``).
+Edge types follow the event types they join (``core.build.infer_edge_type``).
 
 Clocks: ``"wall"`` (seconds since the recorder started) or ``"logical"`` (``t`` is the event's
 index, so the same program with the same seed writes byte-identical logs). With a ``reference``
@@ -30,31 +30,13 @@ from typing import Any, Literal
 import msgspec
 import orjson
 
+from ..core.build import TraceBuilder, infer_edge_type
 from ..core.io import EventLogWriter
 from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs, event_to_dict
 from ..core.read import REC
 
 Clock = Literal["wall", "logical"]
 ROOT_AGENT = "orchestrator"
-
-
-def infer_edge_type(src_type: str, dst_type: str) -> str:
-    """The label of an inferred edge, from the types of the events it joins."""
-    if dst_type == "spawn":
-        return "spawn"
-    if src_type == "tool_call" and dst_type == "tool_result":
-        return "return"
-    if dst_type == "tool_call":
-        return "tool_dependency"
-    if dst_type == "aggregate":
-        return "aggregate"
-    if src_type == "return":
-        return "return"
-    if "safety_event" in (src_type, dst_type):
-        return "safety_flow"
-    if src_type == "message":
-        return "message"
-    return "causal"
 
 
 _ENC = msgspec.json.Encoder()
@@ -116,8 +98,9 @@ class Recorder:
         self.metadata = dict(metadata or {})
         self.clock = clock
         self.root_agent = root_agent
-        self.events: list[Event] = []
-        self.edges: list[Edge] = []
+        self._built = TraceBuilder()
+        self.events: list[Event] = self._built.events  # the builder's own lists, never replaced
+        self.edges: list[Edge] = self._built.edges
         self.rewards: dict[str, float] = {}
         self.metrics: dict[str, float] = {}
         self._index: dict[str, int] = {}
@@ -193,11 +176,9 @@ class Recorder:
 
     def trace(self) -> Trace:
         """The run so far as a Trace (in memory; the log on disk holds the same records)."""
-        return Trace(
+        return self._built.trace(
             trace_id=self.trace_id,
             task_id=self.task_id,
-            events=list(self.events),
-            edges=list(self.edges),
             rewards=dict(self.rewards),
             costs=self.costs(),
             system=self.system,
@@ -292,9 +273,8 @@ class Recorder:
                     if ev.t_end is not None and ev.t_end < ev.t:
                         ev.t_end = ev.t
                 ev_edges.append(Edge(s, eid, edge_type or infer_edge_type(src.type, type)))
-            self.events.append(ev)
+            self._built.append(ev, ev_edges)
             self._index[eid] = i
-            self.edges.extend(ev_edges)
             if self._writer is not None:
                 self._writer.record(ev, ev_edges)
         self._cursor.set(eid)
@@ -320,7 +300,7 @@ class Recorder:
     def edge(self, src: str, dst: str, type: str = "causal") -> None:
         """Add an edge by hand between two recorded events."""
         with self._lock:
-            self.edges.append(Edge(src, dst, type))
+            self._built.edge(src, dst, type)
             if self._writer is not None:
                 self._writer.edge(src, dst, type)
 
