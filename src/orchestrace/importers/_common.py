@@ -23,9 +23,10 @@ from typing import Any
 
 import orjson
 
+from ..core.build import TraceBuilder
 from ..core.errors import LoadError
 from ..core.limits import INT64_MAX, INT64_MIN, check_text, needs_exact_check
-from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs
+from ..core.model import SCHEMA_VERSION, Event, Trace, derived_costs
 from ..core.read import iter_lines, split_format
 from .redact import redact
 
@@ -406,7 +407,7 @@ class Builder:
         pos = {v: k for k, v in enumerate(order)}
         ranked = sorted(range(n), key=lambda i: (t[i], pos[i]))
         new_id = {old: f"e{k}" for k, old in enumerate(ranked)}
-        events: list[Event] = []
+        built = TraceBuilder()
         for old in ranked:
             ev = self.events[old]
             ev.id = new_id[old]
@@ -415,18 +416,18 @@ class Builder:
                 ev.t_end = round(max(ev.t_end - base, ev.t), 6)
             if t[old] - raw[old] > 1e-6:
                 ev.attrs = {**(ev.attrs or {}), "t_src": round(raw[old], 6)}
-            events.append(ev)
-        edges: list[Edge] = []
+            built.add(ev)
         seen: set[tuple[int, int, str]] = set()
         for a, b, ty in self.edges:
             if pos[a] < pos[b] and (a, b, ty) not in seen:
                 seen.add((a, b, ty))
-                edges.append(Edge(new_id[a], new_id[b], ty))
+                built.edge(new_id[a], new_id[b], ty)
         rank = {old: k for k, old in enumerate(ranked)}
         for a, b, ty in _message_links(ranked, self.events):  # kept only when forward in time
             if t[a] <= t[b] and rank[a] < rank[b] and (a, b, ty) not in seen:
                 seen.add((a, b, ty))
-                edges.append(Edge(new_id[a], new_id[b], ty))
+                built.edge(new_id[a], new_id[b], ty)
+        events = built.events
         all_costs = derived_costs(events)
         all_costs["tokens_in"] = sum(e.tokens_in or 0 for e in events)
         all_costs["tokens_out"] = sum(e.tokens_out or 0 for e in events)
@@ -435,11 +436,9 @@ class Builder:
         meta = dict(metadata or {})
         meta["import"] = {**meta.get("import", {}), **self.stats.to_dict()}
         meta.setdefault("t0_unix", base if known else None)
-        return Trace(
+        return built.trace(
             trace_id=trace_id,
             task_id=task_id,
-            events=events,
-            edges=edges,
             rewards=rewards or {},
             costs=all_costs,
             system=system,

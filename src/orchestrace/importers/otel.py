@@ -31,8 +31,9 @@ from typing import Any
 
 import orjson
 
+from ..core.build import TraceBuilder
 from ..core.errors import LoadError
-from ..core.model import Edge, event_from_dict, trace_from_dict
+from ..core.model import event_from_dict, trace_from_dict
 from ..core.read import parse_json
 from ._common import (
     Builder,
@@ -140,16 +141,16 @@ def _roundtrip(tid: str, spans: list[dict[str, Any]]) -> Any:
     id_of = {s["id"]: orjson.loads(s["attrs"]["orchestrace.event"])["id"] for s in ev_spans}
     events = [event_from_dict(orjson.loads(s["attrs"]["orchestrace.event"])) for s in ev_spans]
     events.sort(key=lambda e: (e.t, int(e.id[1:]) if e.id[1:].isdigit() else 0))
-    edges = [
-        Edge(id_of[src], id_of[s["id"]], la.get("orchestrace.edge.type", "causal"))
-        for s in ev_spans
-        for src, la in s["links"]
-        if src in id_of
-    ]
+    built = TraceBuilder()
+    for e in events:
+        built.add(e)
+    for s in ev_spans:
+        for src, la in s["links"]:
+            if src in id_of:
+                built.edge(id_of[src], id_of[s["id"]], la.get("orchestrace.edge.type", "causal"))
     top["events"] = []
     tr = trace_from_dict(top)
-    tr.events = events
-    tr.edges = edges
+    tr.events, tr.edges = built.events, built.edges
     return tr
 
 
