@@ -147,12 +147,7 @@ def _parse_continents() -> tuple[Question, ...]:
     return tuple(out.values())
 
 
-_WITH_THE = {
-    "bahamas", "central_african_republic", "comoros", "czech_republic", "democratic_republic_of_the_congo",
-    "dominican_republic", "gambia", "maldives", "marshall_islands", "netherlands", "philippines",
-    "republic_of_the_congo", "seychelles", "solomon_islands", "united_arab_emirates", "united_kingdom",
-    "united_states",
-}  # fmt: skip
+_WITH_THE = frozenset(word_lists()["countries_with_the"])  # slugs asked as "the ..."
 
 
 def _capital_question(country: str) -> str:
