@@ -17,7 +17,10 @@ from msgspec import UNSET, Meta, UnsetType
 
 from .model import EDGE_TYPES, EVENT_TYPES, TOPOLOGIES
 
-NonNeg = Annotated[float, Meta(ge=0)]
+# A JSON number stays the kind it was written as (``0`` an int, ``0.0`` a float), as orjson
+# decodes it on the dict path, so a trace loaded through these structs saves the same bytes.
+Num = int | float
+NonNeg = Annotated[int, Meta(ge=0)] | Annotated[float, Meta(ge=0)]
 NonNegInt = Annotated[int, Meta(ge=0)]
 NonEmpty = Annotated[str, Meta(min_length=1)]
 
@@ -46,7 +49,7 @@ class VEvent(msgspec.Struct, kw_only=True, gc=False):
     content: str | UnsetType = UNSET
     status: Literal["ok", "error"] | UnsetType = UNSET
     attrs: dict[str, Any] | UnsetType = UNSET
-    credit: dict[str, float] | UnsetType = UNSET
+    credit: dict[str, Num] | UnsetType = UNSET
 
     def get(self, key: str, default: Any = None) -> Any:
         """dict-style access, so the semantic rules run on structs and dicts alike."""
@@ -68,11 +71,11 @@ class VTrace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     task_id: NonEmpty
     events: Annotated[list[VEvent], Meta(min_length=1)]
     edges: list[VEdge]
-    rewards: dict[str, float]
+    rewards: dict[str, Num]
     costs: dict[str, NonNeg]
     system: str | UnsetType = UNSET
     topology: Literal[TOPOLOGIES] | UnsetType = UNSET  # type: ignore[valid-type]
-    metrics: dict[str, float] | UnsetType = UNSET
+    metrics: dict[str, Num] | UnsetType = UNSET
     schema_version: str | UnsetType = UNSET
     metadata: dict[str, Any] | UnsetType = UNSET
 

@@ -18,6 +18,7 @@ from typing import IO, Any
 import orjson
 
 from .errors import LoadError
+from .fastload import load_clean
 from .model import Event, Trace, event_to_dict, trace_to_dict
 from .read import LOG_TOP_LEVEL, REC, RawTrace, iter_raw, parse_json, raw_to_trace, split_format
 from .validate import check_raw
@@ -38,6 +39,9 @@ def load_one(path: str | os.PathLike[str], *, validate: bool = True) -> Trace:
 
 
 def iter_traces(path: str | os.PathLike[str], *, validate: bool = True) -> Iterator[Trace]:
+    if validate and (tr := load_clean(os.fspath(path))) is not None:
+        yield tr  # a clean .json or event log, decoded straight into structs (core.fastload)
+        return
     for raw in iter_raw(path, check_duplicates=validate):  # a duplicate key is OT005 here too
         if validate:
             check_raw(raw, raise_on_error=True)

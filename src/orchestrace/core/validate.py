@@ -52,7 +52,7 @@ import msgspec
 import numpy as np
 
 from .errors import Finding, InvalidTrace, LoadError
-from .fastcheck import VEvent, columns, columns_of, decode_clean, decode_records
+from .fastcheck import VEvent, VTrace, columns, columns_of, decode_clean, decode_records
 from .limits import (
     FLOAT_TOTALS,
     INT64_MAX,
@@ -904,12 +904,29 @@ _EVENT_REC, _EDGE_REC = b'{"rec":"event"', b'{"rec":"edge"'
 
 
 def _check_log_fast(p: str, budget: int) -> tuple[list[Finding], int] | None:
-    """An event log read in blocks, each run of event (or edge) lines decoded into structs by
-    one call (memory ~ structs, not dicts; no Python work per field).
+    """An event log checked on structs (memory ~ structs, not dicts; no Python work per field);
+    None when any line needs a closer look, and the dict path then reports everything with its line."""
+    log = read_log_structs(p)
+    sink = None if log is None else check_log_structs(log, p, budget)
+    return None if sink is None else (sink.items, sink.dropped)
 
-    None when any line needs a closer look (a bad record, a truncated tail, an unknown field,
-    a duplicate key, an unreadable stream): the dict path then reports everything with its line.
-    """
+
+class LogStructs(msgspec.Struct):
+    """An event log's records as structs: header and updates merged into ``top`` (dicts, as the
+    dict path reads them), events and edges with the line each came from."""
+
+    top: dict[str, Any]
+    events: list[VEvent]
+    edges: list[Any]
+    event_lines: list[int]
+    edge_lines: list[int]
+    longest: int  # the longest line's length
+
+
+def read_log_structs(p: str) -> LogStructs | None:
+    """An event log read in blocks, each run of event (or edge) lines decoded into structs by
+    one call. None when any line needs a closer look (a bad record, a truncated tail, an
+    unknown field, a duplicate key); ``LoadError`` when the stream cannot be read."""
     top: dict[str, Any] = {}
     events: list[Any] = []
     edges: list[Any] = []
@@ -954,18 +971,25 @@ def _check_log_fast(p: str, budget: int) -> tuple[list[Finding], int] | None:
             merge_log_header(top, rec)
     if headers != 1 or "events" in top or "edges" in top:
         return None
-    top["events"], top["edges"] = events, edges
+    return LogStructs(top, events, edges, ev_lines, ed_lines, longest)
+
+
+def check_log_structs(log: LogStructs, p: str, budget: int = DEFAULT_MAX_FINDINGS) -> _Sink | None:
+    """Every rule on an event log read as structs; None when its ids or edge endpoints need the
+    dict path."""
+    cols = columns_of(log.events, log.edges)
+    if cols is None:
+        return None
+    top = {**log.top, "events": log.events, "edges": log.edges}
     top.setdefault("rewards", {})
     if "costs" not in top:
         top["_derived_costs"] = True
-    cols = columns_of(events, edges)
-    if cols is None:
-        return None
-    sink = _Sink(
-        RawTrace(None, p, event_lines=ev_lines, edge_lines=ed_lines, large=longest > MAX_STRING_CHARS), budget
+    raw = RawTrace(
+        None, p, event_lines=log.event_lines, edge_lines=log.edge_lines, large=log.longest > MAX_STRING_CHARS
     )
+    sink = _Sink(raw, budget)
     _check(top, sink, prepared=cols)
-    return sink.items, sink.dropped
+    return sink
 
 
 def _line_blocks(p: str, size: int = 1 << 22) -> Iterator[tuple[int, bytes, list[bytes]]]:
@@ -1017,12 +1041,12 @@ def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[l
     data, line = doc
     text = data[3:] if data[:3] == b"\xef\xbb\xbf" else data  # parse_json drops one BOM too
     tr = None if needs_exact_check(text) else decode_clean(text)
-    cols = columns(tr) if tr is not None else None
-    if tr is not None and cols is not None:
-        sink = _Sink(RawTrace(None, path, line=line, large=len(text) > MAX_STRING_CHARS), budget)
-        index, t_arr, ok_t, types, agents, interesting, src, dst = cols
-        _check_graph(tr.events, index, t_arr, ok_t, types, agents, interesting, src, dst, sink)
-        _check_limits(tr.metadata or None, tr.events, sink)
+    sink = (
+        None
+        if tr is None
+        else check_structs(tr, path, line=line, large=len(text) > MAX_STRING_CHARS, budget=budget)
+    )
+    if sink is not None:
         return sink.items, sink.dropped
     try:
         parsed = parse_json(data, path=path, line=line)
@@ -1032,6 +1056,21 @@ def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[l
     if dup := find_duplicate_key(data, parsed):
         raw.duplicates.append((dup[0], dup[1], line))
     return check_raw(raw, max_findings=budget)
+
+
+def check_structs(
+    tr: VTrace, path: str, *, line: int | None = None, large: bool, budget: int = DEFAULT_MAX_FINDINGS
+) -> _Sink | None:
+    """The rules ``decode_clean`` leaves to Python (ids, edges, time, spawns, limits) on a trace
+    it accepted; None when its ids or edge endpoints need the dict path. ``large``: the text was
+    long enough to hold a string past the limit."""
+    cols = columns(tr)
+    if cols is None:
+        return None
+    sink = _Sink(RawTrace(None, path, line=line, large=large), budget)
+    _check_graph(tr.events, *cols, sink)
+    _check_limits(tr.metadata or None, tr.events, sink)
+    return sink
 
 
 def validate_trace(trace: Any) -> list[Finding]:
