@@ -45,7 +45,9 @@ import os
 import reprlib
 from collections import defaultdict
 from collections.abc import Iterator
+from functools import partial
 from itertools import repeat
+from operator import is_not
 from typing import Any
 
 import msgspec
@@ -441,10 +443,13 @@ def _column(rows: list[dict[str, Any]], key: str, nulls: bool = True) -> tuple[l
     """
     n = len(rows)
     vals = list(map(dict.get, rows, repeat(key, n)))
-    if not nulls:
+    if not nulls or None not in vals:
         return vals, False
     present = sum(map(dict.__contains__, rows, repeat(key, n)))
     return vals, present != n - vals.count(None)
+
+
+_not_none = partial(is_not, None)
 
 
 def _scan_events_fast(events: list[Any], nulls: bool = True) -> tuple[Any, ...] | None:
@@ -485,9 +490,9 @@ def _scan_events_fast(events: list[Any], nulls: bool = True) -> tuple[Any, ...] 
         kinds = set(map(type, vals))
         if null or not kinds <= ({int, none} if k in _INT_FIELDS else {int, float, none}):
             return None
-        if int in kinds and max(v for v in vals if type(v) is int) > INT64_MAX:
+        if int in kinds and max(filter(_not_none, vals)) > INT64_MAX:  # (floats past it: look closer)
             return None
-        arr = np.asarray([v for v in vals if v is not None], dtype=np.float64)
+        arr = np.asarray(list(filter(_not_none, vals)), dtype=np.float64)
         if not (np.all(arr >= 0) and np.all(np.isfinite(arr))):
             return None
         if k == "t_end":

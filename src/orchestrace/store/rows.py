@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import os
 from collections.abc import Iterator
+from itertools import repeat
 from typing import Any
 
 import msgspec
@@ -149,8 +150,8 @@ def add_trace(
     ev["trace_id"].extend([tid] * n)
     ev["idx"].extend(range(n))
     for field, col in EVENT_COLUMNS.items():
-        ev[col].extend([e.get(field) for e in events])
-    ev["attrs"].extend([_json(e.get("attrs")) for e in events])
+        ev[col].extend(map(dict.get, events, repeat(field, n)))
+    ev["attrs"].extend(map(_json, map(dict.get, events, repeat("attrs", n))))
     ev["extra"].extend(
         [
             None if e.keys() <= _KNOWN else _json({k: v for k, v in e.items() if k not in _KNOWN})
@@ -169,7 +170,7 @@ def add_trace(
     ed["trace_id"].extend([tid] * len(edges))
     ed["idx"].extend(range(len(edges)))
     for k in ("src", "dst", "type"):
-        ed[k].extend([x[k] for x in edges])
+        ed[k].extend(map(dict.__getitem__, edges, repeat(k, len(edges))))
 
     rw = c["rewards"]
     for ch, v in (data.get("rewards") or {}).items():
