@@ -9,6 +9,7 @@ import pytest
 
 from orchestrace.learn.envs.stopvote import build_pool
 from orchestrace.learn.rl import exact, grpo, ppo, reinforce
+from orchestrace.learn.rl.tasks import PoolTask
 from orchestrace.learn.stopping.banks import SynthParams, synthetic_bank
 from orchestrace.learn.stopping.bayes import BayesStopper
 from orchestrace.learn.stopping.evaluation import run_rule, run_stopper, tables
@@ -24,7 +25,7 @@ def pool():
 
 
 def test_exact_pg_improves_and_nears_bayes(pool) -> None:
-    res = exact.train(pool, COST, exact.Args(iterations=60, batch=256, eval_every=59))
+    res = exact.train(PoolTask(pool, COST), exact.Args(iterations=60, batch=256, eval_every=59))
     first, last = res.history[0], res.history[-1]
     assert last["eval_reward"] > first["eval_reward"] + 0.02
     test = synthetic_bank(400, PARAMS, seed=99)  # fresh questions from the same model
@@ -41,13 +42,13 @@ def test_exact_pg_improves_and_nears_bayes(pool) -> None:
     [
         (reinforce, reinforce.Args(iterations=4, batch=64, eval_every=2)),
         (ppo, ppo.Args(iterations=3, batch=64, eval_every=2)),
-        (grpo, grpo.Args(iterations=4, questions=8, group=4, eval_every=2)),
+        (grpo, grpo.Args(iterations=4, batch=32, group=4, eval_every=2)),
         (exact, exact.Args(iterations=4, batch=64, eval_every=2)),
     ],
 )
 def test_same_seed_same_policy(pool, mod, args) -> None:
-    a = mod.train(pool, COST, args)
-    b = mod.train(pool, COST, args)
+    a = mod.train(PoolTask(pool, COST), args)
+    b = mod.train(PoolTask(pool, COST), args)
     x = pool.feats[:5, 0]
     np.testing.assert_array_equal(a.policy.stop_prob(x), b.policy.stop_prob(x))
     assert json.dumps(a.history) == json.dumps(b.history)
@@ -108,8 +109,9 @@ def test_goal_reads_the_front_at_the_reduction() -> None:
 def test_trace_checks_every_iteration_or_rarely_give_the_same_policy(pool) -> None:
     """Trace checks are a consistency check, not an input: checking on fewer iterations must not
     change the random draws, so the same seed trains the same policy."""
-    every = exact.train(pool, COST, exact.Args(iterations=5, batch=64, eval_every=2, trace_check_every=1))
-    rarely = exact.train(pool, COST, exact.Args(iterations=5, batch=64, eval_every=2, trace_check_every=40))
+    args = exact.Args(iterations=5, batch=64, eval_every=2)
+    every = exact.train(PoolTask(pool, COST, trace_check_every=1), args)
+    rarely = exact.train(PoolTask(pool, COST, trace_check_every=40), args)
     x = pool.feats[:, 0]
     np.testing.assert_array_equal(every.policy.stop_prob(x), rarely.policy.stop_prob(x))
     assert [h["batch_reward"] for h in every.history] == [h["batch_reward"] for h in rarely.history]

@@ -60,7 +60,7 @@ def test_learned_router_reaches_the_oracle_on_the_toy() -> None:
     r = route_rewards(d, choice, 0.5, env.scale)[0].mean()
     oracle = np.mean([0.95, 0.5])  # easy: 1 - 0.05, hard: 1 - 0.5
     assert r == pytest.approx(oracle, abs=0.01)
-    assert res.curve[-1]["reward"] > res.curve[0]["reward"]
+    assert res.history[-1]["batch_reward"] > res.history[0]["batch_reward"]
 
 
 def test_policy_roundtrip(tmp_path) -> None:

@@ -140,6 +140,18 @@ class DelegateEnv(gym.Env):
         }
         return self.feats[self._q].copy(), delegate_reward(tr, self.lam, self.scale), True, False, info
 
+    def action_rewards(self) -> np.ndarray:
+        """The reward of every model on the current query, each read from its trace (the outcome
+        table exact PG sums over)."""
+        return np.array(
+            [
+                delegate_reward(
+                    delegate_trace(self.data, self._q, a, self.lam, self.scale), self.lam, self.scale
+                )
+                for a in range(len(self.data.models))
+            ]
+        )
+
 
 # ----------------------------------------------------------------------------- baselines
 

@@ -182,7 +182,7 @@ def train_delegate(
     r = _delegate_report(train_d, test_d, lam, scale, res.policy, test_env, seed)
     r.update(
         env="Delegate", mode=mode, source=source, seed=seed, split_seed=SPLIT_SEED, models=full.models,
-        price_source=full.price_source, train_iters=iters, learning_curve=[c["reward"] for c in res.curve],
+        price_source=full.price_source, train_iters=iters, learning_curve=[c["batch_reward"] for c in res.history],
         algo={"name": algo, **kw},
     )  # fmt: skip
     write_result(out, f"delegate-{source}{suffix}-result.json", r, files)

@@ -114,7 +114,7 @@ def train_retry(
         r = _retry_report(env, _retry_episodes(env, te, perms), res.policy, seed, cap_train)
         r.update(
             cost=c, tasks_train=len(tr), tasks_heldout=len(te), train_iters=iters,
-            learning_curve=[c["reward"] for c in res.curve],
+            learning_curve=[c["batch_reward"] for c in res.history],
         )  # fmt: skip
         result["families"][fam] = r
     write_result(out, "retry-result.json", result, files)

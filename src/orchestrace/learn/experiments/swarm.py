@@ -153,7 +153,7 @@ def train_swarm(
         env="Swarm", seed=seed, train_task_seed=SWARM_TRAIN_SEED if tasks is None else None,
         train_tasks=train_tasks, test_task_seed=SWARM_TEST_SEED,
         config=vars(env.cfg), train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac},
-        algo={"name": algo, **kw, "batch": batch}, learning_curve=[c["reward"] for c in res.curve], weights=weights,
+        algo={"name": algo, **kw, "batch": batch}, learning_curve=[c["batch_reward"] for c in res.history], weights=weights,
     )  # fmt: skip
     write_result(out, "swarm-result.json", r, files)
     return r
@@ -199,7 +199,7 @@ def train_swarm_parallel(
     r.update(
         seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED, config=vars(env.cfg),
         train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac}, algo={"name": algo, **kw, "batch": batch},
-        credit=credit, learning_curve=[c["reward"] for c in res.curve], weights=weights,
+        credit=credit, learning_curve=[c["batch_reward"] for c in res.history], weights=weights,
     )  # fmt: skip
     write_result(out, "swarm-parallel-result.json", r, files)
     return r

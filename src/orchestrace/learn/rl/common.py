@@ -1,28 +1,36 @@
-"""Pieces every algorithm shares: networks, the torch stop-probability function, greedy evaluation."""
+"""What every algorithm file shares: the optimiser, gradient clipping, the action distribution of a
+policy net (log-probabilities and entropy), the learning-curve bookkeeping, the result."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from torch import nn
 
-from ..envs.stopvote import EpisodePool, rollout
-from ..stopping.policy import PolicyConfig, StopPolicy
+if TYPE_CHECKING:
+    from ..stopping.policy import StopPolicy
+    from .rollouts import NumpyPolicy
+    from .tasks import Task
 
 
 class Adam:
     """Adam (Kingma & Ba 2015) in a few lines. ``torch.optim`` imports ``torch._dynamo`` on first
-    use, which costs 5-20 s on a busy 2-core machine: more than a whole default training run."""
+    use, which costs 5-20 s on a busy 2-core machine: more than a whole default training run.
+    ``lr`` is one rate or one per parameter (a critic may learn faster than its actor)."""
 
     def __init__(
-        self, params: Any, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+        self,
+        params: Any,
+        lr: float | Sequence[float],
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
     ) -> None:
         self.params = [p for p in params if p.requires_grad]
-        self.lr, self.b1, self.b2, self.eps = lr, betas[0], betas[1], eps
+        self.lrs = [float(lr)] * len(self.params) if isinstance(lr, int | float) else [float(x) for x in lr]
+        self.b1, self.b2, self.eps = betas[0], betas[1], eps
         self.m = [torch.zeros_like(p) for p in self.params]
         self.v = [torch.zeros_like(p) for p in self.params]
         self.t = 0
@@ -35,15 +43,25 @@ class Adam:
     def step(self) -> None:
         self.t += 1
         c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
-        for p, m, v in zip(self.params, self.m, self.v, strict=True):
+        for p, m, v, lr in zip(self.params, self.m, self.v, self.lrs, strict=True):
             if p.grad is None:
                 continue
             m.mul_(self.b1).add_(p.grad, alpha=1 - self.b1)
             v.mul_(self.b2).addcmul_(p.grad, p.grad, value=1 - self.b2)
-            p.addcdiv_(m / c1, (v / c2).sqrt_().add_(self.eps), value=-self.lr)
+            p.addcdiv_(m / c1, (v / c2).sqrt_().add_(self.eps), value=-lr)
 
 
-def clip_grad(params: Any, max_norm: float) -> None:
+def optimiser(actor: nn.Module, critic: nn.Module | None, lr: float, critic_lr: float | None) -> Adam:
+    """One Adam over actor and critic; the critic's rate is ``critic_lr`` (None: ``lr``)."""
+    a = list(actor.parameters())
+    c = list(critic.parameters()) if critic is not None else []
+    return Adam([*a, *c], lr=[lr] * len(a) + [lr if critic_lr is None else critic_lr] * len(c))
+
+
+def clip_grad(params: Any, max_norm: float | None) -> None:
+    """Scale the gradients so that their global norm is at most ``max_norm`` (None: no clipping)."""
+    if max_norm is None:
+        return
     grads = [p.grad for p in params if p.grad is not None]
     norm = torch.sqrt(sum((g**2).sum() for g in grads))
     if norm > max_norm:
@@ -51,87 +69,50 @@ def clip_grad(params: Any, max_norm: float) -> None:
             g.mul_(max_norm / (norm + 1e-6))
 
 
+def log_probs(actor: nn.Module, obs: torch.Tensor, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log pi(a|s) and the entropy of pi(.|s). An actor with one output is a Bernoulli over
+    {0, 1} (P(1) = sigmoid(z): the StopVote stop policy); with n outputs, a softmax over n actions."""
+    logits = actor(obs)
+    if logits.shape[-1] == 1:
+        z = logits.squeeze(-1)
+        logp = -nn.functional.binary_cross_entropy_with_logits(z, act.to(z.dtype), reduction="none")
+        p = torch.sigmoid(z)
+        return logp, -(p * torch.log(p + 1e-8) + (1 - p) * torch.log(1 - p + 1e-8))
+    logp_all = torch.log_softmax(logits, dim=-1)
+    return logp_all.gather(1, act[:, None])[:, 0], -(logp_all.exp() * logp_all).sum(-1)
+
+
+def action_probs(logits: torch.Tensor, action: int) -> torch.Tensor:
+    """P(action) from the actor's outputs (one output: a Bernoulli, P(1) = sigmoid)."""
+    if logits.shape[-1] == 1:
+        z = torch.sigmoid(logits.squeeze(-1))
+        return z if action == 1 else 1 - z
+    return torch.softmax(logits, dim=-1)[..., action]
+
+
 @dataclass
 class TrainResult:
-    policy: StopPolicy
+    policy: StopPolicy | NumpyPolicy
     history: list[dict[str, float]] = field(default_factory=list)
 
 
-def make_actor(config: PolicyConfig, seed: int, init_stop: float = 0.3) -> nn.Sequential:
-    """Fresh actor; the output bias starts at logit(init_stop) so early episodes run long
-    enough to see what more samples buy."""
-    torch.manual_seed(seed)
-    actor = StopPolicy.init(config, seed).torch_actor()
-    with torch.no_grad():
-        actor[-1].bias.fill_(float(np.log(init_stop / (1 - init_stop))))
-        actor[-1].weight.mul_(0.1)
-    return actor
-
-
-def make_critic(n_in: int, hidden: list[int], seed: int) -> nn.Sequential:
-    torch.manual_seed(seed + 1)
-    layers: list[nn.Module] = []
-    for i, o in zip([n_in, *hidden], hidden, strict=False):
-        layers += [nn.Linear(i, o), nn.Tanh()]
-    layers.append(nn.Linear(hidden[-1], 1))
-    return nn.Sequential(*layers)
-
-
-def prob_fn(actor: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
-    """numpy features -> stop probabilities, without gradients."""
-
-    def f(x: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return torch.sigmoid(actor(torch.from_numpy(x)).squeeze(-1)).numpy()
-
-    return f
-
-
-def greedy_eval(pool: EpisodePool, actor: nn.Module, cost: float) -> dict[str, float]:
-    """Deterministic policy on every question in bank order (pool orderings 0). Rewards come
-    from the pool's arrays (training checks them against traces): building traces here cost a
-    quarter of the main job."""
-    eps = np.flatnonzero(np.arange(pool.episodes) % pool.perms == 0)
-    ro = rollout(pool, prob_fn(actor), eps, np.random.default_rng(0), cost, greedy=True, trace_frac=0.0)
-    n = pool.points[ro.stop_step]
-    acc = pool.correct[eps, ro.stop_step]
-    return {
-        "eval_reward": float(ro.reward.mean()),
-        "eval_accuracy": float(acc.mean()),
-        "eval_samples": float(n.mean()),
-    }
-
-
-def log_probs(actor: nn.Module, obs: torch.Tensor, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """log pi(a|s) for Bernoulli stop actions, and the policy entropy."""
-    logits = actor(obs).squeeze(-1)
-    logp = -nn.functional.binary_cross_entropy_with_logits(logits, act, reduction="none")
-    p = torch.sigmoid(logits)
-    ent = -(p * torch.log(p + 1e-8) + (1 - p) * torch.log(1 - p + 1e-8))
-    return logp, ent
-
-
-def end_iteration(
+def record(
     history: list[dict[str, float]],
     it: int,
     batch_reward: float,
-    *,
-    pool: EpisodePool,
+    task: Task,
     actor: nn.Module,
-    cost: float,
+    *,
     iterations: int,
     eval_every: int,
     progress: Callable[[int], None] | None,
 ) -> None:
     """Learning-curve bookkeeping shared by every algorithm: the batch reward of iteration ``it``
-    (0-based), a greedy evaluation every ``eval_every`` iterations and at both ends, a progress tick."""
+    (0-based), the task's evaluation (StopVote: greedy on the pool) every ``eval_every``
+    iterations and at both ends, a progress tick."""
     last = it in (0, iterations - 1) or (it + 1) % eval_every == 0
     history.append(
-        {
-            "iteration": it + 1,
-            "batch_reward": batch_reward,
-            **(greedy_eval(pool, actor, cost) if last else {}),
-        }
+        {"iteration": it + 1, "batch_reward": batch_reward, **(task.evaluate(actor) if last else {})}
     )
     if progress:
         progress(1)

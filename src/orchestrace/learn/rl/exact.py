@@ -1,12 +1,16 @@
-"""Exact policy gradient over stopping times (REINFORCE, Rao-Blackwellised over the actions).
+"""Exact policy gradient (REINFORCE, Rao-Blackwellised over the actions), on envs whose outcomes
+do not depend on the action taken before them (:meth:`.tasks.Task.has_outcome_table`).
 
-In StopVote the worker samples are exogenous: whatever the policy does, the next sample of a
-replayed episode is fixed. So for one episode the policy's expected reward is a closed form,
+Stopping over replayed samples (StopVote, RetryStop): whatever the policy does, the next sample of
+a replayed episode is fixed. So for one episode the policy's expected reward is a closed form,
     J(e) = sum_t P(stop at t) r(e, t),   P(stop at t) = p_t prod_{i<t} (1 - p_i),
-with r(e, t) the trace reward of stopping after decision t (checked against freshly built
-traces on a share of episodes) and p_t the policy's stop probability at decision t (the last
-decision is a forced stop). Its gradient is the REINFORCE gradient with the expectation over the
-policy's own actions taken exactly, so the only noise left is which episodes are drawn.
+with r(e, t) the reward of stopping after decision t (StopVote: from the pool's arrays, checked
+against freshly built traces on a share of episodes; RetryStop: read from the env at each
+decision of a play that never stops) and p_t the policy's stop probability at decision t (the last
+decision is a forced stop). One-step envs with an outcome table (Delegate routing):
+J(q) = sum_a pi(a|q) r(q, a). The gradient is the REINFORCE gradient with the expectation over
+the policy's own actions taken exactly, so the only noise left is which episodes are drawn. Envs
+whose actions change what comes next (Swarm, the cascade) are refused (``OT650``).
 """
 
 from __future__ import annotations
@@ -17,9 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..envs.stopvote import EpisodePool, rollout
-from ..stopping.policy import PolicyConfig, StopPolicy
-from .common import Adam, TrainResult, end_iteration, make_actor, prob_fn
+from .common import TrainResult, action_probs, optimiser, record
+from .tasks import OutcomeTable, Task, check_outcome_table
 
 
 @dataclass
@@ -28,10 +31,6 @@ class Args:
     batch: int = 256  # episodes per iteration
     lr: float = 5e-3
     eval_every: int = 10
-    trace_check: int = 16  # episodes whose rewards are re-read from traces, on checked iterations
-    # iterations between trace checks: building traces cost a third of the main job when every
-    # iteration checked; the episodes' random draws are the same either way (same policies)
-    trace_check_every: int = 40
     threads: int = 1
     seed: int = 0
 
@@ -43,42 +42,31 @@ def stop_distribution(p: torch.Tensor) -> torch.Tensor:
     return survive * p
 
 
-def train(
-    pool: EpisodePool,
-    cost: float,
-    args: Args = Args(),
-    config: PolicyConfig | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> TrainResult:
-    config = config or PolicyConfig(budget=pool.budget, cost=cost)
-    config.algorithm, config.seed, config.cost = "exact-pg", args.seed, cost
+def expected_reward(actor: torch.nn.Module, tab: OutcomeTable) -> torch.Tensor:
+    """Mean over the table's episodes of the policy's expected reward."""
+    logits = actor(torch.from_numpy(tab.obs))
+    reward = torch.from_numpy(tab.reward)
+    if tab.stop_action is None:  # one decision, every action ends the episode
+        return (torch.softmax(logits, dim=-1) * reward).sum(-1).mean()
+    p = action_probs(logits, tab.stop_action)
+    if tab.ends is not None:  # episodes of different lengths: the forced end stops for certain
+        p = torch.where(torch.arange(p.shape[1])[None, :] >= torch.from_numpy(tab.ends)[:, None], 1.0, p)
+    return (stop_distribution(p) * reward).sum(1).mean()
+
+
+def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | None = None) -> TrainResult:
+    check_outcome_table(task)
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(args.seed)
-    actor = make_actor(config, args.seed, init_stop=0.3)
-    opt = Adam(actor.parameters(), lr=args.lr)
-    reward = (pool.correct - cost * pool.costcum).astype(np.float32)  # [E, D] reward of stopping at t
+    actor, _ = task.networks(args.seed, critic=False)
+    opt = optimiser(actor, None, args.lr, None)
     history: list[dict[str, float]] = []
     for it in range(args.iterations):
-        eps = rng.integers(pool.episodes, size=args.batch)
-        if args.trace_check:  # the arrays must agree with rewards read from traces
-            checked = it % args.trace_check_every == 0
-            rollout(pool, prob_fn(actor), eps[: args.trace_check], rng, cost, trace_frac=float(checked))
-        x = torch.from_numpy(pool.feats[eps])
-        p = torch.sigmoid(actor(x).squeeze(-1))
-        dist = stop_distribution(p)
-        j = (dist * torch.from_numpy(reward[eps])).sum(1).mean()
+        starts = task.starts(it, rng, args.batch, 1)
+        j = expected_reward(actor, task.outcome_table(actor, starts, rng, it))
         opt.zero_grad()
         (-j).backward()
         opt.step()
-        end_iteration(
-            history,
-            it,
-            float(j.detach()),
-            pool=pool,
-            actor=actor,
-            cost=cost,
-            iterations=args.iterations,
-            eval_every=args.eval_every,
-            progress=progress,
-        )
-    return TrainResult(StopPolicy.from_torch(config, actor), history)
+        record(history, it, float(j.detach()), task, actor, iterations=args.iterations,
+               eval_every=args.eval_every, progress=progress)  # fmt: skip
+    return TrainResult(task.policy(actor, "exact-pg", args.seed), history)

@@ -1,34 +1,26 @@
-"""PPO (clipped surrogate, GAE, separate critic) for the StopVote stop decision.
+"""PPO (clipped surrogate, GAE, a critic), on any env (:mod:`.tasks`: StopVote's pool or a
+Gymnasium / PettingZoo env).
 
-Per-decision rewards come from the episode's trace reward R: continuing from decision t to t+1
-earns -c x (cost of the samples drawn in between), stopping earns the rest of R (the team
-reward). gamma = 1; GAE(lambda) over the value critic.
+Per-decision rewards come from the decisions' returns (``Batch.ret``): the step from decision t to
+t+1 earns G_t - G_{t+1}, the last decision G_t. Every env pays once, at the end, so that is R at
+the last decision and 0 before; on StopVote, where G_t is the reward-to-go, continuing earns
+-c x (cost of the samples drawn in between) and stopping the rest of R. gamma = 1; GAE(lambda)
+over the critic; ``epochs`` x ``minibatches`` steps of the clipped surrogate + value loss +
+entropy bonus.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..envs.stopvote import EpisodePool, rollout
-from ..stopping.policy import PolicyConfig, StopPolicy
-from .common import (
-    Adam,
-    TrainResult,
-    clip_grad,
-    end_iteration,
-    log_probs,
-    make_actor,
-    make_critic,
-    prob_fn,
-)
-
-if TYPE_CHECKING:
-    from .rollouts import Batch
+from .common import TrainResult, clip_grad, log_probs, optimiser, record
+from .rollouts import Batch
+from .tasks import Task
 
 
 @dataclass
@@ -38,127 +30,35 @@ class Args:
     epochs: int = 4
     minibatches: int = 4
     lr: float = 3e-3
-    critic_lr: float = 1e-2
+    critic_lr: float | None = 1e-2  # None: lr
+    vf_coef: float = 1.0
     clip: float = 0.2
     gae_lambda: float = 0.95
     entropy: float = 0.003
     max_grad_norm: float = 0.5
     eval_every: int = 5
-    trace_frac: float = 0.25
     threads: int = 1
     seed: int = 0
 
 
-def step_rewards(rtg: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per-decision rewards whose sum from t on equals the reward-to-go at t."""
-    nxt = np.concatenate([rtg[:, 1:], np.zeros((len(rtg), 1))], axis=1)
-    last = mask & ~np.concatenate([mask[:, 1:], np.zeros((len(mask), 1), bool)], axis=1)
-    return np.where(last, rtg, rtg - nxt) * mask
-
-
-def gae(rewards: np.ndarray, values: np.ndarray, mask: np.ndarray, lam: float) -> np.ndarray:
-    """Generalised advantage estimation with gamma = 1 over masked decision sequences."""
-    n, d = rewards.shape
-    adv = np.zeros((n, d))
-    run = np.zeros(n)
-    for t in range(d - 1, -1, -1):
-        nxt_v = values[:, t + 1] * mask[:, t + 1] if t + 1 < d else np.zeros(n)
-        delta = rewards[:, t] + nxt_v - values[:, t]
-        nxt_adv = run * (mask[:, t + 1] if t + 1 < d else 0)
-        run = np.where(mask[:, t], delta + lam * nxt_adv, 0.0)
-        adv[:, t] = run
-    return adv
-
-
-def train(
-    pool: EpisodePool,
-    cost: float,
-    args: Args = Args(),
-    config: PolicyConfig | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> TrainResult:
-    config = config or PolicyConfig(budget=pool.budget, cost=cost)
-    config.algorithm, config.seed, config.cost = "ppo", args.seed, cost
-    torch.set_num_threads(args.threads)
-    rng = np.random.default_rng(args.seed)
-    actor = make_actor(config, args.seed)
-    critic = make_critic(pool.feats.shape[-1], config.hidden, args.seed)
-    opt = Adam(actor.parameters(), lr=args.lr)
-    opt_v = Adam(critic.parameters(), lr=args.critic_lr)
-    history: list[dict[str, float]] = []
-    for it in range(args.iterations):
-        eps = rng.integers(pool.episodes, size=args.batch)
-        ro = rollout(pool, prob_fn(actor), eps, rng, cost, trace_frac=args.trace_frac)
-        feats = pool.feats[eps]
-        with torch.no_grad():
-            values = critic(torch.from_numpy(feats)).squeeze(-1).numpy()
-            old_logp, _ = log_probs(
-                actor, torch.from_numpy(feats), torch.from_numpy(ro.actions.astype(np.float32))
-            )
-        rew = step_rewards(ro.reward_to_go, ro.mask)
-        adv = gae(rew, values, ro.mask, args.gae_lambda)
-        ret = adv + values
-        m = ro.mask
-        obs = torch.from_numpy(feats[m])
-        act = torch.from_numpy(ro.actions[m].astype(np.float32))
-        b_old = old_logp[torch.from_numpy(m)]
-        b_adv = torch.from_numpy(adv[m].astype(np.float32))
-        b_ret = torch.from_numpy(ret[m].astype(np.float32))
-        n = len(obs)
-        for _ in range(args.epochs):
-            perm = torch.from_numpy(rng.permutation(n))
-            for idx in perm.chunk(args.minibatches):
-                if len(idx) < 2:
-                    continue
-                a = b_adv[idx]
-                a = (a - a.mean()) / (a.std() + 1e-8)
-                logp, ent = log_probs(actor, obs[idx], act[idx])
-                ratio = torch.exp(logp - b_old[idx])
-                surr = torch.min(ratio * a, torch.clamp(ratio, 1 - args.clip, 1 + args.clip) * a)
-                loss = -surr.mean() - args.entropy * ent.mean()
-                opt.zero_grad()
-                loss.backward()
-                clip_grad(opt.params, args.max_grad_norm)
-                opt.step()
-                v_loss = ((critic(obs[idx]).squeeze(-1) - b_ret[idx]) ** 2).mean()
-                opt_v.zero_grad()
-                v_loss.backward()
-                clip_grad(opt_v.params, args.max_grad_norm)
-                opt_v.step()
-        end_iteration(
-            history,
-            it,
-            float(ro.reward.mean()),
-            pool=pool,
-            actor=actor,
-            cost=cost,
-            iterations=args.iterations,
-            eval_every=args.eval_every,
-            progress=progress,
-        )
-    return TrainResult(StopPolicy.from_torch(config, actor), history)
-
-
-# ---------------------------------------------------------------- Gymnasium / PettingZoo envs
-# (RetryStop, Delegate, Swarm, the Parallel Swarm: rollouts in ``rollouts.py``, the loop in ``train_gym.py``)
-
-
-def gym_gae(values: np.ndarray, ep_reward: np.ndarray, decisions: np.ndarray, lam: float) -> np.ndarray:
-    """GAE(lambda), gamma = 1, per episode: reward R at its last decision, 0 before, V = 0 after."""
+def gae(values: np.ndarray, b: Batch, lam: float) -> np.ndarray:
+    """GAE(lambda), gamma = 1, per episode of the batch: step rewards from the returns (see the
+    module docstring), V = 0 after the last decision."""
     adv = np.zeros(len(values), np.float32)
+    ret = b.ret.tolist()
     end = 0
-    for n, r_ep in zip(decisions.tolist(), ep_reward.tolist(), strict=True):
+    for n in b.decisions.tolist():
         end += n
-        run, v_next, r = 0.0, 0.0, r_ep
+        run, v_next, g_next = 0.0, 0.0, 0.0
         for t in range(end - 1, end - n - 1, -1):
-            run = r + v_next - values[t] + lam * run
-            adv[t], v_next, r = run, values[t], 0.0
+            run = ret[t] - g_next + v_next - values[t] + lam * run
+            adv[t], v_next, g_next = run, values[t], ret[t]
     return adv
 
 
 def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.ndarray, ret: np.ndarray | None,
                    rng: np.random.Generator, *, epochs: int, minibatches: int, clip: float, ent_coef: float,
-                   vf_coef: float, norm_adv: bool, max_grad_norm: float = 0.5,
+                   vf_coef: float, norm_adv: bool, max_grad_norm: float | None = 0.5,
                    old_logp: np.ndarray | None = None) -> None:  # fmt: skip
     """PPO-clip epochs over the batch (the critic's squared error joins the loss when given).
     ``old_logp``: log-probabilities of the actions under the policy that took them, when that was
@@ -170,22 +70,42 @@ def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.n
         old = torch.from_numpy(np.asarray(old_logp, np.float32))
     else:
         with torch.no_grad():
-            old = torch.log_softmax(actor(obs), -1).gather(1, act[:, None])[:, 0]
+            old = log_probs(actor, obs, act)[0]
     for _ in range(epochs):
         for idx in torch.from_numpy(rng.permutation(len(act))).chunk(minibatches):
             if len(idx) < 2:
                 continue
-            logp_all = torch.log_softmax(actor(obs[idx]), -1)
-            ratio = torch.exp(logp_all.gather(1, act[idx, None])[:, 0] - old[idx])
+            logp, ent = log_probs(actor, obs[idx], act[idx])
+            ratio = torch.exp(logp - old[idx])
             a = adv_t[idx]
             if norm_adv:
                 a = (a - a.mean()) / (a.std() + 1e-8)
             pg = -torch.min(ratio * a, torch.clamp(ratio, 1 - clip, 1 + clip) * a).mean()
-            ent = -(logp_all.exp() * logp_all).sum(-1).mean()
-            loss = pg - ent_coef * ent
+            loss = pg - ent_coef * ent.mean()
             if critic is not None and ret_t is not None:
                 loss = loss + vf_coef * ((critic(obs[idx])[:, 0] - ret_t[idx]) ** 2).mean()
             opt.zero_grad()
             loss.backward()
             clip_grad(opt.params, max_grad_norm)
             opt.step()
+
+
+def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | None = None) -> TrainResult:
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(args.seed)
+    actor, critic = task.networks(args.seed, critic=True)
+    assert critic is not None
+    opt = optimiser(actor, critic, args.lr, args.critic_lr)
+    history: list[dict[str, float]] = []
+    for it in range(args.iterations):
+        b = task.play(actor, task.starts(it, rng, args.batch, 1), rng)
+        if len(b.act):
+            with torch.no_grad():
+                v = critic(torch.from_numpy(b.obs))[:, 0].numpy()
+            adv = gae(v, b, args.gae_lambda)
+            clipped_update(actor, critic, opt, b, adv, adv + v, rng, epochs=args.epochs, minibatches=args.minibatches,
+                           clip=args.clip, ent_coef=args.entropy, vf_coef=args.vf_coef, norm_adv=True,
+                           max_grad_norm=args.max_grad_norm)  # fmt: skip
+        record(history, it, float(b.ep_reward.mean()), task, actor, iterations=args.iterations,
+               eval_every=args.eval_every, progress=progress)  # fmt: skip
+    return TrainResult(task.policy(actor, "ppo", args.seed), history)

@@ -1,14 +1,9 @@
-"""REINFORCE with a learned state-value baseline for the RetryStop, Delegate and Swarm envs.
+"""Rollouts of the Gymnasium and PettingZoo envs (RetryStop, Delegate, Swarm, the Parallel Swarm),
+the :class:`Batch` every algorithm trains on, and the softmax policy those envs save.
 
-CleanRL-style and deliberately small. Every env here pays its reward once, at the end, read from
-the episode's trace, so the return of every decision is the episode reward R and the advantage is
-``R - V(s_t)`` (the value net absorbs sunk costs, which the observation carries). Rollouts run the
-policy in numpy (one tiny forward per decision); the update is one torch step per batch:
-
-    loss = -mean(A_t * log pi(a_t|s_t)) + vf_coef * mean((R - V(s_t))^2) - ent_coef * mean(H(pi(.|s_t)))
-
-Policies save as safetensors + JSON and run without torch (:class:`NumpyPolicy`). The update rules
-are in the algorithm files (``reinforce.py``, ``ppo.py``, ``grpo.py``), the loop in ``train_gym.py``.
+Rollouts run the policy in numpy (one tiny forward per decision). Policies save as safetensors +
+JSON and run without torch (:class:`NumpyPolicy`). The algorithms are ``reinforce.py``,
+``ppo.py``, ``grpo.py`` and ``exact.py``; what an env gives them is in ``tasks.py``.
 """
 
 from __future__ import annotations
@@ -108,10 +103,14 @@ class NumpyPolicy:
 class Batch:
     obs: np.ndarray  # [T, F]
     act: np.ndarray  # [T]
-    ret: np.ndarray  # [T] episode reward of the decision's episode
+    # [T] float64, return of each decision: its episode's reward (every env pays once, at the end);
+    # StopVote adds back the sample cost already paid (reward-to-go: the sunk cost is no consequence
+    # of the decision)
+    ret: np.ndarray
     ep_reward: np.ndarray  # [N]
     decisions: np.ndarray  # [N] decisions per episode
-    stop_now: np.ndarray  # [T] reward of ending the episode at each decision (0 if the env lacks it)
+    # [T] reward of ending the episode at each decision, in the units of ``ret`` (0 if the env lacks it)
+    stop_now: np.ndarray
     infos: list[dict]  # terminal info of each episode
     rollout: np.ndarray | None = None  # [N] env episode each episode comes from (PettingZoo: one per agent)
 
@@ -160,7 +159,7 @@ def collect(
         infos.append(info)
     f = policy.meta.obs_dim
     return Batch(
-        np.asarray(obs, np.float32).reshape(-1, f), np.asarray(act, np.int64), np.asarray(ret, np.float32),
+        np.asarray(obs, np.float32).reshape(-1, f), np.asarray(act, np.int64), np.asarray(ret, np.float64),
         np.asarray(rews), np.asarray(dec, np.int64), np.asarray(base, np.float32), infos,
     )  # fmt: skip
 
@@ -183,12 +182,6 @@ def to_numpy(actor: Any, meta: PolicyMeta) -> NumpyPolicy:
     return NumpyPolicy(
         meta, [(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy()) for m in lin]
     )
-
-
-@dataclass
-class TrainResult:
-    policy: NumpyPolicy
-    curve: list[dict[str, float]]
 
 
 def collect_parallel(env: Any, policy: NumpyPolicy, options: Sequence[dict[str, Any]],
@@ -219,7 +212,7 @@ def collect_parallel(env: Any, policy: NumpyPolicy, options: Sequence[dict[str, 
             rollout.append(j)
     f = policy.meta.obs_dim
     return Batch(
-        np.asarray(obs_l, np.float32).reshape(-1, f), np.asarray(act_l, np.int64), np.asarray(ret_l, np.float32),
+        np.asarray(obs_l, np.float32).reshape(-1, f), np.asarray(act_l, np.int64), np.asarray(ret_l, np.float64),
         np.asarray(rews), np.asarray(dec, np.int64), np.zeros(len(act_l), np.float32), infos,
         np.asarray(rollout, np.int64),
     )  # fmt: skip

@@ -138,6 +138,7 @@ def train_policy(
     from importlib import import_module
 
     from ..envs.stopvote import build_pool
+    from ..rl.tasks import PoolTask
 
     check_algorithm(algo)
     mod = import_module(f"orchestrace.learn.rl.{algo}")
@@ -154,7 +155,7 @@ def train_policy(
         trained_on=[bank.name],
         aggregator=None if aggregator is None else list(aggregator.weights),
     )
-    res = mod.train(pool, cost, args, cfg, progress)
+    res = mod.train(PoolTask(pool, cost, cfg), args, progress)
     return res.policy, res.history
 
 

@@ -1,0 +1,290 @@
+"""What an environment gives the algorithms: networks, episode starts, rollouts as a :class:`Batch`,
+the outcome table exact PG needs, an evaluation for the learning curve and the saved policy.
+
+Two kinds of env, one interface (:class:`Task`), so every algorithm file has one loop:
+
+* :class:`PoolTask`, StopVote: episodes are rows of the precomputed :class:`EpisodePool`, a batch
+  is one forward pass (``envs.stopvote.rollout``); the policy is a :class:`StopPolicy` (one logit,
+  a Bernoulli stop probability); the return of a decision is its reward-to-go; the learning curve
+  carries a greedy evaluation on the pool.
+* :class:`GymTask`, the Gymnasium envs (RetryStop, Delegate, Swarm) and the PettingZoo Parallel
+  Swarm: episodes are played through ``reset`` / ``step`` (``rollouts.collect``); the policy is a
+  :class:`NumpyPolicy` (softmax over the env's actions).
+
+Exact PG needs the reward of every outcome of an episode, which exists where the future does not
+depend on the action: stopping envs over replayed samples (StopVote, RetryStop: the reward of
+stopping at each decision) and one-step envs with an outcome table (Delegate routing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...core.errors import OrchestraceError
+from ..envs.stopvote import EpisodePool, rollout
+from ..stopping.policy import PolicyConfig, StopPolicy
+from .rollouts import Batch, NumpyPolicy, PolicyMeta, collect, collect_parallel, mlp, to_numpy
+
+
+@dataclass
+class OutcomeTable:
+    """Every outcome of a batch of episodes. ``stop_action`` set (stopping envs): ``obs`` [N, D, F] at
+    each decision, ``reward`` [N, D] of stopping there, ``ends`` [N] the column of the forced end
+    (None: the last one). ``stop_action`` None (one-step envs): ``obs`` [N, F], ``reward`` [N, A]."""
+
+    obs: np.ndarray
+    reward: np.ndarray
+    stop_action: int | None
+    ends: np.ndarray | None = None
+
+
+class Task(Protocol):
+    name: str
+
+    def networks(self, seed: int, critic: bool) -> tuple[nn.Module, nn.Module | None]: ...
+    def starts(self, it: int, rng: np.random.Generator, batch: int, group: int) -> np.ndarray: ...
+    def play(self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator) -> Batch: ...
+    def has_outcome_table(self) -> bool: ...
+    def outcome_table(
+        self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator, it: int
+    ) -> OutcomeTable: ...
+    def evaluate(self, actor: nn.Module) -> dict[str, float]: ...
+    def policy(self, actor: nn.Module, algo: str, seed: int) -> StopPolicy | NumpyPolicy: ...
+
+
+def check_outcome_table(task: Task) -> None:
+    if not task.has_outcome_table():
+        raise OrchestraceError(
+            "OT650",
+            f"exact PG needs the reward of every outcome of an episode (stopping over replayed samples: "
+            f"StopVote, RetryStop; one-step with an outcome table: Delegate routing); {task.name} has "
+            "none (its actions change what comes next): use reinforce, ppo or grpo",
+        )
+
+
+# ---------------------------------------------------------------- StopVote
+
+
+def prob_fn(actor: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
+    """numpy features -> stop probabilities, without gradients."""
+
+    def f(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return torch.sigmoid(actor(torch.from_numpy(x)).squeeze(-1)).numpy()
+
+    return f
+
+
+@dataclass
+class PoolTask:
+    """StopVote over a precomputed pool at sample cost ``cost``.
+
+    ``trace_frac``: share of a batch's episodes rewarded from a freshly built trace (checked
+    against the arrays). Exact PG re-reads ``trace_check`` episodes from traces every
+    ``trace_check_every`` iterations (building traces cost a third of the main job when every
+    iteration checked; the random draws are the same either way). ``group_by`` (groups of more
+    than one rollout, GRPO): ``"episode"`` repeats one question in one sample order (forks of one
+    trace prefix), ``"question"`` draws an order per rollout."""
+
+    pool: EpisodePool
+    cost: float
+    config: PolicyConfig | None = None
+    trace_frac: float = 0.25
+    trace_check: int = 16
+    trace_check_every: int = 40
+    group_by: str = "episode"
+    name: str = "StopVote"
+    reward: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.config = self.config or PolicyConfig(budget=self.pool.budget, cost=self.cost)
+        p = self.pool
+        self.reward = (p.correct - self.cost * p.costcum).astype(np.float32)  # [E, D] reward of stopping at t
+
+    def networks(self, seed: int, critic: bool) -> tuple[nn.Module, nn.Module | None]:
+        """The actor starts at P(stop) = 0.3 everywhere, so early episodes run long enough to see
+        what more samples buy."""
+        assert self.config is not None
+        torch.manual_seed(seed)
+        actor = StopPolicy.init(self.config, seed).torch_actor()
+        with torch.no_grad():
+            actor[-1].bias.fill_(float(np.log(0.3 / 0.7)))
+            actor[-1].weight.mul_(0.1)
+        if not critic:
+            return actor, None
+        torch.manual_seed(seed + 1)
+        layers: list[nn.Module] = []
+        hidden = self.config.hidden
+        for i, o in zip([self.pool.feats.shape[-1], *hidden], hidden, strict=False):
+            layers += [nn.Linear(i, o), nn.Tanh()]
+        layers.append(nn.Linear(hidden[-1], 1))
+        return actor, nn.Sequential(*layers)
+
+    def starts(self, it: int, rng: np.random.Generator, batch: int, group: int) -> np.ndarray:
+        p = self.pool
+        if group == 1 or self.group_by == "episode":
+            return np.repeat(rng.integers(p.episodes, size=max(1, batch // group)), group)
+        qs = rng.integers(len(p.bank.questions), size=max(1, batch // group))
+        return (qs[:, None] * p.perms + rng.integers(p.perms, size=(len(qs), group))).reshape(-1)
+
+    def play(self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator) -> Batch:
+        ro = rollout(self.pool, prob_fn(actor), starts, rng, self.cost, trace_frac=self.trace_frac)
+        m = ro.mask
+        return Batch(
+            obs=self.pool.feats[starts][m],
+            act=ro.actions[m],
+            ret=ro.reward_to_go[m].astype(np.float64),
+            ep_reward=ro.reward,
+            decisions=m.sum(1),
+            # stopping now, in reward-to-go units (the sunk cost cancels): the majority's correctness
+            stop_now=self.pool.correct[starts][m].astype(np.float32),
+            infos=[],
+        )
+
+    def has_outcome_table(self) -> bool:
+        return True
+
+    def outcome_table(
+        self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator, it: int
+    ) -> OutcomeTable:
+        if self.trace_check:  # the arrays must agree with rewards read from traces
+            checked = it % self.trace_check_every == 0
+            rollout(
+                self.pool,
+                prob_fn(actor),
+                starts[: self.trace_check],
+                rng,
+                self.cost,
+                trace_frac=float(checked),
+            )
+        return OutcomeTable(self.pool.feats[starts], self.reward[starts], stop_action=1)
+
+    def evaluate(self, actor: nn.Module) -> dict[str, float]:
+        """Deterministic policy on every question in bank order (pool orderings 0). Rewards come
+        from the pool's arrays (training checks them against traces): building traces here cost a
+        quarter of the main job."""
+        p = self.pool
+        eps = np.flatnonzero(np.arange(p.episodes) % p.perms == 0)
+        ro = rollout(p, prob_fn(actor), eps, np.random.default_rng(0), self.cost, greedy=True, trace_frac=0.0)
+        return {
+            "eval_reward": float(ro.reward.mean()),
+            "eval_accuracy": float(p.correct[eps, ro.stop_step].mean()),
+            "eval_samples": float(p.points[ro.stop_step].mean()),
+        }
+
+    def policy(self, actor: nn.Module, algo: str, seed: int) -> StopPolicy:
+        assert self.config is not None
+        self.config.algorithm, self.config.seed, self.config.cost = algo, seed, self.cost
+        return StopPolicy.from_torch(self.config, actor)
+
+
+# ---------------------------------------------------------------- Gymnasium / PettingZoo
+
+
+@dataclass
+class GymTask:
+    """A Gymnasium env or a PettingZoo ParallelEnv (one policy shared by every agent: each agent's
+    trajectory is an episode of the batch) over the episode starts ``options``. ``init_bias``:
+    initial action logits. ``on_iter(i)`` runs before iteration i draws (reward annealing)."""
+
+    env: Any
+    options: Sequence[dict[str, Any]]
+    name: str
+    hidden: Sequence[int] = (32,)
+    init_bias: Sequence[float] | None = None
+    on_iter: Callable[[int], None] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    _tables: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from pettingzoo import ParallelEnv
+
+        self.parallel = isinstance(self.env, ParallelEnv)
+        if self.parallel:
+            a = self.env.possible_agents[0]
+            space_o, space_a = self.env.observation_space(a), self.env.action_space(a)
+        else:
+            space_o, space_a = self.env.observation_space, self.env.action_space
+        self.meta = PolicyMeta(self.name, int(space_o.shape[0]), int(space_a.n), list(self.hidden), 0, {})
+
+    def networks(self, seed: int, critic: bool) -> tuple[nn.Module, nn.Module | None]:
+        """Near-uniform start (or ``init_bias``); resets the env with ``seed``."""
+        torch.manual_seed(seed)
+        m = self.meta
+        actor = mlp([m.obs_dim, *m.hidden, m.n_actions])
+        value = mlp([m.obs_dim, *m.hidden, 1]) if critic else None
+        with torch.no_grad():
+            actor[-1].weight.mul_(0.01)
+            if self.init_bias is not None:
+                actor[-1].bias.copy_(torch.tensor(list(self.init_bias), dtype=torch.float32))
+        self.env.reset(seed=seed)
+        return actor, value
+
+    def starts(self, it: int, rng: np.random.Generator, batch: int, group: int) -> np.ndarray:
+        """``batch // group`` starts drawn with replacement, each played ``group`` times."""
+        if self.on_iter is not None:
+            self.on_iter(it)
+        return np.repeat(rng.integers(len(self.options), size=max(1, batch // group)), group)
+
+    def play(self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator) -> Batch:
+        play = collect_parallel if self.parallel else collect
+        return play(self.env, to_numpy(actor, self.meta), [self.options[i] for i in starts], rng)
+
+    def has_outcome_table(self) -> bool:
+        return not self.parallel and (
+            hasattr(self.env, "stop_now_reward") or hasattr(self.env, "action_rewards")
+        )
+
+    def _table_row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Start ``i`` played to its end without stopping (stopping envs: action 1 stops, 0 goes
+        on), the reward of stopping read at each decision, the end's reward last; or, one-step,
+        the reward of every action."""
+        if i not in self._tables:
+            env = self.env
+            obs, _ = env.reset(options=self.options[i])
+            if hasattr(env, "action_rewards"):
+                self._tables[i] = (
+                    np.asarray(obs, np.float32)[None],
+                    np.asarray(env.action_rewards(), np.float32),
+                )
+            else:
+                seen, rewards = [], []
+                while True:
+                    if getattr(env, "needs_decision", lambda: True)():
+                        seen.append(obs)
+                        rewards.append(env.stop_now_reward())
+                    obs, r, term, trunc, _ = env.step(0)
+                    if term or trunc:
+                        break
+                seen.append(np.zeros_like(obs))  # the forced end: no decision, its obs is never read
+                rewards.append(r)
+                self._tables[i] = (np.asarray(seen, np.float32), np.asarray(rewards, np.float32))
+        return self._tables[i]
+
+    def outcome_table(
+        self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator, it: int
+    ) -> OutcomeTable:
+        rows = [self._table_row(int(i)) for i in starts]
+        if hasattr(self.env, "action_rewards"):
+            return OutcomeTable(np.concatenate([o for o, _ in rows]), np.stack([r for _, r in rows]), None)
+        d = max(len(r) for _, r in rows)
+        obs = np.zeros((len(rows), d, self.meta.obs_dim), np.float32)
+        reward = np.zeros((len(rows), d), np.float32)
+        for k, (o, r) in enumerate(rows):
+            obs[k, : len(r)], reward[k, : len(r)] = o, r
+        return OutcomeTable(obs, reward, stop_action=1, ends=np.array([len(r) - 1 for _, r in rows]))
+
+    def evaluate(self, actor: nn.Module) -> dict[str, float]:
+        return {}  # held-out evaluation is the experiment drivers' (after training)
+
+    def policy(self, actor: nn.Module, algo: str, seed: int) -> NumpyPolicy:
+        m = self.meta
+        return to_numpy(
+            actor, PolicyMeta(m.env, m.obs_dim, m.n_actions, m.hidden, seed, {"algo": algo, **self.extra})
+        )
