@@ -215,3 +215,11 @@ def test_cli_rejects_unknown_algo_in_one_line() -> None:
     assert p.returncode != 0
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "OT650" in lines[0] and "unknown algorithm 'nope'" in lines[0], p.stderr
+
+
+def test_cli_refuses_exact_pg_on_swarm_in_one_line() -> None:
+    p = subprocess.run([sys.executable, "-c", "from orchestrace.cli import main; main()", "train", "swarm",
+                        "--algo", "exact", "--iters", "1"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode != 0
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "OT650" in lines[0] and "exact PG" in lines[0], p.stderr

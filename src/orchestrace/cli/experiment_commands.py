@@ -19,7 +19,10 @@ _FORMAT = typer.Option("table", "--format", help="table or json")
 _SEED = typer.Option(0, "--seed", help="training/bootstrap seed (the data split is fixed)")
 _DATA = typer.Option(None, "--data", help="public data folder (default: $ORCHESTRACE_DATA or shared/data)")
 _ALGO = typer.Option(
-    "reinforce", "--algo", help="reinforce, ppo or grpo (hyperparameters per env and algorithm)"
+    "reinforce",
+    "--algo",
+    help="reinforce, ppo, grpo or exact (exact PG: RetryStop and Delegate routing only; hyperparameters per env "
+    "and algorithm)",
 )
 
 
@@ -183,7 +186,7 @@ def train_delegate_cmd(
     iters: int = typer.Option(200, "--iters"),
     out: Path = typer.Option(Path("runs/delegate"), "-o", "--out"),
     algo: str = typer.Option(
-        None, "--algo", help="reinforce, ppo or grpo (default: grpo to route, reinforce to cascade)"
+        None, "--algo", help="reinforce, ppo, grpo or exact (default: grpo to route, reinforce to cascade)"
     ),
     traces: list[str] = typer.Option(
         None, "--traces", help="route runs (glob; one per query and model) instead of --source"

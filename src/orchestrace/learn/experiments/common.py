@@ -77,9 +77,10 @@ def summary(x: np.ndarray, seed: int) -> dict[str, Any]:
 
 
 def algo_kwargs(defaults: dict[str, dict[str, Any]], algo: str, **given: Any) -> dict[str, Any]:
-    """The env's default hyperparameters for ``algo``, overridden by the ``given`` ones not None."""
+    """The env's default hyperparameters for ``algo`` (none listed: ``train_policy``'s), overridden by
+    the ``given`` ones not None."""
     check_algo(algo)
-    return {**defaults[algo], **{k: v for k, v in given.items() if v is not None}}
+    return {**defaults.get(algo, {}), **{k: v for k, v in given.items() if v is not None}}
 
 
 def policy_files(out: str | Path | None, name: str, policy: Any) -> list[str]:

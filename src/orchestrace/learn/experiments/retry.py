@@ -86,7 +86,7 @@ def train_retry(
 ) -> dict[str, Any]:
     """One policy (logistic by default: few tasks, few features) per family on 60% of its tasks,
     trained with ``algo`` (REINFORCE: the stop-now baseline, see
-    :func:`~orchestrace.learn.rl.reinforce.gym_update`) from an initial P(give up) of 0.12
+    :mod:`~orchestrace.learn.rl.reinforce`) from an initial P(give up) of 0.12
     per decision (a policy that quits at once never sees late successes); held-out evaluation
     against every fixed retry cap (the cap chosen on the training split, and the best cap in
     hindsight). ``lr``, ``group``, ``ent_coef``: default per algorithm (:data:`RETRY_ALGO`)."""

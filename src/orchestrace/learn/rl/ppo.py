@@ -36,6 +36,7 @@ class Args:
     gae_lambda: float = 0.95
     entropy: float = 0.003
     max_grad_norm: float = 0.5
+    clip_apart: bool = True  # clip the actor's and the critic's gradient norms each (else together)
     eval_every: int = 5
     threads: int = 1
     seed: int = 0
@@ -58,9 +59,10 @@ def gae(values: np.ndarray, b: Batch, lam: float) -> np.ndarray:
 
 def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.ndarray, ret: np.ndarray | None,
                    rng: np.random.Generator, *, epochs: int, minibatches: int, clip: float, ent_coef: float,
-                   vf_coef: float, norm_adv: bool, max_grad_norm: float | None = 0.5,
+                   vf_coef: float, norm_adv: bool, max_grad_norm: float | None = 0.5, clip_apart: bool = False,
                    old_logp: np.ndarray | None = None) -> None:  # fmt: skip
-    """PPO-clip epochs over the batch (the critic's squared error joins the loss when given).
+    """PPO-clip epochs over the batch (the critic's squared error joins the loss when given; with
+    ``clip_apart`` the actor's and the critic's gradients are clipped each to ``max_grad_norm``).
     ``old_logp``: log-probabilities of the actions under the policy that took them, when that was
     not ``actor`` (recorded runs); the ratio then corrects for the policy that collected the data."""
     obs, act = torch.from_numpy(b.obs), torch.from_numpy(b.act)
@@ -86,7 +88,11 @@ def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.n
                 loss = loss + vf_coef * ((critic(obs[idx])[:, 0] - ret_t[idx]) ** 2).mean()
             opt.zero_grad()
             loss.backward()
-            clip_grad(opt.params, max_grad_norm)
+            if clip_apart and critic is not None:
+                clip_grad(actor.parameters(), max_grad_norm)
+                clip_grad(critic.parameters(), max_grad_norm)
+            else:
+                clip_grad(opt.params, max_grad_norm)
             opt.step()
 
 
@@ -105,7 +111,7 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
             adv = gae(v, b, args.gae_lambda)
             clipped_update(actor, critic, opt, b, adv, adv + v, rng, epochs=args.epochs, minibatches=args.minibatches,
                            clip=args.clip, ent_coef=args.entropy, vf_coef=args.vf_coef, norm_adv=True,
-                           max_grad_norm=args.max_grad_norm)  # fmt: skip
+                           max_grad_norm=args.max_grad_norm, clip_apart=args.clip_apart)  # fmt: skip
         record(history, it, float(b.ep_reward.mean()), task, actor, iterations=args.iterations,
                eval_every=args.eval_every, progress=progress)  # fmt: skip
     return TrainResult(task.policy(actor, "ppo", args.seed), history)

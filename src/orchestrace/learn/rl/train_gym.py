@@ -81,7 +81,7 @@ def train_policy(
                              baseline=baseline, max_grad_norm=1.0)  # fmt: skip
     elif algo == "ppo":
         args = mod.Args(**common, epochs=epochs, minibatches=minibatches, critic_lr=None, vf_coef=vf_coef,
-                        clip=clip, gae_lambda=gae_lambda, entropy=ent_coef)  # fmt: skip
+                        clip=clip, gae_lambda=gae_lambda, entropy=ent_coef, clip_apart=False)  # fmt: skip
     elif algo == "grpo":
         args = mod.Args(**common, group=group, adv_scale=adv_scale, epochs=epochs, minibatches=minibatches,
                         clip=clip, entropy=ent_coef)  # fmt: skip
