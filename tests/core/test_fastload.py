@@ -10,10 +10,12 @@ import orjson
 import pytest
 
 import orchestrace as ot
+from orchestrace.core import limits
 from orchestrace.core.errors import InvalidTrace
 from orchestrace.core.fastload import load_clean
 from orchestrace.core.io import dumps, save
 from orchestrace.core.read import iter_raw, raw_to_trace
+from orchestrace.core.validate import validate_path
 from orchestrace.gen import generate
 
 # ints stay ints and floats floats (t, t_end, cost_usd, credit, rewards, costs, metrics),
@@ -181,3 +183,26 @@ def test_duplicate_key_goes_to_the_dict_path(tmp_path):
     with pytest.raises(InvalidTrace) as e:
         ot.load_one(p)
     assert [f.pointer for f in e.value.findings if f.code == "OT005"] == ["/events/0"]
+
+
+def test_long_string_test_needs_a_long_stretch_without_an_unescaped_quote(monkeypatch):
+    monkeypatch.setattr(limits, "MAX_STRING_CHARS", 10)
+    assert not limits.may_hold_long_string(b'["' + b'xxxx","' * 10 + b'"]')
+    assert not limits.may_hold_long_string(b'["x",' + b" " * 2 + b'"y"]' * 5)
+    assert limits.may_hold_long_string(b'{"a":"' + b"x" * 11 + b'"}')
+    assert limits.may_hold_long_string(b'{"a":"' + b'x\\"' * 6 + b'"}')  # escaped quotes do not split it
+    assert limits.may_hold_long_string(b'{"a":"' + b"x" * 11 + b'","b":"' + b"x" * 30 + b'"}')
+
+
+def test_string_past_the_limit_is_found_by_load_and_validate(tmp_path):
+    doc = orjson.loads(orjson.dumps(MIXED))
+    doc["events"][1]["content"] = "x" * limits.MAX_STRING_CHARS + '"'
+    p = tmp_path / "long.json"
+    p.write_bytes(orjson.dumps(doc))
+    del doc
+    assert load_clean(str(p)) is None
+    with pytest.raises(InvalidTrace) as e:
+        ot.load_one(p)
+    assert [(f.code, f.pointer) for f in e.value.findings] == [("OT008", "/events/1/content")]
+    r = validate_path(p)
+    assert [(f.code, f.pointer) for f in r.findings] == [("OT008", "/events/1/content")]

@@ -15,7 +15,7 @@ from msgspec import UNSET
 
 from .errors import LoadError
 from .fastcheck import VEvent, decode_clean
-from .limits import MAX_STRING_CHARS, needs_exact_check
+from .limits import may_hold_long_string, needs_exact_check
 from .model import Edge, Event, Trace, derived_costs
 from .read import read_bytes, split_format
 from .validate import check_log_structs, check_structs, read_log_structs
@@ -45,7 +45,7 @@ def _load_json(path: str) -> Trace | None:
     if needs_exact_check(data):
         return None
     tr = decode_clean(data)
-    large = len(data) > MAX_STRING_CHARS
+    large = may_hold_long_string(data)
     del data  # the structs hold everything: free the text before the checks allocate
     if tr is None:
         return None

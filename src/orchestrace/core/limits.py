@@ -23,6 +23,7 @@ read them.
 from __future__ import annotations
 
 import math
+import re
 from functools import partial
 from operator import is_not
 from typing import Any
@@ -36,12 +37,25 @@ MAX_STRING_CHARS = 64 * 1024 * 1024
 
 _DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))  # digits -> "0", the rest -> " "
 _LONG_INT = b"0" * 19  # 2**63 has 19 digits; every shorter integer fits
+_BOUNDARY = re.compile(rb'(?<!\\)"')  # a quote no backslash escapes
 
 
 def needs_exact_check(data: bytes) -> bool:
     """True when the text may hold an integer past 64 bits (it has a run of 19+ digits).
     False proves it holds none."""
     return _LONG_INT in data.translate(_DIGITS)
+
+
+def may_hold_long_string(data: bytes) -> bool:
+    """True when the JSON text may hold a string (or key) of more than ``MAX_STRING_CHARS``
+    characters; False proves it holds none. Inside a string every quote is escaped, so such a
+    string leaves more than that many bytes without a quote that follows no backslash, and so
+    covers a whole aligned window of half that size: a text with such a quote in every window
+    holds none. A few regex searches, however large the text."""
+    if len(data) <= MAX_STRING_CHARS:
+        return False
+    half = MAX_STRING_CHARS // 2
+    return not all(_BOUNDARY.search(data, lo, lo + half) for lo in range(0, len(data), half))
 
 
 class LimitViolation(msgspec.Struct, frozen=True):

@@ -62,6 +62,7 @@ from .limits import (
     MAX_STRING_CHARS,
     check_value,
     float_total,
+    may_hold_long_string,
     needs_exact_check,
 )
 from .model import EDGE_TYPES, EVENT_FIELD_TYPES, EVENT_REQUIRED_FIELDS, EVENT_TYPES, STATUSES, TOPOLOGIES
@@ -1049,7 +1050,7 @@ def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[l
     sink = (
         None
         if tr is None
-        else check_structs(tr, path, line=line, large=len(text) > MAX_STRING_CHARS, budget=budget)
+        else check_structs(tr, path, line=line, large=may_hold_long_string(text), budget=budget)
     )
     if sink is not None:
         return sink.items, sink.dropped
