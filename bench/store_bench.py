@@ -51,6 +51,13 @@ def timed(fn: Any, *a: Any, **kw: Any) -> tuple[float, Any]:
     return time.perf_counter() - t, out
 
 
+def cpu_timed(fn: Any, *a: Any, **kw: Any) -> tuple[float, float, Any]:
+    """Wall seconds, CPU seconds of this process (every thread, DuckDB's too) and the result."""
+    c = time.process_time()
+    dt, out = timed(fn, *a, **kw)
+    return dt, time.process_time() - c, out
+
+
 def bench_ingest(work: str, n_traces: int, size: int) -> tuple[str, int]:
     dt_gen, traces = timed(generate_corpus, n_traces, seed=0, size=size)
     n_events = sum(len(t.events) for t in traces)
@@ -63,17 +70,17 @@ def bench_ingest(work: str, n_traces: int, size: int) -> tuple[str, int]:
     print(f"corpus: {n_traces} traces, {n_events:,} events, {mb:.0f} MB JSONL (generated in {dt_gen:.1f} s)")
 
     plain = os.path.join(work, "plain.duckdb")
-    dt_plain, rep = timed(ingest, plain, files, measure=False)
+    dt_plain, cpu_plain, rep = cpu_timed(ingest, plain, files, measure=False)
     assert rep.events == n_events
     store = os.path.join(work, "store.duckdb")
-    dt_meas, rep = timed(ingest, store, files, measure=True)
-    dt_again, rep2 = timed(ingest, store, files, measure=True)
+    dt_meas, cpu_meas, rep = cpu_timed(ingest, store, files, measure=True)
+    dt_again, cpu_again, rep2 = cpu_timed(ingest, store, files, measure=True)
     assert rep2.unchanged == n_traces and rep2.events == 0
 
     con = duckdb.connect(os.path.join(work, "readjson.duckdb"))
     con.execute("SET threads = 2")
     glob = os.path.join(work, "part*.jsonl")
-    dt_duck, _ = timed(
+    dt_duck, cpu_duck, _ = cpu_timed(
         con.execute,
         f"CREATE TABLE events AS SELECT trace_id, unnest(events, recursive := true) FROM "
         f"read_json('{glob}', format = 'newline_delimited', sample_size = -1, maximum_object_size = 1000000000)",
@@ -82,14 +89,17 @@ def bench_ingest(work: str, n_traces: int, size: int) -> tuple[str, int]:
     con.close()
     print("\n== ingest (events/s) ==")
     rows = [
-        ("orchestrace ingest --no-measure", dt_plain),
-        ("orchestrace ingest (with measure metrics)", dt_meas),
-        ("orchestrace ingest again (all unchanged)", dt_again),
-        ("duckdb read_json + unnest (no validation)", dt_duck),
+        ("orchestrace ingest --no-measure", dt_plain, cpu_plain),
+        ("orchestrace ingest (with measure metrics)", dt_meas, cpu_meas),
+        ("orchestrace ingest again (all unchanged)", dt_again, cpu_again),
+        ("duckdb read_json + unnest (no validation)", dt_duck, cpu_duck),
     ]
-    for name, dt in rows:
-        print(f"{name:45s} {dt:8.2f} s  {n_events / dt:12,.0f} events/s")
-    print(f"ratio read_json / ingest --no-measure: {dt_plain / dt_duck:.1f}x faster")
+    for name, dt, cpu in rows:
+        print(f"{name:45s} {dt:8.2f} s  {n_events / dt:12,.0f} events/s  {cpu:7.2f} CPU s")
+    print(
+        f"ingest --no-measure at {dt_duck / dt_plain:.2f}x the speed of read_json (wall), "
+        f"{cpu_duck / cpu_plain:.2f}x in CPU seconds (goal >= 1.0x)"
+    )
     return store, n_events
 
 
