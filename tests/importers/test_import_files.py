@@ -1,0 +1,51 @@
+"""import_files writes only traces that validate, as the very JSON that was validated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from orchestrace import importers
+from orchestrace.core.io import dumps
+from orchestrace.core.model import Edge, Event, Trace
+
+
+def _trace(tid: str, t1: float) -> Trace:
+    events = [
+        Event(id="e0", t=0.0, type="message", agent="a"),
+        Event(id="e1", t=t1, type="message", agent="a"),
+    ]
+    return Trace(
+        trace_id=tid,
+        task_id="task",
+        events=events,
+        edges=[Edge("e0", "e1", "temporal")],
+        costs={"tokens": 0, "wall_clock_s": 1.0},
+    )
+
+
+def test_invalid_traces_are_reported_and_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = _trace("good", 1.0)
+    backwards = _trace("backwards", 1.0)
+    backwards.events[0].t = 2.0  # the edge e0 -> e1 now goes back in time (OT204)
+    nan_time = _trace("nan", float("nan"))  # written as null: a type error
+    fake = SimpleNamespace(load=lambda path, keep_content=False: iter([backwards, good, nan_time]))
+    monkeypatch.setitem(importers._cache, "fake-format", fake)
+    log = tmp_path / "log.jsonl"
+    log.write_text("{}\n")
+    out = tmp_path / "out.jsonl"
+    said: list[tuple[str, str]] = []
+    report = importers.Report()
+    importers.import_files(
+        [(str(log), "fake-format")],
+        str(out),
+        notify=lambda p, lvl, msg: said.append((lvl, msg)),
+        report=report,
+    )
+    assert out.read_bytes() == dumps(good) + b"\n"
+    assert report.failed == 2 and report.traces == 1
+    assert [lvl for lvl, _ in said] == ["error", "error"]
+    assert "trace backwards does not validate" in said[0][1] and "OT204" in said[0][1]
+    assert "trace nan does not validate" in said[1][1]
