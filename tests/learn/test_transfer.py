@@ -56,7 +56,12 @@ def test_leave_one_family_out_on_three_small_families() -> None:
     assert all(f.reported_questions == 15 and f.calibration_samples == 150 for f in rep.families)
     fams_rows = {(r.family, r.method) for r in rep.rows}
     for fam in ("easy", "hard", "mid", "all"):
-        assert {(fam, "learned(c=0.003)"), (fam, "bayes-adapted(c=0.01)"), (fam, "consol-sprt")} <= fams_rows
+        assert {
+            (fam, "learned(c=0.003)"),
+            (fam, "learned-online(c=0.003)"),
+            (fam, "consol-sprt"),
+        } <= fams_rows
+        assert (fam, "bayes-adapted(c=0.01)") in fams_rows
     for r in rep.rows:
         assert r.gap_ci95_points[0] - 1e-9 <= r.gap_points <= r.gap_ci95_points[1] + 1e-9
         if r.family != "all":

@@ -36,19 +36,31 @@ def label_counts(bank: Bank, budget: int, distractors: int = DISTRACTORS) -> lis
 
 def fit_label_free(bank: Bank, budget: int = 40, distractors: int = DISTRACTORS) -> SynthParams:
     """``SynthParams`` by maximum marginal likelihood of the vote counts; never reads ``gold``
-    or ``correct``. The null rate is the share of null samples. Deterministic (Nelder-Mead on
-    log parameters from a fixed start)."""
+    or ``correct``. The null rate is the share of null samples."""
+    nulls = float(np.mean([(q.answers[:budget] == NULL).mean() for q in bank.questions]))
+    try:
+        return fit_counts(label_counts(bank, budget, distractors), nulls, budget, distractors)
+    except ValueError:
+        raise ValueError(f"bank {bank.name!r} has no valid sample to fit a prior on") from None
+
+
+def fit_counts(
+    counts: list[tuple[int, ...]], null_rate: float, budget: int = 40, distractors: int = DISTRACTORS
+) -> SynthParams:
+    """``SynthParams`` maximising the marginal likelihood of questions' sorted vote counts. The
+    counts may be of prefixes of any length, stopped by any rule that reads only the samples:
+    the likelihood of a stopped sequence is that of its counts (the stopping rule drops out).
+    Deterministic (Nelder-Mead on log parameters from a fixed start)."""
     from scipy.optimize import minimize
 
-    seen = Counter(c for c in label_counts(bank, budget, distractors) if c)
+    seen = Counter(c for c in counts if c)
     if not seen:
-        raise ValueError(f"bank {bank.name!r} has no valid sample to fit a prior on")
-    nulls = float(np.mean([(q.answers[:budget] == NULL).mean() for q in bank.questions]))
+        raise ValueError("no valid sample to fit a prior on")
     lo, hi = np.log(PARAM_RANGE)
 
     def params(x: np.ndarray) -> SynthParams:
         a, b, al = np.exp(np.clip(x, lo, hi))
-        return SynthParams(float(a), float(b), distractors, float(al), nulls, budget)
+        return SynthParams(float(a), float(b), distractors, float(al), null_rate, budget)
 
     def loss(x: np.ndarray) -> float:
         p = params(x)
@@ -58,7 +70,9 @@ def fit_label_free(bank: Bank, budget: int = 40, distractors: int = DISTRACTORS)
         loss, np.log([0.5, 0.5, 1.0]), method="Nelder-Mead", options={"xatol": 1e-3, "fatol": 1e-6}
     )
     p = params(res.x)
-    return SynthParams(round(p.a, 4), round(p.b, 4), distractors, round(p.alpha, 4), round(nulls, 4), budget)
+    return SynthParams(
+        round(p.a, 4), round(p.b, 4), distractors, round(p.alpha, 4), round(null_rate, 4), budget
+    )
 
 
 def bayes_stoppers(

@@ -4,7 +4,8 @@ The protocol has no free samples: each held-out family is split in two halves of
 (seeded); the label-free prior of the adapted Bayes rule (``adapt.fit_label_free``) reads the
 calibration half's samples (counted apart, never their labels), and accuracy and mean samples
 are reported on the other half, every method on the same replays. The learned policy reads
-nothing of the held-out family at all. Each method is compared with fixed-budget voting (paired
+nothing of the held-out family at all; the adapted learned policy (``online.py``) reads only the
+samples it drew itself on the reported questions before the current one. Each method is compared with fixed-budget voting (paired
 bootstrap CI over the reported questions) and with every rule setting: a point is dominated when
 some rule (fixed-k, an Adaptive-Consistency threshold, an ESC window, an SPRT setting, the
 AC code's share and entropy thresholds) reaches at least its accuracy with at most its samples,
@@ -24,6 +25,7 @@ import numpy as np
 from .adapt import bayes_stoppers, fit_label_free
 from .banks import Bank, SynthParams, default_bank, default_bank_names
 from .evaluation import Result, paired_diff_ci, run_rule, run_stopper, tables
+from .online import adaptive_pool, adaptive_stopper, run_online, train_adaptive
 from .rules import default_methods, sweep_methods
 from .training import DEFAULT_COST, merge, policy_method, split, train_policy
 
@@ -33,7 +35,8 @@ BAYES_COSTS = (DEFAULT_COST, 0.01)
 PROTOCOL = (
     "per held-out family: the adapted Bayes rule's prior from a calibration half of its questions"
     " (samples only, counted apart); accuracy and mean samples on the other half; the learned"
-    " policy reads nothing of the held-out family"
+    " policy reads nothing of the held-out family; the online-adapted one refits its label-free prior"
+    " on the samples it drew on the reported questions before the current one"
 )
 
 
@@ -61,6 +64,7 @@ class FamilyTransfer:
     oracle_mean_samples: float
     learned_front_dominated: int  # learned points (one per cost) that some rule dominates
     learned_front_points: int
+    online_front_dominated: int  # the same for the online-adapted learned policy
 
 
 @dataclass
@@ -177,6 +181,12 @@ def held_out(
         pol, _ = train_policy(train, c, budget=budget, seed=seed, iterations=iterations, pool=pool)
         pol.config.trained_on = [b.name for j, b in enumerate(banks) if j != k]
         policies.append(policy_method(pol, f"learned(c={c:g})"))
+    adaptive = adaptive_pool(train, budget, 16, seed)
+    adapted = [
+        train_adaptive(train, c, budget=budget, seed=seed, iterations=iterations, pool=adaptive)
+        for c in learned_costs
+    ]
+    start = fit_label_free(train, budget)  # the prior before the held-out family's first refit
     calib, reported = split(held, 0.5, seed + 1)
     prior = fit_label_free(calib, budget)
     reps = tables(reported, budget, orders, seed)
@@ -185,7 +195,14 @@ def held_out(
     ]
     for c, fn in bayes_stoppers(prior, list(bayes_costs), budget):
         results.append(run_stopper(reported, reps, f"bayes-adapted(c={c:g})", "bayes-adapted", c, fn))
+    for c, pol in zip(learned_costs, adapted, strict=True):
+        results.append(
+            run_online(
+                reported, reps, adaptive_stopper(pol), start, f"learned-online(c={c:g})", "learned-online", c
+            )
+        )
     learned = [r for r in results if r.family == "learned"]
+    online = [r for r in results if r.family == "learned-online"]
     rules = [r for r in results if r.family in RULE_FAMILIES]
     fam = FamilyTransfer(
         held.name,
@@ -196,14 +213,16 @@ def held_out(
         next(r for r in results if r.method == "hindsight-oracle").mean_samples,
         sum(bool(dominating_rules(r, rules)) for r in learned),
         len(learned),
+        sum(bool(dominating_rules(r, rules)) for r in online),
     )
     return fam, results
 
 
 def transfer_rows(per_family: dict[str, list[Result]], budget: int, seed: int) -> list[MethodRow]:
-    """Rows of the learned policies, the adapted Bayes rules and ConSol's default SPRT for each
-    family and for all families pooled (each question once, so a pooled CI is over questions)."""
-    shown = ("learned", "bayes-adapted")
+    """Rows of the learned policies (plain and online-adapted), the adapted Bayes rules and
+    ConSol's default SPRT for each family and for all families pooled (each question once, so a
+    pooled CI is over questions)."""
+    shown = ("learned", "learned-online", "bayes-adapted")
     names = [r.method for r in next(iter(per_family.values())) if r.family in shown] + ["consol-sprt"]
     out = []
     pooled: dict[str, list[Result]] = {}
