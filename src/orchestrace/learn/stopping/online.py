@@ -118,6 +118,7 @@ def train_adaptive(
 ) -> StopPolicy:
     """Exact policy gradient (``rl.exact``, its default arguments) on the adaptive pool."""
     from ..rl import exact
+    from ..rl.tasks import PoolTask
 
     pool = pool or adaptive_pool(bank, budget, seed=seed)
     cfg = PolicyConfig(
@@ -126,7 +127,7 @@ def train_adaptive(
     args = exact.Args(seed=seed)
     if iterations is not None:
         args.iterations = iterations
-    return exact.train(pool, cost, args, cfg).policy
+    return exact.train(PoolTask(pool, cost, cfg), args).policy
 
 
 Stopper = Callable[[PrefixTable], tuple[int, int]]  # a replay -> (samples used, answer id)
