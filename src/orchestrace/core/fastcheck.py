@@ -9,13 +9,14 @@ None and the caller runs the dict path, which reports every finding with its poi
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Any, Literal
 
 import msgspec
 import numpy as np
 from msgspec import UNSET, Meta, UnsetType
 
-from .model import EDGE_TYPES, EVENT_TYPES, TOPOLOGIES
+from .model import EDGE_TYPES, TOPOLOGIES, Event, value_annotation
 
 # A JSON number stays the kind it was written as (``0`` an int, ``0.0`` a float), as orjson
 # decodes it on the dict path, so a trace loaded through these structs saves the same bytes.
@@ -25,32 +26,7 @@ NonNegInt = Annotated[int, Meta(ge=0)]
 NonEmpty = Annotated[str, Meta(min_length=1)]
 
 
-class VEvent(msgspec.Struct, kw_only=True, gc=False):
-    """An event as the schema allows it (unknown fields are skipped, which the key count notices)."""
-
-    id: NonEmpty
-    t: NonNeg
-    type: Literal[EVENT_TYPES]  # type: ignore[valid-type]
-    agent: NonEmpty
-    role: str | UnsetType = UNSET
-    from_: str | UnsetType = msgspec.field(default=UNSET, name="from")
-    to: str | UnsetType = UNSET
-    tool: str | UnsetType = UNSET
-    content_ref: str | UnsetType = UNSET
-    trusted: bool | UnsetType = UNSET
-    t_end: NonNeg | UnsetType = UNSET
-    parent: str | UnsetType = UNSET
-    call_id: str | UnsetType = UNSET
-    turn: NonNegInt | UnsetType = UNSET
-    tokens_in: NonNegInt | UnsetType = UNSET
-    tokens_out: NonNegInt | UnsetType = UNSET
-    cost_usd: NonNeg | UnsetType = UNSET
-    model: str | UnsetType = UNSET
-    content: str | UnsetType = UNSET
-    status: Literal["ok", "error"] | UnsetType = UNSET
-    attrs: dict[str, Any] | UnsetType = UNSET
-    credit: dict[str, Num] | UnsetType = UNSET
-
+class _EventRow(msgspec.Struct, kw_only=True, gc=False):
     def get(self, key: str, default: Any = None) -> Any:
         """dict-style access, so the semantic rules run on structs and dicts alike."""
         v = getattr(self, "from_" if key == "from" else key, default)
@@ -58,6 +34,36 @@ class VEvent(msgspec.Struct, kw_only=True, gc=False):
 
     def __getitem__(self, key: str) -> Any:
         return self.get(key)
+
+
+def _as_written(value: Any) -> Any:
+    """A float in ``model.Event`` decodes as the number kind it was written as (same bounds)."""
+    base, *metas = typing.get_args(value) if typing.get_origin(value) is Annotated else (value,)
+    if base is float:
+        return Annotated[(int, *metas)] | Annotated[(float, *metas)] if metas else Num
+    if typing.get_origin(base) is dict and typing.get_args(base)[1] is float:
+        return dict[str, Num]
+    return value
+
+
+def _fast_field(f: msgspec.structs.FieldInfo) -> tuple[str, Any] | tuple[str, Any, Any]:
+    """A VEvent field from an Event field: same bounds, UNSET (not None) when absent."""
+    value = _as_written(value_annotation(f.type))
+    if f.required:
+        return f.name, value
+    return f.name, value | UnsetType, msgspec.field(default=UNSET, name=f.encode_name)
+
+
+#: An event as the schema allows it, made from ``model.Event`` (unknown fields are skipped, which
+#: the key count notices).
+VEvent = msgspec.defstruct(
+    "VEvent",
+    [_fast_field(f) for f in msgspec.structs.fields(Event) if f.name != "extra"],
+    bases=(_EventRow,),
+    kw_only=True,
+    gc=False,
+    module=__name__,
+)
 
 
 class VEdge(msgspec.Struct, forbid_unknown_fields=True, gc=False):

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Final
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
+from msgspec import Meta
 
 SCHEMA_VERSION: Final = "orchestrace/1"
 
@@ -68,13 +69,22 @@ SURVEY_EVENT_FIELDS: Final = (
 )
 
 
-class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One vertex of the trace. ``extra`` holds fields we do not know, kept verbatim on save."""
+#: A count or amount that adds up into the trace's costs (tokens, USD): >= 0, and a value that is
+#: not is finding OT107 (the other fields' wrong values are OT102).
+_COST = Meta(ge=0, extra={"finding": "OT107"})
 
-    id: str
-    t: float
-    type: str
-    agent: str
+
+class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One vertex of the trace. ``extra`` holds fields we do not know, kept verbatim on save.
+
+    The field table of events: the annotations say what each value must be (``Meta`` bounds and
+    descriptions, ``Literal`` choices), and validation, its struct fast path and the store read
+    them from here. Nothing checks them when an Event is made in Python."""
+
+    id: Annotated[str, Meta(min_length=1)]
+    t: Annotated[float, Meta(ge=0)]
+    type: Literal[EVENT_TYPES]  # type: ignore[valid-type]
+    agent: Annotated[str, Meta(min_length=1)]
     role: str | None = None
     from_: str | None = msgspec.field(default=None, name="from")
     to: str | None = None
@@ -82,16 +92,16 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
     content_ref: str | None = None
     trusted: bool | None = None
     # --- orchestrace extensions (all optional) ---
-    t_end: float | None = None
-    parent: str | None = None
+    t_end: Annotated[float, Meta(ge=0, description="seconds from trace start")] | None = None
+    parent: Annotated[str, Meta(description="the spawning agent")] | None = None
     call_id: str | None = None
-    turn: int | None = None
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost_usd: float | None = None
+    turn: Annotated[int, Meta(ge=0)] | None = None
+    tokens_in: Annotated[int, _COST] | None = None
+    tokens_out: Annotated[int, _COST] | None = None
+    cost_usd: Annotated[float, _COST] | None = None
     model: str | None = None
     content: str | None = None
-    status: str | None = None
+    status: Literal[STATUSES] | None = None  # type: ignore[valid-type]
     attrs: dict[str, Any] | None = None
     credit: dict[str, float] | None = None
     extra: dict[str, Any] | None = None
@@ -138,10 +148,22 @@ class Trace(msgspec.Struct, kw_only=True):
 EVENT_JSON_FIELDS: Final = tuple(f.encode_name for f in msgspec.structs.fields(Event) if f.name != "extra")
 
 
+def value_annotation(annotation: Any) -> Any:
+    """The annotation of a field's value: ``X | None`` -> ``X`` (bounds kept)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        (one,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return one
+    return annotation
+
+
 def _value_type(annotation: Any) -> type:
-    """The type of value a field holds: ``str | None`` -> str, ``dict[str, float] | None`` -> dict."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    (one,) = args if isinstance(annotation, types.UnionType) else [annotation]
+    """The type of value a field holds: ``str | None`` -> str, ``dict[str, float] | None`` -> dict,
+    ``Literal["ok", "error"]`` -> str."""
+    one = value_annotation(annotation)
+    if typing.get_origin(one) is Annotated:
+        one = typing.get_args(one)[0]
+    if typing.get_origin(one) is Literal:
+        return type(typing.get_args(one)[0])
     return typing.get_origin(one) or one
 
 

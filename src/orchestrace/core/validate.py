@@ -43,15 +43,17 @@ from __future__ import annotations
 import math
 import os
 import reprlib
+import typing
 from collections import defaultdict
 from collections.abc import Iterator
 from functools import partial
 from itertools import repeat
 from operator import is_not
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import numpy as np
+from msgspec import Meta
 
 from .errors import Finding, InvalidTrace, LoadError
 from .fastcheck import VEvent, VTrace, columns, columns_of, decode_clean, decode_records
@@ -65,7 +67,15 @@ from .limits import (
     may_hold_long_string,
     needs_exact_check,
 )
-from .model import EDGE_TYPES, EVENT_FIELD_TYPES, EVENT_REQUIRED_FIELDS, EVENT_TYPES, STATUSES, TOPOLOGIES
+from .model import (
+    EDGE_TYPES,
+    EVENT_FIELD_TYPES,
+    EVENT_REQUIRED_FIELDS,
+    EVENT_TYPES,
+    TOPOLOGIES,
+    Event,
+    value_annotation,
+)
 from .read import (
     RawTrace,
     find_duplicate_key,
@@ -188,7 +198,6 @@ def _is_num(v: Any) -> bool:
     return t is float or t is int
 
 
-# Optional event fields: JSON name -> (check, expectation). A check returns True when fine.
 def _opt_str(v: Any) -> bool:
     return type(v) is str
 
@@ -213,25 +222,41 @@ def _opt_num_map(v: Any) -> bool:
     return type(v) is dict and all(_is_num(x) and math.isfinite(x) for x in v.values())
 
 
+def _field_rule(annotation: Any) -> tuple[Any, str, str]:
+    """(check, finding code, what the value must be) of an optional event field, read from its
+    annotation in ``model.Event``; a value kind without a rule here fails at import."""
+    value = value_annotation(annotation)
+    meta = Meta()
+    if typing.get_origin(value) is Annotated:
+        value, meta = typing.get_args(value)[:2]
+    code = (meta.extra or {}).get("finding", "OT102")
+    origin = typing.get_origin(value)
+    if origin is Literal:
+        choices = typing.get_args(value)
+        check, code = (lambda v: type(v) is str and v in choices), "OT104"
+        expect = "one of " + ", ".join(f'"{c}"' for c in choices)
+    elif value is str:
+        check, expect = _opt_str, "a string"
+    elif value is bool:
+        check, expect = _opt_bool, "a boolean"
+    elif value is int and meta.ge == 0:
+        check, expect = _opt_nonneg_int, "an integer from 0 to 2**63 - 1"
+    elif value is float and meta.ge == 0:
+        check, expect = _opt_nonneg_num, "a finite number >= 0"
+    elif origin is dict and typing.get_args(value)[1] is float:
+        check, expect = _opt_num_map, "an object of finite numbers"
+    elif origin is dict:
+        check, expect = _opt_dict, "an object"
+    else:
+        raise TypeError(f"no validation rule for an event field of type {value}")
+    return check, code, f"{expect} ({meta.description})" if meta.description else expect
+
+
+#: Optional event fields: JSON name -> (check, finding code, expectation). A check returns True when fine.
 _OPTIONAL_EVENT_FIELDS: dict[str, tuple[Any, str, str]] = {
-    "role": (_opt_str, "OT102", "a string"),
-    "from": (_opt_str, "OT102", "a string"),
-    "to": (_opt_str, "OT102", "a string"),
-    "tool": (_opt_str, "OT102", "a string"),
-    "content_ref": (_opt_str, "OT102", "a string"),
-    "trusted": (_opt_bool, "OT102", "a boolean"),
-    "t_end": (_opt_nonneg_num, "OT102", "a finite number >= 0 (seconds from trace start)"),
-    "parent": (_opt_str, "OT102", "a string (the spawning agent)"),
-    "call_id": (_opt_str, "OT102", "a string"),
-    "turn": (_opt_nonneg_int, "OT102", "an integer from 0 to 2**63 - 1"),
-    "tokens_in": (_opt_nonneg_int, "OT107", "an integer from 0 to 2**63 - 1"),
-    "tokens_out": (_opt_nonneg_int, "OT107", "an integer from 0 to 2**63 - 1"),
-    "cost_usd": (_opt_nonneg_num, "OT107", "a finite number >= 0"),
-    "model": (_opt_str, "OT102", "a string"),
-    "content": (_opt_str, "OT102", "a string"),
-    "status": (lambda v: type(v) is str and v in STATUSES, "OT104", 'one of "ok", "error"'),
-    "attrs": (_opt_dict, "OT102", "an object"),
-    "credit": (_opt_num_map, "OT102", "an object of finite numbers"),
+    f.encode_name: _field_rule(f.type)
+    for f in msgspec.structs.fields(Event)
+    if not f.required and f.name != "extra"
 }
 
 
