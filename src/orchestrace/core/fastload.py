@@ -9,6 +9,7 @@ through dicts, which reports every finding with its pointer, as before.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from msgspec import UNSET
@@ -18,7 +19,7 @@ from .fastcheck import VEvent, decode_clean
 from .limits import may_hold_long_string, needs_exact_check
 from .model import Edge, Event, Trace, derived_costs
 from .read import read_bytes, split_format
-from .validate import check_log_structs, check_structs, read_log_structs
+from .validate import StructCheck, check_log_structs, check_structs, read_log_structs
 
 _BOM = b"\xef\xbb\xbf"
 _STEP = 20_000  # events converted per slice: the structs they replace are freed as it goes
@@ -49,8 +50,8 @@ def _load_json(path: str) -> Trace | None:
     del data  # the structs hold everything: free the text before the checks allocate
     if tr is None:
         return None
-    sink = check_structs(tr, path, large=large)
-    if sink is None or sink.errors:
+    checked = check_structs(tr, path, large=large)
+    if checked is None or checked.sink.errors:
         return None
     top = {
         k: v
@@ -68,29 +69,30 @@ def _load_json(path: str) -> Trace | None:
     }
     if tr.metadata is not UNSET:
         top["metadata"] = tr.metadata
-    return _trace(top, tr.events, tr.edges)
+    return _trace(top, tr.events, tr.edges, checked)
 
 
 def _load_log(path: str) -> Trace | None:
     log = read_log_structs(path)
     if log is None:
         return None
-    sink = check_log_structs(log, path)
-    if sink is None or sink.errors:
+    checked = check_log_structs(log, path)
+    if checked is None or checked.sink.errors:
         return None
-    return _trace(log.top, log.events, log.edges)
+    return _trace(log.top, log.events, log.edges, checked)
 
 
-def _trace(top: dict[str, Any], events: list[VEvent], edges: list[Any]) -> Trace:
+def _trace(top: dict[str, Any], events: list[VEvent], edges: list[Any], checked: StructCheck) -> Trace:
     """The Trace the dict path builds from the same fields (``read.raw_to_trace``); ``events``
     is converted in place."""
     evs = to_events(events)
-    canon = {e.id: e.id for e in evs}  # edge endpoints share the event ids' strings
+    ids = list(checked.index)  # edge endpoints share the event ids' strings
+    ends = zip(checked.src.tolist(), checked.dst.tolist(), map(attrgetter("type"), edges), strict=True)
     tr = Trace(
         trace_id=top["trace_id"],
         task_id=top["task_id"],
         events=evs,
-        edges=[Edge(canon[x.src], canon[x.dst], x.type) for x in edges],
+        edges=[Edge(ids[s], ids[d], ty) for s, d, ty in ends],
         rewards=dict(top.get("rewards") or {}),
         costs=dict(top.get("costs") or {}),
         system=top.get("system"),

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from functools import partial
 from itertools import repeat
 from operator import is_not
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 import numpy as np
@@ -938,8 +938,8 @@ def _check_log_fast(p: str, budget: int) -> tuple[list[Finding], int] | None:
     """An event log checked on structs (memory ~ structs, not dicts; no Python work per field);
     None when any line needs a closer look, and the dict path then reports everything with its line."""
     log = read_log_structs(p)
-    sink = None if log is None else check_log_structs(log, p, budget)
-    return None if sink is None else (sink.items, sink.dropped)
+    checked = None if log is None else check_log_structs(log, p, budget)
+    return None if checked is None else (checked.sink.items, checked.sink.dropped)
 
 
 class LogStructs(msgspec.Struct):
@@ -1005,7 +1005,17 @@ def read_log_structs(p: str) -> LogStructs | None:
     return LogStructs(top, events, edges, ev_lines, ed_lines, longest)
 
 
-def check_log_structs(log: LogStructs, p: str, budget: int = DEFAULT_MAX_FINDINGS) -> _Sink | None:
+class StructCheck(NamedTuple):
+    """The findings on a trace read as structs, with its event index and its edges' endpoints
+    as event positions (which a loader reuses rather than look every id up again)."""
+
+    sink: _Sink
+    index: dict[str, int]
+    src: np.ndarray
+    dst: np.ndarray
+
+
+def check_log_structs(log: LogStructs, p: str, budget: int = DEFAULT_MAX_FINDINGS) -> StructCheck | None:
     """Every rule on an event log read as structs; None when its ids or edge endpoints need the
     dict path."""
     cols = columns_of(log.events, log.edges)
@@ -1020,7 +1030,7 @@ def check_log_structs(log: LogStructs, p: str, budget: int = DEFAULT_MAX_FINDING
     )
     sink = _Sink(raw, budget)
     _check(top, sink, prepared=cols)
-    return sink
+    return StructCheck(sink, cols[0], cols[-2], cols[-1])
 
 
 def _line_blocks(p: str, size: int = 1 << 22) -> Iterator[tuple[int, bytes, list[bytes]]]:
@@ -1072,13 +1082,13 @@ def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[l
     data, line = doc
     text = data[3:] if data[:3] == b"\xef\xbb\xbf" else data  # parse_json drops one BOM too
     tr = None if needs_exact_check(text) else decode_clean(text)
-    sink = (
+    checked = (
         None
         if tr is None
         else check_structs(tr, path, line=line, large=may_hold_long_string(text), budget=budget)
     )
-    if sink is not None:
-        return sink.items, sink.dropped
+    if checked is not None:
+        return checked.sink.items, checked.sink.dropped
     try:
         parsed = parse_json(data, path=path, line=line)
     except LoadError as e:
@@ -1091,7 +1101,7 @@ def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[l
 
 def check_structs(
     tr: VTrace, path: str, *, line: int | None = None, large: bool, budget: int = DEFAULT_MAX_FINDINGS
-) -> _Sink | None:
+) -> StructCheck | None:
     """The rules ``decode_clean`` leaves to Python (ids, edges, time, spawns, limits) on a trace
     it accepted; None when its ids or edge endpoints need the dict path. ``large``: the text was
     long enough to hold a string past the limit."""
@@ -1101,7 +1111,7 @@ def check_structs(
     sink = _Sink(RawTrace(None, path, line=line, large=large), budget)
     _check_graph(tr.events, *cols, sink)
     _check_limits(tr.metadata or None, tr.events, sink)
-    return sink
+    return StructCheck(sink, cols[0], cols[-2], cols[-1])
 
 
 def validate_trace(trace: Any) -> list[Finding]:
