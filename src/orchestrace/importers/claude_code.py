@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from ..core.limits import INT64_MAX
 from ._common import (
     Builder,
     ImportStats,
@@ -93,6 +94,7 @@ _NET_COMMAND = re.compile(
 )
 _REJECTED = "doesn't want to proceed with this tool use"
 _USAGE_ATTRS = frozenset({"message_id", "cache_read_tokens", "cache_creation_tokens"})
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 # ---------------------------------------------------------------- detection
@@ -296,9 +298,13 @@ class _Session:
             elif typ not in BOOKKEEPING:
                 self.b.stats.unknown[str(typ)] += 1
             if isinstance(uid, str):  # keep the record id; nested sub-agent events keep their own
-                for ev in self.b.events[n0:]:
-                    if not ev.attrs or "uuid" not in ev.attrs:
-                        ev.attrs = {**(ev.attrs or {}), "uuid": uid}
+                events = self.b.events
+                for j in range(n0, len(events)):
+                    ev = events[j]
+                    if not ev.attrs:
+                        ev.attrs = {"uuid": uid}
+                    elif "uuid" not in ev.attrs:
+                        ev.attrs = {**ev.attrs, "uuid": uid}
 
     def _assistant(self, r: dict, agent: str, is_main: bool) -> None:
         b = self.b
@@ -418,15 +424,11 @@ class _Session:
     def _add_usage(self, mid: str, idx: int | None, usage: dict) -> None:
         """Usage of one API call, on the last event it produced (its action): streamed records of
         the same call move it forward and keep the largest value per field."""
-        fields = {
-            k: as_count(usage.get(k), self.b.stats, k)
-            for k in (
-                "input_tokens",
-                "output_tokens",
-                "cache_read_input_tokens",
-                "cache_creation_input_tokens",
-            )
-        }
+        stats = self.b.stats
+        fields = {}
+        for k in _USAGE_FIELDS:
+            v = usage.get(k)  # nearly always a plain count: as_count only for anything else
+            fields[k] = v if type(v) is int and 0 <= v <= INT64_MAX else as_count(v, stats, k)
         if mid in self.usage:
             held, old = self.usage[mid]
             fields = {k: max(v, old[k]) for k, v in fields.items()}
