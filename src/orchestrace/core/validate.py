@@ -455,11 +455,17 @@ def _check_graph(
 
 
 _SPECIAL = frozenset(("spawn", "return", "tool_call", "tool_result", "despawn"))
-# the fast column check's type groups of the optional fields (status: one of STATUSES, checked apart)
-_OPTIONAL_TYPES = {f: ty for f, ty in EVENT_FIELD_TYPES.items() if f not in EVENT_REQUIRED_FIELDS}
-_STR_FIELDS = tuple(f for f, ty in _OPTIONAL_TYPES.items() if ty is str and f != "status")
-_NUM_FIELDS = tuple(f for f, ty in _OPTIONAL_TYPES.items() if ty is float)
-_INT_FIELDS = tuple(f for f, ty in _OPTIONAL_TYPES.items() if ty is int)
+# the fast column check's groups of the optional fields, by their rule: strings, numbers >= 0, integers >= 0
+_STR_FIELDS = tuple(f for f, rule in _OPTIONAL_EVENT_FIELDS.items() if rule[0] is _opt_str)
+_NUM_FIELDS = tuple(f for f, rule in _OPTIONAL_EVENT_FIELDS.items() if rule[0] is _opt_nonneg_num)
+_INT_FIELDS = tuple(f for f, rule in _OPTIONAL_EVENT_FIELDS.items() if rule[0] is _opt_nonneg_int)
+# and the others (booleans, objects, choices): name, the value types allowed, and the check of
+# each value when its type alone does not settle it
+_OTHER_FIELDS = tuple(
+    (f, {EVENT_FIELD_TYPES[f], type(None)}, None if check in (_opt_bool, _opt_dict) else check)
+    for f, (check, _, _) in _OPTIONAL_EVENT_FIELDS.items()
+    if f not in _STR_FIELDS + _NUM_FIELDS + _INT_FIELDS
+)
 
 
 def _column(rows: list[dict[str, Any]], key: str, nulls: bool = True) -> tuple[list[Any], bool]:
@@ -525,19 +531,12 @@ def _scan_events_fast(events: list[Any], nulls: bool = True) -> tuple[Any, ...] 
             te = np.asarray([t if v is None else v for v, t in zip(vals, tl, strict=True)], dtype=np.float64)
             if np.any(te < t_arr):
                 return None
-    for k, allowed in (
-        ("trusted", {bool, none}),
-        ("attrs", {dict, none}),
-        ("credit", {dict, none}),
-        ("status", {str, none}),
-    ):
+    for k, allowed, check in _OTHER_FIELDS:
         if k in keys:
             vals, null = _column(events, k, nulls)
             if null or not set(map(type, vals)) <= allowed:
                 return None
-            if k == "status" and not set(vals) <= {"ok", "error", None}:
-                return None
-            if k == "credit" and not all(_opt_num_map(c) for c in vals if c is not None):
+            if check is not None and not all(map(check, filter(_not_none, vals))):
                 return None
     ok_t = np.ones(n, dtype=bool)
     interesting = [i for i, ty in enumerate(types) if ty in _SPECIAL]
