@@ -11,6 +11,7 @@ import pytest
 import orchestrace as ot
 from orchestrace.core.errors import InvalidTrace, LoadError
 from orchestrace.core.io import EventLogWriter, dumps
+from orchestrace.core.model import Edge, Event
 from orchestrace.core.read import iter_log_records
 from orchestrace.core.validate import validate_path
 from orchestrace.gen import generate
@@ -121,6 +122,23 @@ def test_event_log_appends_and_streams(tmp_path, comp):
     assert back.rewards == tr.rewards and back.costs == tr.costs
     kinds = [rec["rec"] for _, rec in iter_log_records(p)]
     assert kinds[0] == "header" and kinds[-1] == "update" and kinds.count("event") == len(tr.events)
+
+
+def test_event_log_record_writes_an_event_and_its_edges_as_lines(tmp_path):
+    p = tmp_path / "run.events.jsonl"
+    with EventLogWriter(p, {"trace_id": "x", "task_id": "y"}) as w:
+        w.record(Event(id="e0", t=0, type="spawn", agent="o", to="a"), [])
+        w.record(
+            Event(id="e1", t=0.5, type="message", agent="a", to="o", tokens_in=3), [Edge("e0", "e1", "spawn")]
+        )
+        w.record(Event(id="e2", t=1, type="return", agent="a", extra={"note": "kept"}), [])
+    lines = p.read_bytes().splitlines()[1:]
+    assert lines == [
+        b'{"rec":"event","id":"e0","t":0,"type":"spawn","agent":"o","to":"a"}',
+        b'{"rec":"event","id":"e1","t":0.5,"type":"message","agent":"a","to":"o","tokens_in":3}',
+        b'{"rec":"edge","src":"e0","dst":"e1","type":"spawn"}',
+        b'{"rec":"event","id":"e2","t":1,"type":"return","agent":"a","note":"kept"}',
+    ]
 
 
 def test_event_log_without_costs_derives_them(tmp_path):

@@ -20,56 +20,20 @@ import asyncio
 import contextvars
 import functools
 import inspect
-import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-import msgspec
 import orjson
 
 from ..core.build import TraceBuilder, infer_edge_type
 from ..core.io import EventLogWriter
-from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs, event_to_dict
-from ..core.read import REC
+from ..core.model import SCHEMA_VERSION, Edge, Event, Trace, derived_costs
 
 Clock = Literal["wall", "logical"]
 ROOT_AGENT = "orchestrator"
-
-
-_ENC = msgspec.json.Encoder()
-_EVENT_PREFIX = b'{"' + REC.encode() + b'":"event",'
-_EDGE_PREFIX = b'{"' + REC.encode() + b'":"edge",'
-
-
-class LogWriter(EventLogWriter):
-    """The core's event-log writer, plus one write (and one flush) for an event with its edges.
-
-    Encoding the Event struct directly gives the same bytes as the core's dict path, four times
-    faster; one write per event means a kill cuts at most that event and its edges.
-    """
-
-    def record(self, ev: Event, edges: list[Edge]) -> None:
-        if ev.extra:
-            line = orjson.dumps({REC: "event", **event_to_dict(ev)})
-        else:
-            line = _EVENT_PREFIX + _ENC.encode(ev)[1:]
-        buf = [line]
-        for x in edges:
-            buf.append(_EDGE_PREFIX + _ENC.encode(x)[1:])
-        buf.append(b"")
-        self._f.write(b"\n".join(buf))
-        self._f.flush()
-        self._count += 1 + len(edges)
-        if self._fsync == "always" or (
-            isinstance(self._fsync, int) and self._count % self._fsync < 1 + len(edges)
-        ):
-            try:
-                os.fsync(self._f.fileno())
-            except (OSError, ValueError):
-                pass
 
 
 class Recorder:
@@ -112,7 +76,7 @@ class Recorder:
         self._agent: contextvars.ContextVar[str] = contextvars.ContextVar(
             f"agent{id(self)}", default=root_agent
         )
-        self._writer: LogWriter | None = None
+        self._writer: EventLogWriter | None = None
         self._fsync = fsync
         self._closed = False
         # replay / fork state
@@ -138,7 +102,7 @@ class Recorder:
                 header["topology"] = self.topology
             if self.metadata:
                 header["metadata"] = self.metadata
-            self._writer = LogWriter(self.path, header, fsync=self._fsync)
+            self._writer = EventLogWriter(self.path, header, fsync=self._fsync)
         return self
 
     def close(self) -> None:
