@@ -37,3 +37,23 @@ def test_examples() -> None:
     assert check_value({"a": True, "b": [2**63 - 1, "x"]}) is None
     assert check_value(_nested(random.Random(0), MAX_DEPTH + 1)) is not None
     assert check_value(_nested(random.Random(0), MAX_DEPTH)) is None  # depths 0..63
+
+
+def test_long_integer_scan_flags_numbers_not_digits_in_strings() -> None:
+    long_numbers = [
+        b"12345678901234567890",
+        b"\xef\xbb\xbf -12345678901234567890",
+        b'{"a": 12345678901234567890}',
+        b'{"a":-1234567890123456789}',
+        b"[1,\n 1234567890123456789]",
+        b"[1234567890123456789]",
+        b'{"h": "sha256:1234567890123456789"}',  # a run after ":" in a string: checked, to be safe
+    ]
+    no_long_number = [
+        b'{"a": "x1234567890123456789"}',
+        b'{"h": "ab1234567890123456789012"}',  # a hex digest
+        b'{"a": 1.12345678901234567890}',  # fraction digits: a float, not an integer
+        b'{"a": 123456789012345678}',  # 18 digits always fit
+    ]
+    assert all(limits.needs_exact_check(t) for t in long_numbers)
+    assert not any(limits.needs_exact_check(t) for t in no_long_number)

@@ -38,12 +38,17 @@ MAX_STRING_CHARS = 64 * 1024 * 1024
 _DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))  # digits -> "0", the rest -> " "
 _LONG_INT = b"0" * 19  # 2**63 has 19 digits; every shorter integer fits
 _BOUNDARY = re.compile(rb'(?<!\\)"')  # a quote no backslash escapes
+_LONG_NUMBER = re.compile(rb"[:,\[][ \t\n\r]*-?[0-9]{19}")  # a number where JSON puts values
+_LONG_FIRST = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\n\r]*-?[0-9]{19}")  # a document that is one
 
 
 def needs_exact_check(data: bytes) -> bool:
-    """True when the text may hold an integer past 64 bits (it has a run of 19+ digits).
-    False proves it holds none."""
-    return _LONG_INT in data.translate(_DIGITS)
+    """True when the text may hold an integer past 64 bits: a run of 19 or more digits where a
+    JSON number can start (at the start, or after ``:``, ``,`` or ``[`` and blanks). Runs
+    elsewhere are inside strings (hex digests hold some). False proves the text holds none."""
+    if _LONG_INT not in data.translate(_DIGITS):
+        return False
+    return _LONG_NUMBER.search(data) is not None or _LONG_FIRST.match(data) is not None
 
 
 def may_hold_long_string(data: bytes) -> bool:
