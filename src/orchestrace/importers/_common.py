@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -226,17 +227,19 @@ def head_bytes(path: str | os.PathLike[str], n: int = 65536) -> bytes:
 
 def first_json_lines(path: str | os.PathLike[str], k: int = 5) -> list[Any]:
     """Up to ``k`` decoded leading lines of a JSONL file (for sniffing); undecodable lines skipped."""
-    out: list[Any] = []
+    return list(islice(iter_head_json(path), k))
+
+
+def iter_head_json(path: str | os.PathLike[str]) -> Iterator[Any]:
+    """Decoded lines of a JSONL file's first 64 KB, one at a time (a sniffer that decides on the
+    first record decodes only that one); undecodable lines skipped."""
     for line in head_bytes(path).splitlines():
         if not line.strip():
             continue
         try:
-            out.append(orjson.loads(line))
+            yield orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if len(out) >= k:
-            break
-    return out
 
 
 # ---------------------------------------------------------------- the builder

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ from ._common import (
     as_list,
     as_text,
     first_json_lines,
+    iter_head_json,
     iter_jsonl,
     redact,
     require_nonempty,
@@ -104,7 +106,7 @@ def sniff(path: str | os.PathLike[str]) -> bool:
     p = os.fspath(path)
     if not p.endswith(".jsonl"):
         return False
-    for rec in first_json_lines(p, 8):
+    for rec in islice(iter_head_json(p), 8):
         if not isinstance(rec, dict):
             continue
         if "payload" in rec or "rec" in rec:  # Codex rollouts, orchestrace event logs
@@ -137,7 +139,7 @@ def session_of(path: str | os.PathLike[str]) -> Path | None:
     for parent in p.parents:  # new layout: <dir>/<session>/subagents/.../agent-x.jsonl
         if parent.name == "subagents":
             return parent.parent.with_suffix(".jsonl")
-    for rec in first_json_lines(p, 3):  # old layout: sessionId inside, session beside
+    for rec in islice(iter_head_json(p), 3):  # old layout: sessionId inside, session beside
         if isinstance(rec, dict) and isinstance(rec.get("sessionId"), str):
             return p.with_name(rec["sessionId"] + ".jsonl")
     return None
