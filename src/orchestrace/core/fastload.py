@@ -9,7 +9,6 @@ through dicts, which reports every finding with its pointer, as before.
 
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import Any
 
 from msgspec import UNSET
@@ -79,20 +78,20 @@ def _load_log(path: str) -> Trace | None:
     checked = check_log_structs(log, path)
     if checked is None or checked.sink.errors:
         return None
+    log.event_lines.clear()  # only findings needed the lines: free them before converting
+    log.edge_lines.clear()
     return _trace(log.top, log.events, log.edges, checked)
 
 
 def _trace(top: dict[str, Any], events: list[VEvent], edges: list[Any], checked: StructCheck) -> Trace:
     """The Trace the dict path builds from the same fields (``read.raw_to_trace``); ``events``
-    is converted in place."""
+    and ``edges`` are converted in place."""
     evs = to_events(events)
-    ids = list(checked.index)  # edge endpoints share the event ids' strings
-    ends = zip(checked.src.tolist(), checked.dst.tolist(), map(attrgetter("type"), edges), strict=True)
     tr = Trace(
         trace_id=top["trace_id"],
         task_id=top["task_id"],
         events=evs,
-        edges=[Edge(ids[s], ids[d], ty) for s, d, ty in ends],
+        edges=_to_edges(edges, checked),
         rewards=dict(top.get("rewards") or {}),
         costs=dict(top.get("costs") or {}),
         system=top.get("system"),
@@ -104,6 +103,19 @@ def _trace(top: dict[str, Any], events: list[VEvent], edges: list[Any], checked:
     if "costs" not in top:  # an event log whose header and updates carry none
         tr.costs = derived_costs(evs)
     return tr
+
+
+def _to_edges(edges: list[Any], checked: StructCheck) -> list[Edge]:
+    """Edge structs as ``Edge``s, slice by slice in the same list; the endpoints are the event
+    ids' own strings, found by the positions validation looked up."""
+    ids = list(checked.index)
+    out: list[Any] = edges
+    for i in range(0, len(out), _STEP):
+        ends = zip(checked.src[i : i + _STEP].tolist(), checked.dst[i : i + _STEP].tolist(), strict=True)
+        out[i : i + _STEP] = [
+            Edge(ids[s], ids[d], x.type) for (s, d), x in zip(ends, out[i : i + _STEP], strict=True)
+        ]
+    return out
 
 
 def to_events(events: list[VEvent]) -> list[Event]:

@@ -48,7 +48,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from functools import partial
 from itertools import repeat
-from operator import is_not
+from operator import attrgetter, is_not
 from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
@@ -363,7 +363,13 @@ def _check_limits(metadata: Any, events: list[Any], s: _Sink) -> None:
             v for k in ("tokens_in", "tokens_out") for v in _column(events, k, False)[0] if type(v) is int
         ]
         floats = {k: _column(events, k, False)[0] for k in FLOAT_TOTALS}
-    else:  # structs, or objects mixed with other values (reported as type errors already)
+    elif set(map(type, events)) == {VEvent}:  # the fast paths: no Python call, no tuple per event
+        attrs = [(i, a) for i, a in enumerate(map(attrgetter("attrs"), events)) if a is not msgspec.UNSET]
+        tokens = [
+            v for k in ("tokens_in", "tokens_out") for v in map(attrgetter(k), events) if type(v) is int
+        ]
+        floats = {k: [v for v in map(attrgetter(k), events) if v is not msgspec.UNSET] for k in FLOAT_TOTALS}
+    else:  # objects mixed with other values (reported as type errors already)
         rows = [(i, e) for i, e in enumerate(events) if type(e) is dict or isinstance(e, VEvent)]
         attrs = [(i, e.get("attrs")) for i, e in rows]
         tokens = [v for _, e in rows for v in (e.get("tokens_in"), e.get("tokens_out")) if type(v) is int]
