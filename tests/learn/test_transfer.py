@@ -59,6 +59,7 @@ def test_leave_one_family_out_on_three_small_families() -> None:
         assert {
             (fam, "learned(c=0.003)"),
             (fam, "learned-online(c=0.003)"),
+            (fam, "learned+sprt(c=0.003)"),
             (fam, "consol-sprt"),
         } <= fams_rows
         assert (fam, "bayes-adapted(c=0.01)") in fams_rows
@@ -71,6 +72,10 @@ def test_leave_one_family_out_on_three_small_families() -> None:
                 assert (
                     by[name].mean_samples <= r.mean_samples + 1e-9 and by[name].accuracy >= r.accuracy - 1e-9
                 )
+    for fam in ("easy", "hard", "mid"):  # the first of the two stops, replay by replay
+        by = {x.method: x for x in per[fam]}
+        both = np.minimum(by["learned(c=0.003)"].n_used, by["consol-sprt"].n_used)
+        assert np.all(by["learned+sprt(c=0.003)"].n_used <= both + 1e-9)
     pooled = next(r for r in rep.rows if r.family == "all" and r.method == "consol-sprt")
     sprt = [next(x for x in per[f] if x.method == "consol-sprt") for f in ("easy", "hard", "mid")]
     assert abs(pooled.accuracy - np.mean([s.accuracy for s in sprt])) < 1e-12  # 15 questions each

@@ -277,9 +277,9 @@ def _counted(items: Any, advance: Any) -> Any:
 
 
 def print_transfer(rep: Any, out: str) -> None:
-    """The leave-one-family-out table: the learned policy (plain and online-adapted) at the
-    default cost, the adapted Bayes rules and ConSol's default SPRT per held-out family and pooled
-    (every row in the JSON)."""
+    """The leave-one-family-out table: the learned policy (plain, stopping also where SPRT does,
+    online-adapted) at the default cost, the adapted Bayes rules and ConSol's default SPRT per
+    held-out family and pooled (every row in the JSON)."""
     from rich.table import Table
 
     from ..learn.stopping.training import DEFAULT_COST
@@ -290,7 +290,7 @@ def print_transfer(rep: Any, out: str) -> None:
         "dominated by",
         title=f"leave-one-family-out ({orders} orders, seed {seed}); {rep.protocol}",
     )  # fmt: skip
-    shown = {f"learned(c={DEFAULT_COST:g})", f"learned-online(c={DEFAULT_COST:g})", "consol-sprt"}
+    shown = {f"learned{kind}(c={DEFAULT_COST:g})" for kind in ("", "+sprt", "-online")} | {"consol-sprt"}
     for r in rep.rows:
         if r.method in shown or r.method.startswith("bayes-adapted"):
             t.add_row(
@@ -303,7 +303,7 @@ def print_transfer(rep: Any, out: str) -> None:
     for f in rep.families:
         console.print(
             f"{f.family}: learned front ({f.learned_front_points} costs) {f.learned_front_dominated} points "
-            f"dominated by a rule, online-adapted {f.online_front_dominated}; oracle {f.oracle_mean_samples:.2f} samples; label-free prior "
+            f"dominated by a rule, with SPRT {f.sprt_front_dominated}, online-adapted {f.online_front_dominated}; oracle {f.oracle_mean_samples:.2f} samples; label-free prior "
             f"a={f.label_free_prior.a:g} b={f.label_free_prior.b:g} alpha={f.label_free_prior.alpha:g} "
             f"from {f.calibration_questions} questions ({f.calibration_samples} samples)",
             highlight=False,

@@ -26,8 +26,9 @@ from .adapt import bayes_stoppers, fit_label_free
 from .banks import Bank, SynthParams, default_bank, default_bank_names
 from .evaluation import Result, paired_diff_ci, run_rule, run_stopper, tables
 from .online import adaptive_pool, adaptive_stopper, run_online, train_adaptive
-from .rules import default_methods, sweep_methods
-from .training import DEFAULT_COST, merge, policy_method, split, train_policy
+from .policy import StopPolicy
+from .rules import Method, consol_sprt, default_methods, sweep_methods
+from .training import DEFAULT_COST, merge, policy_method, policy_rule, split, train_policy
 
 RULE_FAMILIES = ("fixed-k", "ac-beta", "ac-dirichlet", "esc", "consol-sprt", "majority-share", "entropy")
 LEARNED_COSTS = (0.001, DEFAULT_COST, 0.01, 0.03)
@@ -65,6 +66,7 @@ class FamilyTransfer:
     learned_front_dominated: int  # learned points (one per cost) that some rule dominates
     learned_front_points: int
     online_front_dominated: int  # the same for the online-adapted learned policy
+    sprt_front_dominated: int  # the same for the learned policy stopping also where SPRT does
 
 
 @dataclass
@@ -159,6 +161,19 @@ def leave_one_family_out(
 HeldOut = tuple[FamilyTransfer, list[Result]]
 
 
+def first_stop_with_sprt(policy: StopPolicy, name: str) -> Method:
+    """The learned policy, stopped also as soon as ConSol's default SPRT would stop: the SPRT
+    ends the contests it can call (the leader three votes ahead), which a policy trained on other
+    families may prolong, and the policy ends the others."""
+    learned, sprt = policy_rule(policy), consol_sprt()
+    return Method(
+        name,
+        "learned+sprt",
+        policy.config.cost,
+        lambda pt, budget: min(learned(pt, budget), sprt(pt, budget)),
+    )
+
+
 def held_out(
     k: int,
     *,
@@ -180,7 +195,10 @@ def held_out(
     for c in learned_costs:
         pol, _ = train_policy(train, c, budget=budget, seed=seed, iterations=iterations, pool=pool)
         pol.config.trained_on = [b.name for j, b in enumerate(banks) if j != k]
-        policies.append(policy_method(pol, f"learned(c={c:g})"))
+        policies += [
+            policy_method(pol, f"learned(c={c:g})"),
+            first_stop_with_sprt(pol, f"learned+sprt(c={c:g})"),
+        ]
     adaptive = adaptive_pool(train, budget, 16, seed)
     adapted = [
         train_adaptive(train, c, budget=budget, seed=seed, iterations=iterations, pool=adaptive)
@@ -203,6 +221,7 @@ def held_out(
         )
     learned = [r for r in results if r.family == "learned"]
     online = [r for r in results if r.family == "learned-online"]
+    with_sprt = [r for r in results if r.family == "learned+sprt"]
     rules = [r for r in results if r.family in RULE_FAMILIES]
     fam = FamilyTransfer(
         held.name,
@@ -214,15 +233,16 @@ def held_out(
         sum(bool(dominating_rules(r, rules)) for r in learned),
         len(learned),
         sum(bool(dominating_rules(r, rules)) for r in online),
+        sum(bool(dominating_rules(r, rules)) for r in with_sprt),
     )
     return fam, results
 
 
 def transfer_rows(per_family: dict[str, list[Result]], budget: int, seed: int) -> list[MethodRow]:
-    """Rows of the learned policies (plain and online-adapted), the adapted Bayes rules and
-    ConSol's default SPRT for each family and for all families pooled (each question once, so a
-    pooled CI is over questions)."""
-    shown = ("learned", "learned-online", "bayes-adapted")
+    """Rows of the learned policies (plain, online-adapted, and stopping also where SPRT does),
+    the adapted Bayes rules and ConSol's default SPRT for each family and for all families pooled
+    (each question once, so a pooled CI is over questions)."""
+    shown = ("learned", "learned+sprt", "learned-online", "bayes-adapted")
     names = [r.method for r in next(iter(per_family.values())) if r.family in shown] + ["consol-sprt"]
     out = []
     pooled: dict[str, list[Result]] = {}
