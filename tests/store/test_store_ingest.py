@@ -206,6 +206,24 @@ def test_same_id_different_content_in_one_input(tmp_path: Path) -> None:
     assert stats(str(tmp_path / "t.duckdb"))["traces"] == 0
 
 
+def test_same_id_twice_in_one_file(tmp_path: Path) -> None:
+    """Repeats inside one file (one chunk of rows) are stored once, like repeats across files."""
+    f = tmp_path / "x.jsonl"
+    same, changed, other = hand_trace(reward=1.0), hand_trace(reward=0.5), hand_trace("other-1")
+    f.write_bytes(b"".join(dumps(t) + b"\n" for t in (same, other, same, changed)))
+    store = tmp_path / "s.duckdb"
+    rep = ingest(str(store), [str(f)])
+    assert (rep.inserted, rep.unchanged, rep.duplicates, rep.events) == (2, 0, 1, 12)
+    assert [x.first().code for x in rep.failures] == ["OT310"]
+    counts = stats(str(store))
+    assert (counts["traces"], counts["events"], counts["edges"], counts["rewards"]) == (2, 12, 10, 4)
+    agents = query(str(store), "SELECT events FROM agents WHERE trace_id = 'hand-1' ORDER BY agent")
+    assert agents["events"].to_pylist() == [3, 3]  # orch e1 e2 e6, w e3 e4 e5: counted once
+    assert query(str(store), "SELECT value FROM rewards WHERE trace_id = 'hand-1' AND channel = 'team'")[
+        "value"
+    ].to_pylist() == [1.0]
+
+
 def test_per_agent_cost_query_matches_measure(tmp_path: Path, corpus: tuple[list[Path], list]) -> None:
     from orchestrace.measure import breakdown
 

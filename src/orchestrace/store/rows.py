@@ -252,9 +252,13 @@ def iter_chunks(
     today = today or now.date()
     source = os.path.abspath(path)
     cols, failures, same = _Columns(), [], []
+    ids: set[str] = set()  # trace ids with rows in ``cols``: a chunk holds each id once
     try:
         for raw in iter_raw(path, check_duplicates=True, collect_errors=True):
             if (hit := _stored_already(raw, known, measure)) is not None:
+                if hit[0] in ids:  # the writer must meet the earlier one first
+                    yield Chunk(path, cols.tables(), failures, cols.n_traces, cols.n_events, same)
+                    cols, failures, same, ids = _Columns(), [], [], set()
                 same.append(hit)
                 continue
             findings, _ = check_raw(raw)
@@ -264,9 +268,14 @@ def iter_chunks(
             if raw.data.pop("_derived_costs", False):
                 raw.data["costs"] = raw_to_trace(msgspec.structs.replace(raw, data=dict(raw.data))).costs
             tid, dig = raw.data["trace_id"], digest(raw.data)
+            if tid in ids:  # met again in this file: its rows go in the next chunk (the writer
+                # stores a repeat once and refuses a different one, by id; rows are kept by id)
+                yield Chunk(path, cols.tables(), failures, cols.n_traces, cols.n_events, same)
+                cols, failures, same, ids = _Columns(), [], [], set()
             if is_unchanged(known, tid, dig, measure):
                 same.append((tid, dig))
                 continue
+            ids.add(tid)
             measured, critical = measure_trace(raw) if measure else (None, None)
             add_trace(
                 cols,
@@ -280,7 +289,7 @@ def iter_chunks(
             )
             if cols.n_events >= chunk_events:
                 yield Chunk(path, cols.tables(), failures, cols.n_traces, cols.n_events, same)
-                cols, failures, same = _Columns(), [], []
+                cols, failures, same, ids = _Columns(), [], [], set()
     except LoadError as e:
         failures.append(Failure(path, e.line, None, [e.finding()]))
     yield Chunk(path, cols.tables(), failures, cols.n_traces, cols.n_events, same)
