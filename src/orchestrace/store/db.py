@@ -281,10 +281,8 @@ def _write_chunk(
     if len(keep) < traces.num_rows:
         mask_ids = pa.array(keep, pa.string())
         tables = {k: t.filter(pc.is_in(t["trace_id"], value_set=mask_ids)) for k, t in tables.items()}
-    ids = pa.table({"trace_id": pa.array(keep, pa.string())})
     # no try/finally around the views: after a failed statement DuckDB refuses even an
     # unregister, which would hide the real error; the rollback and close drop them anyway
-    con.register("_ids", ids)
     if replace:
         con.register("_replace", pa.table({"trace_id": pa.array(replace, pa.string())}))
         for name in TABLES:
@@ -293,9 +291,9 @@ def _write_chunk(
     for name in ROW_TABLES:
         con.register("_rows", tables[name])
         con.execute(f"INSERT INTO {name} SELECT * FROM _rows")
+        if name == "events":  # the chunk's own rows: a large store is not scanned per chunk
+            con.execute(agents_sql("_rows"))
         con.unregister("_rows")
-    con.execute(agents_sql("_ids"))
-    con.unregister("_ids")
     for tid in keep:
         stored[tid] = (seen[tid], measured[tid])
     report.inserted += len(keep) - len(replace)

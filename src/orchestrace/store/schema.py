@@ -97,7 +97,7 @@ TABLES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     ),
 }
 
-#: Tables filled from prepared rows; ``agents`` is derived from ``events`` inside the transaction.
+#: Tables filled from prepared rows; ``agents`` is derived from the events rows inside the transaction.
 ROW_TABLES: Final = ("traces", "events", "edges", "rewards", "credits", "metrics")
 
 #: ``metrics.source`` values: the trace's own ``metrics`` map, its ``costs`` map, and what
@@ -116,7 +116,7 @@ SELECT trace_id, agent,
        count(*) FILTER (WHERE type = 'message')::INTEGER,
        count(*) FILTER (WHERE status = 'error')::INTEGER,
        count(*) FILTER (WHERE critical)::INTEGER
-FROM events WHERE trace_id IN (SELECT trace_id FROM {ids})
+FROM {events}
 GROUP BY trace_id, agent
 """
 
@@ -130,6 +130,7 @@ def ddl() -> list[str]:
     return out
 
 
-def agents_sql(ids_relation: str) -> str:
-    """SQL that derives ``agents`` rows for the trace ids held in relation ``ids_relation``."""
-    return _AGENTS_SQL.format(ids=ids_relation)
+def agents_sql(events_relation: str) -> str:
+    """SQL that derives ``agents`` rows from the events rows of whole traces held in relation
+    ``events_relation`` (the rows ingest is inserting: the stored events table is not scanned)."""
+    return _AGENTS_SQL.format(events=events_relation)
