@@ -1,8 +1,10 @@
-"""Benchmark: REINFORCE vs PPO vs GRPO on RetryStop, Delegate, Swarm and the PettingZoo Parallel Swarm.
+"""Benchmark: REINFORCE vs PPO vs GRPO on RetryStop, Delegate, Swarm and the PettingZoo Parallel Swarm
+(``--algos exact``: exact PG, on RetryStop and Delegate routing only: ``--only retry delegate``;
+the Delegate cascade is refused).
 
 Usage:
     python bench/learn_experiments_algos.py --seeds 0 1 2 [--only retry delegate swarm parallel]
-                                     [--algos reinforce ppo grpo] [--out runs/bench_learn_experiments_algos]
+                                     [--algos reinforce ppo grpo exact] [--out runs/bench_learn_experiments_algos]
     python bench/learn_experiments_algos.py --summary [--out ...]   # table over every seed file in --out
 
 Every run trains on the training split and reports the held-out reward (mean and 95% percentile
@@ -50,6 +52,8 @@ def run_retry(algo: str, seed: int) -> dict:
 def run_delegate(algo: str, seed: int) -> dict:
     out = {}
     for src, lam, mode in DELEGATE:
+        if algo == "exact" and mode == "cascade":
+            continue  # refused (OT650): what the cascade sees next depends on its action
         t0 = time.perf_counter()
         r = train_delegate(src, lam, seed=seed, iters=200, mode=mode, algo=algo)
         m = r["methods"]
@@ -85,7 +89,7 @@ RUNS = {"retry": run_retry, "delegate": run_delegate, "swarm": run_swarm, "paral
 
 def summary(out: Path) -> None:
     seeds = {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in sorted(out.glob("seed-*.json"))}
-    algos = sorted({a for s in seeds.values() for a in s}, key=["reinforce", "ppo", "grpo"].index)
+    algos = sorted({a for s in seeds.values() for a in s}, key=["reinforce", "ppo", "grpo", "exact"].index)
     runs = list(dict.fromkeys(k for s in seeds.values() for a in s.values() for k in a))
     print(f"seeds {sorted(seeds)}; held-out reward, mean over seeds ± sd [seed CIs]\n")
     print("| run | " + " | ".join(algos) + " |\n|---|" + "---|" * len(algos))

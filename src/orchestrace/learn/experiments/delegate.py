@@ -106,6 +106,7 @@ DELEGATE_ALGO: dict[str, dict[str, Any]] = {
     "reinforce": {"lr": 3e-3, "group": 4},
     "ppo": {"lr": 1e-3, "group": 1},
     "grpo": {"lr": 3e-3, "group": 4, "adv_scale": "none", "epochs": 2, "minibatches": 1},
+    "exact": {"lr": 3e-3},  # REINFORCE's rate (not tuned)
 }
 
 

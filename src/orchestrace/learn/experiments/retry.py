@@ -64,6 +64,7 @@ RETRY_ALGO: dict[str, dict[str, Any]] = {
     "reinforce": {"lr": 3e-2, "group": 1, "ent_coef": 0.01},
     "ppo": {"lr": 1e-2, "group": 1, "ent_coef": 0.01},
     "grpo": {"lr": 1e-2, "group": 8, "ent_coef": 0.01, "adv_scale": "group"},
+    "exact": {"lr": 3e-2},  # REINFORCE's rate (not tuned)
 }
 
 
