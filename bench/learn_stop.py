@@ -99,6 +99,36 @@ def algorithms(seed: int) -> None:
         )
 
 
+def algorithms_over_seeds(seeds: list[int], algos: list[str]) -> None:
+    """The ``algorithms`` run on several seeds (pool and training seeded alike), with the held-out
+    reward (accuracy - c x samples): one seed of PPO or GRPO says little, some seeds stop late."""
+    print(
+        f"\n== algorithms over seeds {seeds[0]}..{seeds[-1]}, train antonyms -> test countries, c={MAIN_COST} =="
+    )
+    train, test = default_bank("antonyms"), default_bank("countries")
+    pts = tables(test, BUDGET, ORDERS)
+    rows: dict[str, list[tuple[float, float, float, float]]] = {}
+    for seed in seeds:
+        pool = build_pool(train, BUDGET, 16, seed)
+        for algo in algos:
+            pol, hist = train_policy(train, MAIN_COST, algo=algo, pool=pool, seed=seed)
+            r = run_rule(test, pts, policy_method(pol), BUDGET)
+            row = (
+                r.accuracy,
+                r.mean_samples,
+                r.accuracy - MAIN_COST * r.mean_samples,
+                hist[-1]["eval_reward"],
+            )
+            rows.setdefault(algo, []).append(row)
+            print(f"seed {seed} {algo:9s} acc {row[0]:.3f} samples {row[1]:5.2f} held-out reward {row[2]:.4f} "
+                  f"train greedy {row[3]:.4f}", flush=True)  # fmt: skip
+    for algo, got in rows.items():
+        x = np.array(got)
+        print(f"{algo:9s} {len(got)} seeds: held-out reward {x[:, 2].mean():.4f} ± {x[:, 2].std():.4f} (median "
+              f"{np.median(x[:, 2]):.4f}), {(x[:, 1] > 20).sum()} seeds over 20 samples, acc {x[:, 0].mean():.3f}, "
+              f"samples {x[:, 1].mean():.2f}, train greedy {x[:, 3].mean():.4f}")  # fmt: skip
+
+
 def default_command() -> None:
     print("\n== default `orchestrace train stop` ==")
     with tempfile.TemporaryDirectory() as d:
@@ -133,7 +163,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one synthetic setting, one cost")
     ap.add_argument("--skip-default", action="store_true")
     ap.add_argument("--only-synthetic", action="store_true", help="synthetic banks only")
+    ap.add_argument(
+        "--algorithm-seeds", type=int, help="only the algorithms, on seeds 0..N-1 (held-out reward)"
+    )
+    ap.add_argument("--algos", nargs="+", default=["exact", "reinforce", "ppo", "grpo"])
     a = ap.parse_args()
+    if a.algorithm_seeds:
+        algorithms_over_seeds(list(range(a.algorithm_seeds)), a.algos)
+        return
     print("\n== synthetic banks: learned vs Bayes-optimal (train 2000 questions, test 4000 fresh ones) ==")
     ratios = []
     settings = [
