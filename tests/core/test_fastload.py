@@ -4,6 +4,8 @@ and hands anything unusual to the dict path, which reports it as before."""
 from __future__ import annotations
 
 import gzip
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -206,3 +208,16 @@ def test_string_past_the_limit_is_found_by_load_and_validate(tmp_path):
     assert [(f.code, f.pointer) for f in e.value.findings] == [("OT008", "/events/1/content")]
     r = validate_path(p)
     assert [(f.code, f.pointer) for f in r.findings] == [("OT008", "/events/1/content")]
+
+
+def test_stdin_is_read_once_by_the_path_that_reports(tmp_path):
+    def analyze(doc: dict) -> subprocess.CompletedProcess[bytes]:
+        cmd = [sys.executable, "-m", "orchestrace", "analyze", "-", "--format", "json"]
+        return subprocess.run(cmd, input=orjson.dumps(doc), capture_output=True, timeout=120)
+
+    bad = analyze(next(doc for name, doc, _ in UNUSUAL if name == "negative_t"))
+    assert bad.returncode == 1 and b"internal error" not in bad.stderr, bad.stderr
+    assert [f["code"] for f in orjson.loads(bad.stdout)["failed"]] == ["OT107"]
+    good = analyze(MIXED)
+    assert good.returncode == 0, good.stderr
+    assert [t["trace_id"] for t in orjson.loads(good.stdout)["traces"]] == ["t-1"]

@@ -27,6 +27,8 @@ _STEP = 20_000  # events converted per slice: the structs they replace are freed
 def load_clean(path: str) -> Trace | None:
     """The trace of a clean ``.json`` or ``.events.jsonl`` file (its validation found no error),
     else None (another format, or anything for the dict path to report)."""
+    if path == "-":  # stdin reads once: the dict path, which can report findings, must have it
+        return None
     fmt, _ = split_format(path)
     try:
         if fmt == "json":
