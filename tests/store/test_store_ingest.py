@@ -224,6 +224,23 @@ def test_same_id_twice_in_one_file(tmp_path: Path) -> None:
     ].to_pylist() == [1.0]
 
 
+def test_duplicate_key_fails_and_digest_is_key_order_free(tmp_path: Path) -> None:
+    """The duplicate-key check reuses the digest's sorted dump: a repeated key is still OT005,
+    and the same trace written with its keys in another order is the same content."""
+    ok = dumps(hand_trace("ok-1"))
+    dup_key = dumps(hand_trace("dup-1")).replace(b'"task_id":', b'"system":"x","task_id":', 1)
+    assert dup_key.count(b'"system":') == 2
+    f = tmp_path / "x.jsonl"
+    f.write_bytes(ok + b"\n" + dup_key + b"\n")
+    store = tmp_path / "s.duckdb"
+    rep = ingest(str(store), [str(f)])
+    assert rep.inserted == 1 and [(x.line, x.first().code) for x in rep.failures] == [(2, "OT005")]
+    reordered = tmp_path / "y.json"
+    reordered.write_bytes(orjson.dumps(dict(reversed(list(orjson.loads(ok).items())))))
+    again = ingest(str(store), [str(reordered)])
+    assert (again.inserted, again.unchanged) == (0, 1)
+
+
 def test_per_agent_cost_query_matches_measure(tmp_path: Path, corpus: tuple[list[Path], list]) -> None:
     from orchestrace.measure import breakdown
 

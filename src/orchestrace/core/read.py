@@ -214,30 +214,42 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return d
 
 
-def _same_key_count(text: bytes, parsed: Any) -> bool:
+def _same_key_count(text: bytes, parsed: Any, dumped: bytes | None = None) -> bool:
     """True when the parse kept every key of the text (so no key was duplicated).
 
     orjson's re-serialisation keeps every string's characters and writes one colon per key, so
     the colon count of the input equals that of the dump exactly when no key was dropped (a
     dropped key takes at least its own colon with it). An escaped colon (``\\u003a``), which
-    the dump would write literally, sends the input to the exact check.
+    the dump would write literally, sends the input to the exact check. ``dumped``: that dump,
+    when the caller has it already (key order does not change the count).
     """
     if b"\\u003" in text:
         return False
     try:
-        return text.count(b":") == orjson.dumps(parsed).count(b":")
+        return text.count(b":") == (dumped if dumped is not None else orjson.dumps(parsed)).count(b":")
     except orjson.JSONEncodeError:  # nested past orjson's writer: let the exact check decide
         return False
 
 
-def find_duplicate_key(data: bytes, parsed: Any = None) -> tuple[str, str] | None:
+def sorted_json(value: Any) -> bytes | None:
+    """orjson's dump of a decoded value with sorted keys (the store digests it); None when
+    orjson cannot write it (nested past its writer's limit)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return None
+
+
+def find_duplicate_key(
+    data: bytes, parsed: Any = None, dumped: bytes | None = None
+) -> tuple[str, str] | None:
     """(JSON pointer of the object, key) of the first duplicated key, or None.
 
     orjson silently keeps the last value of a duplicated key; a silent wrong answer is worse
     than a slower check. Fast path: count the keys (see ``_same_key_count``); only when the
     counts differ, or cannot be trusted, does the stdlib parser locate the duplicate.
     """
-    if parsed is not None and _same_key_count(data, parsed):
+    if parsed is not None and _same_key_count(data, parsed, dumped):
         return None
     if b'"' not in data:
         return None
@@ -276,6 +288,7 @@ class RawTrace(msgspec.Struct):
     duplicates: list[tuple[str, str, int | None]] = msgspec.field(default_factory=list)
     may_have_null: bool = True  # False when the source text holds no ``null`` token
     large: bool = True  # False when no line of the source is long enough to break the string limit
+    canonical: bytes | None = None  # ``sorted_json(data)`` of the data as read, when asked for
 
 
 def iter_raw(
@@ -284,11 +297,14 @@ def iter_raw(
     tolerant: bool = False,
     check_duplicates: bool = False,
     collect_errors: bool = False,
+    canonical: bool = False,
 ) -> Iterator[RawTrace]:
     """Decoded trace objects of a file, one per trace, without validation.
 
     With ``collect_errors`` a JSONL line that does not parse yields a RawTrace with ``data=None``
-    and the error, so validation can go on with the next line.
+    and the error, so validation can go on with the next line. With ``canonical`` each trace of
+    a .json or .jsonl file carries ``sorted_json`` of its data, which the duplicate-key check
+    then reuses instead of a dump of its own.
     """
     p = os.fspath(path)
     fmt, _ = split_format(p)
@@ -313,7 +329,9 @@ def iter_raw(
                     raise
                 yield RawTrace(None, p, line=n, log_errors=[e])
                 continue
-            if check_duplicates and (dup := find_duplicate_key(line, raw.data)):
+            if canonical:
+                raw.canonical = sorted_json(raw.data)
+            if check_duplicates and (dup := find_duplicate_key(line, raw.data, raw.canonical)):
                 raw.duplicates.append((dup[0], dup[1], n))
             yield raw
         if empty:
@@ -325,7 +343,9 @@ def iter_raw(
         raw = RawTrace(
             parse_json(data, path=p), p, may_have_null=b"null" in data, large=len(data) > MAX_STRING_CHARS
         )
-        if check_duplicates and (dup := find_duplicate_key(data, raw.data)):
+        if canonical:
+            raw.canonical = sorted_json(raw.data)
+        if check_duplicates and (dup := find_duplicate_key(data, raw.data, raw.canonical)):
             raw.duplicates.append((dup[0], dup[1], None))
         yield raw
 

@@ -82,6 +82,13 @@ def digest(data: dict[str, Any]) -> str:
     return hashlib.blake2b(orjson.dumps(data, option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
 
 
+def _digest_of(raw: RawTrace) -> str:
+    """``digest(raw.data)``, from the sorted dump the reader made when it has one."""
+    if raw.canonical is None:
+        return digest(raw.data)
+    return hashlib.blake2b(raw.canonical, digest_size=16).hexdigest()
+
+
 def trace_date(data: dict[str, Any], today: dt.date) -> dt.date:
     """The partition date, the day the trace started (UTC): ``metadata.t0_unix`` (what importers
     record), else an ISO date/time or epoch seconds under a usual metadata key, else ``today``
@@ -223,7 +230,7 @@ def _stored_already(raw: RawTrace, known: Known | None, measure: bool) -> tuple[
     if not isinstance(tid, str) or tid not in known:
         return None
     try:
-        dig = digest(d)
+        dig = _digest_of(raw)
     except orjson.JSONEncodeError:  # nested past the writer's limit: never stored, so validate it
         return None
     return (tid, dig) if is_unchanged(known, tid, dig, measure) else None
@@ -254,7 +261,7 @@ def iter_chunks(
     cols, failures, same = _Columns(), [], []
     ids: set[str] = set()  # trace ids with rows in ``cols``: a chunk holds each id once
     try:
-        for raw in iter_raw(path, check_duplicates=True, collect_errors=True):
+        for raw in iter_raw(path, check_duplicates=True, collect_errors=True, canonical=True):
             if (hit := _stored_already(raw, known, measure)) is not None:
                 if hit[0] in ids:  # the writer must meet the earlier one first
                     yield Chunk(path, cols.tables(), failures, cols.n_traces, cols.n_events, same)
@@ -265,9 +272,11 @@ def iter_chunks(
             if any(f.severity == "error" for f in findings):
                 failures.append(_failure(raw, findings))
                 continue
+            if "_derived_costs" in raw.data:  # the data changes here: its dump no longer holds
+                raw.canonical = None
             if raw.data.pop("_derived_costs", False):
                 raw.data["costs"] = raw_to_trace(msgspec.structs.replace(raw, data=dict(raw.data))).costs
-            tid, dig = raw.data["trace_id"], digest(raw.data)
+            tid, dig = raw.data["trace_id"], _digest_of(raw)
             if tid in ids:  # met again in this file: its rows go in the next chunk (the writer
                 # stores a repeat once and refuses a different one, by id; rows are kept by id)
                 yield Chunk(path, cols.tables(), failures, cols.n_traces, cols.n_events, same)
