@@ -32,6 +32,7 @@ class Args:
     adv_scale: str = "none"  # "none" (Dr. GRPO), "group" (original GRPO) or "batch"
     epochs: int = 2
     minibatches: int = 1
+    shuffle: bool = False  # minibatches of a fresh permutation each epoch (False: the batch in play order)
     lr: float = 1e-2  # advantages are not std-normalised, so they are small
     clip: float = 0.2
     entropy: float = 0.003
@@ -71,7 +72,7 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
             adv = group_advantages(b, args.group, args.adv_scale)
             clipped_update(actor, None, opt, b, adv, None, rng, epochs=args.epochs, minibatches=args.minibatches,
                            clip=args.clip, ent_coef=args.entropy, vf_coef=0.0, norm_adv=False,
-                           max_grad_norm=args.max_grad_norm)  # fmt: skip
+                           max_grad_norm=args.max_grad_norm, shuffle=args.shuffle)  # fmt: skip
         record(history, it, float(b.ep_reward.mean()), task, actor, iterations=args.iterations,
                eval_every=args.eval_every, progress=progress)  # fmt: skip
     return TrainResult(task.policy(actor, "grpo", args.seed), history)

@@ -60,9 +60,10 @@ def gae(values: np.ndarray, b: Batch, lam: float) -> np.ndarray:
 def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.ndarray, ret: np.ndarray | None,
                    rng: np.random.Generator, *, epochs: int, minibatches: int, clip: float, ent_coef: float,
                    vf_coef: float, norm_adv: bool, max_grad_norm: float | None = 0.5, clip_apart: bool = False,
-                   old_logp: np.ndarray | None = None) -> None:  # fmt: skip
+                   shuffle: bool = True, old_logp: np.ndarray | None = None) -> None:  # fmt: skip
     """PPO-clip epochs over the batch (the critic's squared error joins the loss when given; with
-    ``clip_apart`` the actor's and the critic's gradients are clipped each to ``max_grad_norm``).
+    ``clip_apart`` the actor's and the critic's gradients are clipped each to ``max_grad_norm``;
+    ``shuffle``: minibatches of a fresh permutation each epoch, else the batch in play order).
     ``old_logp``: log-probabilities of the actions under the policy that took them, when that was
     not ``actor`` (recorded runs); the ratio then corrects for the policy that collected the data."""
     obs, act = torch.from_numpy(b.obs), torch.from_numpy(b.act)
@@ -74,7 +75,8 @@ def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.n
         with torch.no_grad():
             old = log_probs(actor, obs, act)[0]
     for _ in range(epochs):
-        for idx in torch.from_numpy(rng.permutation(len(act))).chunk(minibatches):
+        order = rng.permutation(len(act)) if shuffle else np.arange(len(act))
+        for idx in torch.from_numpy(order).chunk(minibatches):
             if len(idx) < 2:
                 continue
             logp, ent = log_probs(actor, obs[idx], act[idx])

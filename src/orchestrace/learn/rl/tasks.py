@@ -128,10 +128,14 @@ class PoolTask:
 
     def starts(self, it: int, rng: np.random.Generator, batch: int, group: int) -> np.ndarray:
         p = self.pool
-        if group == 1 or self.group_by == "episode":
-            return np.repeat(rng.integers(p.episodes, size=max(1, batch // group)), group)
+        if group == 1:
+            return rng.integers(p.episodes, size=batch)
         qs = rng.integers(len(p.bank.questions), size=max(1, batch // group))
-        return (qs[:, None] * p.perms + rng.integers(p.perms, size=(len(qs), group))).reshape(-1)
+        if self.group_by == "episode":  # one order per group, played ``group`` times
+            orders = np.repeat(rng.integers(p.perms, size=(len(qs), 1)), group, axis=1)
+        else:
+            orders = rng.integers(p.perms, size=(len(qs), group))
+        return (qs[:, None] * p.perms + orders).reshape(-1)
 
     def play(self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator) -> Batch:
         ro = rollout(self.pool, prob_fn(actor), starts, rng, self.cost, trace_frac=self.trace_frac)

@@ -84,7 +84,7 @@ def train_policy(
                         clip=clip, gae_lambda=gae_lambda, entropy=ent_coef, clip_apart=False)  # fmt: skip
     elif algo == "grpo":
         args = mod.Args(**common, group=group, adv_scale=adv_scale, epochs=epochs, minibatches=minibatches,
-                        clip=clip, entropy=ent_coef)  # fmt: skip
+                        clip=clip, entropy=ent_coef, shuffle=True)  # fmt: skip
     else:
         args = mod.Args(**common)
     bar = None
