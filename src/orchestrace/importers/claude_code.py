@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from functools import lru_cache
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -175,12 +176,9 @@ def _discover_children(
             m = _AGENT_FILE.match(f.name)
             if m:
                 files[m.group(1)] = f
-    for f in sorted(session.parent.glob("agent-*.jsonl")):
-        m = _AGENT_FILE.match(f.name)
-        if m and m.group(1) not in files:
-            head = first_json_lines(f, 3)
-            if any(isinstance(r, dict) and r.get("sessionId") == sid for r in head):
-                files[m.group(1)] = f
+    for aid, f, sessions in _beside(session.parent):
+        if aid not in files and sid in sessions:
+            files[aid] = f
     children: dict[str, list] = {}
     metas: dict[str, dict] = {}
     for aid, f in files.items():
@@ -198,6 +196,38 @@ def _discover_children(
         if not keep_content:
             metas[aid].pop("description", None)
     return children, metas
+
+
+def _beside(folder: Path) -> list[tuple[str, Path, frozenset[str]]]:
+    """(agent id, file, session ids in its first records) of the old-layout sub-agent files in a
+    folder. Every session of the folder asks; the heads are read once per folder and state of
+    its agent files (name, size, mtime), not once per session: a project folder with S sessions
+    and A agent files costs A reads, not S x A."""
+    state = []
+    for f in sorted(folder.glob("agent-*.jsonl")):
+        try:
+            st = f.stat()
+            state.append((f.name, st.st_size, st.st_mtime_ns))
+        except OSError:  # gone since the listing: read as empty, as before
+            state.append((f.name, -1, -1))
+    heads = _sessions_of_agents(os.path.abspath(folder), tuple(state))
+    return [(aid, folder / name, ids) for aid, name, ids in heads]
+
+
+@lru_cache(maxsize=32)
+def _sessions_of_agents(
+    folder: str, state: tuple[tuple[str, int, int], ...]
+) -> tuple[tuple[str, str, frozenset[str]], ...]:
+    out = []
+    for name, _, _ in state:
+        m = _AGENT_FILE.match(name)
+        if m:
+            head = first_json_lines(os.path.join(folder, name), 3)
+            ids = frozenset(
+                r["sessionId"] for r in head if isinstance(r, dict) and isinstance(r.get("sessionId"), str)
+            )
+            out.append((m.group(1), name, ids))
+    return tuple(out)
 
 
 def _split_sidechains(records: list[dict]) -> tuple[list[dict], dict[str, list[dict]]]:
