@@ -14,11 +14,14 @@ import json
 import time
 from pathlib import Path
 
+import msgspec
+
 from orchestrace.learn.experiments import (
     eval_swarm_parallel,
     train_delegate,
     train_retry,
     train_swarm,
+    write_trained,
 )
 
 
@@ -33,7 +36,8 @@ RETRY_RUNS = (("alfworld", 0.1), ("alfworld", 0.25), ("humaneval", 0.05), ("huma
 def bench_retry(seed: int, out: Path) -> dict:
     runs = {}
     for fam, c in RETRY_RUNS:
-        r = train_retry([fam], c, seed=seed, iters=300, batch=128, out=out / f"retry-s{seed}-c{c}")
+        trained = train_retry([fam], c, seed=seed, iters=300, batch=128)
+        r = msgspec.to_builtins(write_trained(out / f"retry-s{seed}-c{c}", trained))
         runs[f"{fam}@{c}"] = r
         _print_retry(r)
     return runs

@@ -21,6 +21,7 @@ import json
 import time
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from orchestrace.learn.experiments import (
@@ -42,7 +43,9 @@ def run_retry(algo: str, seed: int) -> dict:
     out = {}
     for fam, c in RETRY:
         t0 = time.perf_counter()
-        v = train_retry([fam], c, seed=seed, iters=300, batch=128, algo=algo)["families"][fam]
+        v = msgspec.to_builtins(train_retry([fam], c, seed=seed, iters=300, batch=128, algo=algo).result)[
+            "families"
+        ][fam]
         out[f"retry {fam} c={c}"] = _row(v["learned"]["reward"], {
             "attempts": v["learned"]["mean_attempts"], "cap_train": v["fixed_caps"][str(v["cap_chosen_on_train"])]["reward"],
         }, time.perf_counter() - t0)  # fmt: skip

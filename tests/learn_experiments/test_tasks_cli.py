@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from orchestrace.cli import experiment_commands as cmd
-from orchestrace.learn.experiments import split, train_delegate, train_retry, train_swarm
+from orchestrace.learn.experiments import split, train_delegate, train_retry, train_swarm, write_trained
 from orchestrace.learn.experiments.common import Comparison, comparisons
 
 
@@ -47,14 +47,15 @@ def test_comparisons_say_win_tie_or_loss_for_every_baseline() -> None:
 
 @pytest.mark.slow
 def test_tiny_runs_are_json_and_complete(tmp_path, public_excerpt) -> None:
-    r = train_retry(["humaneval"], 0.1, iters=2, batch=16, out=tmp_path, data=public_excerpt)
-    json.dumps(r)
-    h = r["families"]["humaneval"]
+    r = write_trained(tmp_path, train_retry(["humaneval"], 0.1, iters=2, batch=16, data=public_excerpt))
+    h = json.loads((tmp_path / "retry-result.json").read_text())["families"]["humaneval"]
     assert (
         h["tasks_heldout"] == 5  # the excerpt's 12 tasks: round(0.6 * 12) = 7 train, 5 held out
         and "1" in h["fixed_caps"]
         and (tmp_path / "retry-humaneval.safetensors").exists()
-    )
+        and r.files_written == [str(tmp_path / f) for f in ("retry-humaneval.safetensors", "retry-humaneval.json",
+                                                             "retry-result.json")]
+    )  # fmt: skip
     # the fixed cap 1 gives up after the first attempt: success = first-try solves only
     assert h["fixed_caps"]["1"]["mean_attempts"] == 1.0
     d = train_delegate("gsm8k", 0.1, iters=2, batch=32, out=tmp_path, data=public_excerpt)

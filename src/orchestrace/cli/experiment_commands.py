@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import msgspec
 import typer
 
 from .common import console
+
+if TYPE_CHECKING:
+    from ..learn.experiments.retry import RetryReport
 
 _FORMAT = typer.Option("table", "--format", help="table or json")
 _SEED = typer.Option(0, "--seed", help="training/bootstrap seed (the data split is fixed)")
@@ -26,7 +30,11 @@ _ALGO = typer.Option(
 )
 
 
-def _emit(result: dict[str, Any], fmt: str, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
+def _emit(
+    result: msgspec.Struct | dict[str, Any], fmt: str, rows: list[tuple[str, ...]], header: tuple[str, ...]
+) -> None:
+    if isinstance(result, msgspec.Struct):
+        result = msgspec.to_builtins(result)
     if fmt == "json":
         console.print_json(json.dumps(result))
         return
@@ -40,7 +48,7 @@ def _emit(result: dict[str, Any], fmt: str, rows: list[tuple[str, ...]], header:
         console.print(f"wrote {path}", highlight=False)
 
 
-def _comparisons(result: dict[str, Any], what: str, scope: str = "") -> None:
+def _comparisons(result: msgspec.Struct | dict[str, Any], what: str, scope: str = "") -> None:
     """One plain line per baseline (paired difference of ``what``, 95% CI, verdict), then one
     line saying which baselines the learned policy beats, ties and loses to."""
     from ..learn.experiments.common import comparisons
@@ -77,19 +85,17 @@ def _check_format(fmt: str) -> None:
         raise OrchestraceError("OT665", f"unknown format {fmt!r} (table, json)")
 
 
-def _retry_rows(fam: str, r: dict[str, Any]) -> list[tuple[str, ...]]:
-    caps = r["fixed_caps"]
-    ct, cb = str(r["cap_chosen_on_train"]), str(r["cap_best_in_hindsight"])
-    lo, hi = r["learned"]["reward"]["ci95"]
-    d = r["learned_minus_train_cap"]
+def _retry_rows(fam: str, r: RetryReport) -> list[tuple[str, ...]]:
+    ct, cb = r.fixed_caps[str(r.cap_chosen_on_train)], r.fixed_caps[str(r.cap_best_in_hindsight)]
+    lo, hi = r.learned.reward.ci95
+    d = r.learned_minus_train_cap
     return [
-        (fam, "learned", f"{r['learned']['reward']['mean']:.4f} [{lo:.4f}, {hi:.4f}]",
-         f"{r['learned']['success']:.3f}", f"{r['learned']['mean_attempts']:.2f}",
-         f"{d['mean']:+.4f} [{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}]"),
-        (fam, f"cap {ct} (train)", f"{caps[ct]['reward']:.4f}", f"{caps[ct]['success']:.3f}",
-         f"{caps[ct]['mean_attempts']:.2f}", ""),
-        (fam, f"cap {cb} (hindsight)", f"{caps[cb]['reward']:.4f}", f"{caps[cb]['success']:.3f}",
-         f"{caps[cb]['mean_attempts']:.2f}", ""),
+        (fam, "learned", f"{r.learned.reward.mean:.4f} [{lo:.4f}, {hi:.4f}]", f"{r.learned.success:.3f}",
+         f"{r.learned.mean_attempts:.2f}", f"{d.mean:+.4f} [{d.ci95[0]:+.4f}, {d.ci95[1]:+.4f}]"),
+        (fam, f"cap {r.cap_chosen_on_train} (train)", f"{ct.reward:.4f}", f"{ct.success:.3f}",
+         f"{ct.mean_attempts:.2f}", ""),
+        (fam, f"cap {r.cap_best_in_hindsight} (hindsight)", f"{cb.reward:.4f}", f"{cb.success:.3f}",
+         f"{cb.mean_attempts:.2f}", ""),
     ]  # fmt: skip
 
 
@@ -118,16 +124,16 @@ def train_retry_cmd(
       orchestrace train retry -f alfworld --algo ppo
       orchestrace train retry -f game24 --cost 0.005 -o runs/g24 --format json
     """
-    from ..learn.experiments import train_retry
+    from ..learn.experiments import train_retry, write_trained
 
     _check_format(fmt)
-    r = train_retry(
-        family, cost, seed=seed, iters=iters, algo=algo, out=out, data=data, progress=fmt != "json"
+    r = write_trained(
+        out, train_retry(family, cost, seed=seed, iters=iters, algo=algo, data=data, progress=fmt != "json")
     )
-    rows = [row for fam, v in r["families"].items() for row in _retry_rows(fam, v)]
+    rows = [row for fam, v in r.families.items() for row in _retry_rows(fam, v)]
     _emit(r, fmt, rows, _RETRY_HEADER)
     if fmt != "json":
-        for fam, v in r["families"].items():
+        for fam, v in r.families.items():
             _comparisons(v, "reward", f"{fam}: ")
 
 

@@ -1,6 +1,6 @@
 """The experiments behind ``orchestrace train|eval retry|delegate|swarm`` (public data, seeded splits)."""
 
-from .common import SPLIT_SEED, split
+from .common import SPLIT_SEED, Trained, split, write_trained
 from .delegate import eval_delegate, train_delegate, train_delegate_logged
 from .retry import eval_retry, train_retry
 from .swarm import SWARM_TEST_SEED, eval_swarm, eval_swarm_parallel, train_swarm, train_swarm_parallel
@@ -8,6 +8,7 @@ from .swarm import SWARM_TEST_SEED, eval_swarm, eval_swarm_parallel, train_swarm
 __all__ = [
     "SPLIT_SEED",
     "SWARM_TEST_SEED",
+    "Trained",
     "eval_delegate",
     "eval_retry",
     "eval_swarm",
@@ -18,4 +19,5 @@ __all__ = [
     "train_retry",
     "train_swarm",
     "train_swarm_parallel",
+    "write_trained",
 ]

@@ -11,12 +11,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+import msgspec
 import numpy as np
 
 from ...core.errors import OrchestraceError
 from ...core.stats import bootstrap_means, percentile_ci
+from ..rl.rollouts import NumpyPolicy
 from ..rl.train_gym import check_algo
 
 SPLIT_SEED = 0
@@ -51,9 +53,22 @@ class Comparison:
     verdict: str
 
 
-def comparisons(result: dict[str, Any]) -> list[Comparison]:
-    """Every ``learned_minus_<baseline>`` of a result, with its verdict (ties included: a user
-    must see where the learned policy does not beat a rule)."""
+class MeanCI(msgspec.Struct):
+    """A mean over held-out items (or a paired mean difference) and its 95% bootstrap CI."""
+
+    mean: float
+    ci95: tuple[float, float]
+
+
+#: An algorithm's hyperparameters (the keys depend on the algorithm); a result's ``algo`` adds its ``name``.
+AlgoSettings = dict[str, str | int | float]
+
+
+def comparisons(result: msgspec.Struct | dict[str, Any]) -> list[Comparison]:
+    """Every ``learned_minus_<baseline>`` of a result (a result struct or its JSON), with its
+    verdict (ties included: a user must see where the learned policy does not beat a rule)."""
+    if isinstance(result, msgspec.Struct):
+        result = msgspec.to_builtins(result)
     out = []
     for key, d in result.items():
         if key.startswith("learned_minus_"):
@@ -71,16 +86,49 @@ def split(n: int, frac: float = 0.6, seed: int = SPLIT_SEED) -> tuple[np.ndarray
     return np.sort(idx[:k]), np.sort(idx[k:])
 
 
-def summary(x: np.ndarray, seed: int) -> dict[str, Any]:
+def summary(x: np.ndarray, seed: int) -> MeanCI:
     lo, hi = bootstrap_ci(x, seed=seed)
-    return {"mean": float(np.mean(x)), "ci95": [lo, hi]}
+    return MeanCI(float(np.mean(x)), (lo, hi))
 
 
-def algo_kwargs(defaults: dict[str, dict[str, Any]], algo: str, **given: Any) -> dict[str, Any]:
+def paired_summary(a: np.ndarray, b: np.ndarray, seed: int) -> MeanCI:
+    """``learned - baseline`` on the same items: :func:`paired_ci` as a :class:`MeanCI`."""
+    d, lo, hi = paired_ci(a, b, seed=seed)
+    return MeanCI(d, (lo, hi))
+
+
+def algo_kwargs(defaults: dict[str, AlgoSettings], algo: str, **given: float | None) -> AlgoSettings:
     """The env's default hyperparameters for ``algo`` (none listed: ``train_policy``'s), overridden by
     the ``given`` ones not None."""
     check_algo(algo)
     return {**defaults.get(algo, {}), **{k: v for k, v in given.items() if v is not None}}
+
+
+R = TypeVar("R", bound=msgspec.Struct)
+
+
+@dataclass(frozen=True)
+class Trained(Generic[R]):
+    """What a training run returns: its result, the file name the result goes to, and the policies
+    it trained by file stem (NAME.safetensors + NAME.json); :func:`write_trained` saves them."""
+
+    result: R
+    result_file: str
+    policies: dict[str, NumpyPolicy]
+
+
+def write_trained(out: str | Path, trained: Trained[R]) -> R:
+    """Save the policies and the result JSON in OUT; the result returned (and written) lists
+    every file in ``files_written`` (the policies, then the JSON itself) for the CLI to name."""
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    files: list[str] = []
+    for name, policy in trained.policies.items():
+        st = policy.save(d / name)
+        files += [str(st), str(st.with_suffix(".json"))]
+    result = msgspec.structs.replace(trained.result, files_written=[*files, str(d / trained.result_file)])
+    (d / trained.result_file).write_text(json.dumps(msgspec.to_builtins(result), indent=2) + "\n")
+    return result
 
 
 def policy_files(out: str | Path | None, name: str, policy: Any) -> list[str]:

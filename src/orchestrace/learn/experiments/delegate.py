@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from ...core.errors import OrchestraceError
@@ -71,7 +72,7 @@ def _delegate_report(train: Any, test: Any, lam: float, scale: float, policy: Nu
     methods = {}
     for k, (r, q, c, calls) in per.items():
         methods[k] = {
-            "reward": summary(r, seed),
+            "reward": msgspec.to_builtins(summary(r, seed)),
             "quality": float(q.mean()),
             "usd_per_1k_queries": float(c.mean() * 1000),
             "quality_per_dollar": float(q.mean() / c.mean()) if c.mean() > 0 else None,

@@ -4,16 +4,79 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
-from .common import SPLIT_SEED, algo_kwargs, paired_ci, policy_files, split, summary, write_result
+from .common import SPLIT_SEED, AlgoSettings, MeanCI, Trained, algo_kwargs, paired_summary, split, summary
+
+if TYPE_CHECKING:
+    from ..envs.retry import RetryStopEnv
 
 
-def _retry_episodes(env: Any, idx: np.ndarray, perms: int) -> list[dict[str, int]]:
+class RetryLearned(msgspec.Struct):
+    """The learned policy on the held-out tasks (per task: permutations averaged)."""
+
+    reward: MeanCI
+    success: float
+    mean_attempts: float
+
+
+class RetryCap(msgspec.Struct):
+    """A fixed retry cap (give up after k attempts) on the same held-out tasks."""
+
+    reward: float
+    success: float
+    mean_attempts: float
+
+
+class RetryReport(msgspec.Struct):
+    """The held-out comparison of a RetryStop policy with every fixed cap (keys: the cap, as text)."""
+
+    episodes_heldout: int
+    learned: RetryLearned
+    cap_chosen_on_train: int
+    cap_best_in_hindsight: int
+    fixed_caps: dict[str, RetryCap]
+    learned_minus_train_cap: MeanCI
+    learned_minus_hindsight_cap: MeanCI
+
+
+class RetryFamily(RetryReport):
+    """One family of ``train retry``: the held-out report, the split and the learning curve."""
+
+    cost: float
+    tasks_train: int
+    tasks_heldout: int
+    train_iters: int
+    learning_curve: list[float]
+
+
+class RetryTraining(msgspec.Struct, omit_defaults=True):
+    """``train retry``: one policy per family; ``files_written`` once :func:`write_trained` saved it."""
+
+    env: str
+    seed: int
+    split_seed: int
+    families: dict[str, RetryFamily]
+    algo: AlgoSettings
+    files_written: list[str] | None = None
+
+
+class RetryEval(RetryReport):
+    """``eval retry``: a saved policy on one family (``trained_on``: the family it learned on)."""
+
+    env: str
+    family: str
+    cost: float
+    seed: int
+    trained_on: str | None
+
+
+def _retry_episodes(env: RetryStopEnv, idx: np.ndarray, perms: int) -> list[dict[str, int]]:
     from ..envs.retry import EXCHANGEABLE
 
     out = []
@@ -23,8 +86,14 @@ def _retry_episodes(env: Any, idx: np.ndarray, perms: int) -> list[dict[str, int
     return out
 
 
-def _retry_eval(env: Any, episodes: list[dict[str, int]], policy: NumpyPolicy, seed: int) -> dict[str, Any]:
-    """Greedy policy and every fixed cap on the same held-out episodes."""
+#: Per episode: reward, success, attempts.
+Outcomes = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _retry_eval(
+    env: RetryStopEnv, episodes: list[dict[str, int]], policy: NumpyPolicy, seed: int
+) -> tuple[Outcomes, dict[int, Outcomes]]:
+    """Greedy policy and every fixed cap (by cap) on the same held-out episodes."""
     from ..envs.retry import fixed_cap_reward
 
     rew, succ, att = [], [], []
@@ -46,7 +115,7 @@ def _retry_eval(env: Any, episodes: list[dict[str, int]], policy: NumpyPolicy, s
             np.array([s for _, s, _ in res]),
             np.array([n for _, _, n in res]),
         )
-    return {"learned": (np.array(rew), np.array(succ), np.array(att)), "caps": caps}
+    return (np.array(rew), np.array(succ), np.array(att)), caps
 
 
 def _by_task(episodes: list[dict[str, int]], x: np.ndarray) -> np.ndarray:
@@ -60,7 +129,7 @@ def _by_task(episodes: list[dict[str, int]], x: np.ndarray) -> np.ndarray:
 #: by trial 15, so below c ~ 0.15 "never give up" is optimal and there is nothing to learn.)
 RETRY_COST = {"alfworld": 0.25, "humaneval": 0.1, "game24": 0.01, "game24-standard": 0.01}
 #: Per-algorithm defaults (GRPO: 8 rollouts of the same task and sample order per group).
-RETRY_ALGO: dict[str, dict[str, Any]] = {
+RETRY_ALGO: dict[str, AlgoSettings] = {
     "reinforce": {"lr": 3e-2, "group": 1, "ent_coef": 0.01},
     "ppo": {"lr": 1e-2, "group": 1, "ent_coef": 0.01},
     "grpo": {"lr": 1e-2, "group": 8, "ent_coef": 0.01, "adv_scale": "group"},
@@ -81,23 +150,22 @@ def train_retry(
     lr: float | None = None,
     group: int | None = None,
     ent_coef: float | None = None,
-    out: str | Path | None = None,
     data: str | Path | None = None,
     progress: bool = False,
-) -> dict[str, Any]:
+) -> Trained[RetryTraining]:
     """One policy (logistic by default: few tasks, few features) per family on 60% of its tasks,
     trained with ``algo`` (REINFORCE: the stop-now baseline, see
     :mod:`~orchestrace.learn.rl.reinforce`) from an initial P(give up) of 0.12
     per decision (a policy that quits at once never sees late successes); held-out evaluation
     against every fixed retry cap (the cap chosen on the training split, and the best cap in
-    hindsight). ``lr``, ``group``, ``ent_coef``: default per algorithm (:data:`RETRY_ALGO`)."""
+    hindsight). ``lr``, ``group``, ``ent_coef``: default per algorithm (:data:`RETRY_ALGO`).
+    :func:`~.common.write_trained` saves the policies (``retry-<family>``) and the result."""
     from ..datasets import load_retry
     from ..envs.retry import RetryStopEnv
 
     kw = algo_kwargs(RETRY_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
-    result: dict[str, Any] = {"env": "RetryStop", "seed": seed, "split_seed": SPLIT_SEED, "families": {},
-                              "algo": {"name": algo, **kw}}  # fmt: skip
-    files: list[str] = []
+    by_family: dict[str, RetryFamily] = {}
+    policies: dict[str, NumpyPolicy] = {}
     for fam in families:
         tasks = load_retry(fam, data)
         c = RETRY_COST.get(fam, 0.05) if cost is None else cost
@@ -108,55 +176,44 @@ def train_retry(
             algo, env, train_eps, env_name="RetryStop", iters=iters, batch=batch, seed=seed, progress=progress,
             hidden=hidden, init_bias=(0.0, -2.0), baseline="stop-now", extra={"family": fam, "cost": c}, **kw,
         )  # fmt: skip
-        files += policy_files(out, f"retry-{fam}", res.policy)
+        policies[f"retry-{fam}"] = res.policy
         # cap chosen on the training split
-        train_eval = _retry_eval(env, train_eps, res.policy, seed)
-        cap_train = max(train_eval["caps"], key=lambda k: train_eval["caps"][k][0].mean())
+        _, train_caps = _retry_eval(env, train_eps, res.policy, seed)
+        cap_train = max(train_caps, key=lambda k: train_caps[k][0].mean())
         r = _retry_report(env, _retry_episodes(env, te, perms), res.policy, seed, cap_train)
-        r.update(
-            cost=c, tasks_train=len(tr), tasks_heldout=len(te), train_iters=iters,
+        by_family[fam] = RetryFamily(
+            **msgspec.structs.asdict(r), cost=c, tasks_train=len(tr), tasks_heldout=len(te), train_iters=iters,
             learning_curve=[c["batch_reward"] for c in res.history],
         )  # fmt: skip
-        result["families"][fam] = r
-    write_result(out, "retry-result.json", result, files)
-    return result
+    result = RetryTraining("RetryStop", seed, SPLIT_SEED, by_family, {"name": algo, **kw})
+    return Trained(result, "retry-result.json", policies)
 
 
 def _retry_report(
-    env: Any, eps: list[dict[str, int]], policy: NumpyPolicy, seed: int, cap_train: int
-) -> dict:
-    ev = _retry_eval(env, eps, policy, seed)
-    lr, ls, la = (_by_task(eps, x.astype(float)) for x in ev["learned"])
-    caps = {k: tuple(_by_task(eps, x.astype(float)) for x in v) for k, v in ev["caps"].items()}
+    env: RetryStopEnv, eps: list[dict[str, int]], policy: NumpyPolicy, seed: int, cap_train: int
+) -> RetryReport:
+    learned, held_caps = _retry_eval(env, eps, policy, seed)
+    lr, ls, la = (_by_task(eps, x.astype(float)) for x in learned)
+    caps = {k: tuple(_by_task(eps, x.astype(float)) for x in v) for k, v in held_caps.items()}
     best = max(caps, key=lambda k: caps[k][0].mean())
-    d_train, lo_t, hi_t = paired_ci(lr, caps[cap_train][0], seed=seed)
-    d_best, lo_b, hi_b = paired_ci(lr, caps[best][0], seed=seed)
-    return {
-        "episodes_heldout": len(eps),
-        "learned": {
-            "reward": summary(lr, seed),
-            "success": float(ls.mean()),
-            "mean_attempts": float(la.mean()),
-        },
-        "cap_chosen_on_train": cap_train,
-        "cap_best_in_hindsight": best,
-        "fixed_caps": {
-            str(k): {
-                "reward": float(v[0].mean()),
-                "success": float(v[1].mean()),
-                "mean_attempts": float(v[2].mean()),
-            }
+    return RetryReport(
+        episodes_heldout=len(eps),
+        learned=RetryLearned(summary(lr, seed), float(ls.mean()), float(la.mean())),
+        cap_chosen_on_train=cap_train,
+        cap_best_in_hindsight=best,
+        fixed_caps={
+            str(k): RetryCap(float(v[0].mean()), float(v[1].mean()), float(v[2].mean()))
             for k, v in caps.items()
         },
-        "learned_minus_train_cap": {"mean": d_train, "ci95": [lo_t, hi_t]},
-        "learned_minus_hindsight_cap": {"mean": d_best, "ci95": [lo_b, hi_b]},
-    }
+        learned_minus_train_cap=paired_summary(lr, caps[cap_train][0], seed),
+        learned_minus_hindsight_cap=paired_summary(lr, caps[best][0], seed),
+    )
 
 
 def eval_retry(
     policy: str | Path, family: str, cost: float | None = None, *, perms: int = 8, seed: int = 0,
     data: str | Path | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> RetryEval:  # fmt: skip
     """A saved RetryStop policy on the held-out split of ``family`` (any family: transfer works
     because the features are task-agnostic), against every fixed cap."""
     from ..datasets import load_retry
@@ -167,8 +224,10 @@ def eval_retry(
     tasks = load_retry(family, data)
     env = RetryStopEnv(tasks, cost=c)
     tr, te = split(len(tasks))
-    train_eval = _retry_eval(env, _retry_episodes(env, tr, perms), pol, seed)
-    cap_train = max(train_eval["caps"], key=lambda k: train_eval["caps"][k][0].mean())
+    _, train_caps = _retry_eval(env, _retry_episodes(env, tr, perms), pol, seed)
+    cap_train = max(train_caps, key=lambda k: train_caps[k][0].mean())
     r = _retry_report(env, _retry_episodes(env, te, perms), pol, seed, cap_train)
-    r.update(env="RetryStop", family=family, cost=c, seed=seed, trained_on=pol.meta.extra.get("family"))
-    return r
+    return RetryEval(
+        **msgspec.structs.asdict(r), env="RetryStop", family=family, cost=c, seed=seed,
+        trained_on=pol.meta.extra.get("family"),
+    )  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from ..rl.rollouts import NumpyPolicy, run_episode
@@ -34,10 +35,10 @@ def _swarm_eval(env: Any, n: int, methods: dict[str, Any], seed: int) -> dict[st
                          info["serial_critical"]])  # fmt: skip
         a = np.array(rows)
         out[name] = {
-            "r_perf": summary(a[:, 0], seed),
+            "r_perf": msgspec.to_builtins(summary(a[:, 0], seed)),
             "r_parallel": float(a[:, 1].mean()),
             "finish_rate": float(a[:, 2].mean()),
-            "critical_over_serial": summary(a[:, 3], seed),
+            "critical_over_serial": msgspec.to_builtins(summary(a[:, 3], seed)),
             "on_budget": float(a[:, 4].mean()),
             "spawned_per_stage": float(a[:, 5].mean()),
             "critical_steps": float(a[:, 6].mean()),
@@ -277,7 +278,7 @@ def eval_swarm_parallel(
             )
         a = np.array(rows)
         r_perf[name] = a[:, 0]
-        out["methods"][name] = {"r_perf": summary(a[:, 0], seed), "finish_rate": float(a[:, 1].mean()),
+        out["methods"][name] = {"r_perf": msgspec.to_builtins(summary(a[:, 0], seed)), "finish_rate": float(a[:, 1].mean()),
                                 "critical_over_serial": float(a[:, 2].mean()), "on_budget": float(a[:, 3].mean())}  # fmt: skip
     if "learned_per_lead" in r_perf:  # paired over the same held-out tasks, like the single-agent Swarm
         for base in ("makespan_heuristic", "serial", "max_agents"):
