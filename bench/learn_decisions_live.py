@@ -31,7 +31,7 @@ import numpy as np
 
 from orchestrace.core.io import load_one
 from orchestrace.learn import load_policy
-from orchestrace.learn.experiments.common import SPLIT_SEED, bootstrap_ci, split
+from orchestrace.learn.experiments.common import SPLIT_SEED, bootstrap_ci, split, write_trained
 from orchestrace.learn.experiments.delegate import train_delegate
 from orchestrace.learn.experiments.swarm import SWARM_TEST_SEED, train_swarm
 from orchestrace.measure import critical_steps
@@ -93,7 +93,7 @@ def spawn(a: argparse.Namespace, out: Path) -> dict:
     from orchestrace.learn.envs.swarm import SwarmEnv, swarm_reward, swarm_trace
 
     t0 = time.process_time()
-    train_swarm(seed=a.seed, iters=a.swarm_iters, eval_tasks=10, out=out / "swarm")
+    write_trained(out / "swarm", train_swarm(seed=a.seed, iters=a.swarm_iters, eval_tasks=10))
     train_cpu = time.process_time() - t0
     pol = load_policy(str(out / "swarm" / "swarm"))
     env = SwarmEnv(pol.cfg, task_seed=SWARM_TEST_SEED)

@@ -78,7 +78,7 @@ def bench_delegate(seed: int, out: Path) -> list[dict]:
 
 
 def bench_swarm(seed: int, out: Path) -> dict:
-    r = train_swarm(seed=seed, out=out / f"swarm-s{seed}")
+    r = msgspec.to_builtins(write_trained(out / f"swarm-s{seed}", train_swarm(seed=seed)))
     for k, v in r["methods"].items():
         print(
             f"swarm {k:18s} r_perf {v['r_perf']['mean']:.3f} finish {v['finish_rate']:.3f} "
@@ -86,7 +86,9 @@ def bench_swarm(seed: int, out: Path) -> dict:
             f"spawned/stage {v['spawned_per_stage']:.2f}"
         )
     # the same policy run by every lead of the PettingZoo Parallel env (3 leads act at once)
-    p = eval_swarm_parallel(out / f"swarm-s{seed}" / "swarm.safetensors", eval_tasks=100, seed=seed)
+    p = msgspec.to_builtins(
+        eval_swarm_parallel(out / f"swarm-s{seed}" / "swarm.safetensors", eval_tasks=100, seed=seed)
+    )
     for k, v in p["methods"].items():
         print(
             f"swarm-parallel {k:18s} r_perf {v['r_perf']['mean']:.3f} finish {v['finish_rate']:.3f} "

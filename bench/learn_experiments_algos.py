@@ -68,7 +68,7 @@ def run_delegate(algo: str, seed: int) -> dict:
 
 def run_swarm(algo: str, seed: int) -> dict:
     t0 = time.perf_counter()
-    m = train_swarm(seed=seed, algo=algo)["methods"]
+    m = msgspec.to_builtins(train_swarm(seed=seed, algo=algo).result)["methods"]
     v = m["learned"]
     return {"swarm r_perf": _row(v["r_perf"], {
         "finish_rate": v["finish_rate"], "critical_over_serial": v["critical_over_serial"]["mean"],
@@ -78,7 +78,7 @@ def run_swarm(algo: str, seed: int) -> dict:
 
 def run_parallel(algo: str, seed: int) -> dict:
     t0 = time.perf_counter()
-    m = train_swarm_parallel(seed=seed, algo=algo)["methods"]
+    m = msgspec.to_builtins(train_swarm_parallel(seed=seed, algo=algo).result)["methods"]
     v = m["learned_per_lead"]
     rules = {k: {"r_perf": w["r_perf"]["mean"], "finish_rate": w["finish_rate"],
                  "critical_over_serial": w["critical_over_serial"]} for k, w in m.items() if k != "learned_per_lead"}  # fmt: skip

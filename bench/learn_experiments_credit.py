@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 import time
 
+import msgspec
+
 from orchestrace.learn.experiments import train_swarm_parallel
 
 
@@ -16,7 +18,9 @@ def main() -> None:
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     for credit in sys.argv[3:] or ["team", "loo"]:
         t = time.time()
-        r = train_swarm_parallel(seed=seed, iters=iters, credit=credit, eval_tasks=100)
+        r = msgspec.to_builtins(
+            train_swarm_parallel(seed=seed, iters=iters, credit=credit, eval_tasks=100).result
+        )
         m = r["methods"]["learned_per_lead"]
         print(
             f"credit={credit} iters={iters}: r_perf {m['r_perf']['mean']:.4f} {m['r_perf']['ci95']} "

@@ -23,6 +23,7 @@ from orchestrace.learn.envs.delegate import DelegateEnv
 from orchestrace.learn.envs.delegate_traces import delegate_features, route_data_from_traces, route_to_traces
 from orchestrace.learn.envs.swarm import FEATURE_NAMES, N_FEATURES, SwarmEnv, SwarmTask, make_task
 from orchestrace.learn.envs.swarm_traces import spawn_features, tasks_from_traces
+from orchestrace.learn.experiments.common import write_trained
 from orchestrace.learn.experiments.delegate import train_delegate
 from orchestrace.learn.experiments.swarm import train_swarm
 from orchestrace.learn.rl.rollouts import NumpyPolicy, PolicyMeta
@@ -117,7 +118,7 @@ def _biased_spawn_policy(path: Path) -> str:
 @pytest.fixture(scope="module")
 def spawn_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("sw")
-    train_swarm(iters=5, batch=16, train_tasks=40, eval_tasks=4, seed=0, out=out)
+    write_trained(out, train_swarm(iters=5, batch=16, train_tasks=40, eval_tasks=4, seed=0))
     return str(out / "swarm")
 
 
@@ -237,7 +238,9 @@ def test_swarm_runs_train_the_same_policy_as_their_tasks(
             backend={"kind": "scripted", "seed": 0})  # fmt: skip
     back = tasks_from_traces(str(tmp_path / "tr" / "*.events.jsonl"))
     assert [(t.id, t.stages) for t in back] == [(t.id, t.stages) for t in tasks]
-    train_swarm(iters=4, eval_tasks=2, seed=0, tasks=tasks, out=tmp_path / "a")  # the CLI's defaults
+    write_trained(
+        tmp_path / "a", train_swarm(iters=4, eval_tasks=2, seed=0, tasks=tasks)
+    )  # the CLI's defaults
     code, text = _cli(capsys, ["train", "swarm", "--traces", str(tmp_path / "tr" / "*.events.jsonl"), "--iters", "4",
                                "--eval-tasks", "2", "-o", str(tmp_path / "b"), "--format", "json"])  # fmt: skip
     assert code == 0, text

@@ -124,18 +124,16 @@ def test_team_credit_is_the_shared_reward() -> None:
 
 
 def test_same_seed_same_policy_and_unknown_credit() -> None:
-    a = train_swarm_parallel(seed=3, iters=3, batch=4, eval_tasks=3, credit="loo")
-    b = train_swarm_parallel(seed=3, iters=3, batch=4, eval_tasks=3, credit="loo")
-    assert (
-        a["learning_curve"] == b["learning_curve"] and a["methods"] == b["methods"] and a["credit"] == "loo"
-    )
+    a = train_swarm_parallel(seed=3, iters=3, batch=4, eval_tasks=3, credit="loo").result
+    b = train_swarm_parallel(seed=3, iters=3, batch=4, eval_tasks=3, credit="loo").result
+    assert a.learning_curve == b.learning_curve and a.methods == b.methods and a.credit == "loo"
     with pytest.raises(OrchestraceError) as e:
         train_swarm_parallel(iters=1, credit="nope")
     assert e.value.code == "OT651"
 
 
 def test_loo_training_beats_random() -> None:
-    r = train_swarm_parallel(seed=0, iters=25, batch=16, credit="loo", eval_tasks=30)
+    r = train_swarm_parallel(seed=0, iters=25, batch=16, credit="loo", eval_tasks=30).result
     env = SwarmParallelEnv(task_seed=SWARM_TEST_SEED)
     rng = np.random.default_rng(0)
     rand = []
@@ -144,9 +142,9 @@ def test_loo_training_beats_random() -> None:
         while env.agents:
             _, _, _, _, inf = env.step({a: int(rng.integers(0, 9)) for a in env.agents})
         rand.append(swarm_reward(inf["lead_0"]["trace"])["r_perf"])
-    learned = r["methods"]["learned_per_lead"]
-    assert learned["r_perf"]["mean"] > np.mean(rand) + 0.15  # measured 0.97 vs 0.67
-    assert learned["finish_rate"] > 0.75
+    learned = r.methods["learned_per_lead"]
+    assert learned.r_perf.mean > np.mean(rand) + 0.15  # measured 0.97 vs 0.67
+    assert learned.finish_rate > 0.75
 
 
 def test_cli_unknown_credit_is_one_line() -> None:

@@ -67,9 +67,12 @@ def test_tiny_runs_are_json_and_complete(tmp_path, public_excerpt) -> None:
         d["methods"]["oracle"]["reward"]["mean"]
         >= max(v["reward"]["mean"] for v in d["methods"].values()) - 1e-12
     )
-    s = train_swarm(iters=2, batch=16, group=4, eval_tasks=6, out=tmp_path)
-    json.dumps(s)
-    assert s["methods"]["serial"]["spawned_per_stage"] == 0.0
+    s = write_trained(tmp_path, train_swarm(iters=2, batch=16, group=4, eval_tasks=6))
+    assert (
+        json.loads((tmp_path / "swarm-result.json").read_text())["methods"]["serial"]["spawned_per_stage"]
+        == 0.0
+    )
+    assert s.methods["serial"].spawned_per_stage == 0.0
 
 
 @pytest.mark.slow

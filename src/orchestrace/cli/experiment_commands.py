@@ -18,6 +18,7 @@ from .common import console
 
 if TYPE_CHECKING:
     from ..learn.experiments.retry import RetryReport
+    from ..learn.experiments.swarm import SwarmParallelEval, SwarmReport
 
 _FORMAT = typer.Option("table", "--format", help="table or json")
 _SEED = typer.Option(0, "--seed", help="training/bootstrap seed (the data split is fixed)")
@@ -266,13 +267,12 @@ def eval_delegate_cmd(
         _comparisons(r, "reward")
 
 
-def _swarm_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
+def _swarm_rows(r: SwarmReport) -> list[tuple[str, ...]]:
     rows = []
-    for k, v in r["methods"].items():
-        lo, hi = v["r_perf"]["ci95"]
-        rows.append((k, f"{v['r_perf']['mean']:.4f} [{lo:.4f}, {hi:.4f}]", f"{v['finish_rate']:.3f}",
-                     f"{v['critical_over_serial']['mean']:.3f}", f"{v['on_budget']:.3f}",
-                     f"{v['spawned_per_stage']:.2f}"))  # fmt: skip
+    for k, v in r.methods.items():
+        lo, hi = v.r_perf.ci95
+        rows.append((k, f"{v.r_perf.mean:.4f} [{lo:.4f}, {hi:.4f}]", f"{v.finish_rate:.3f}",
+                     f"{v.critical_over_serial.mean:.3f}", f"{v.on_budget:.3f}", f"{v.spawned_per_stage:.2f}"))  # fmt: skip
     return rows
 
 
@@ -286,12 +286,12 @@ _SWARM_HEADER = (
 )
 
 
-def _swarm_parallel_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
+def _swarm_parallel_rows(r: SwarmParallelEval) -> list[tuple[str, ...]]:
     rows = []
-    for k, v in r["methods"].items():
-        lo, hi = v["r_perf"]["ci95"]
-        rows.append((k, f"{v['r_perf']['mean']:.4f} [{lo:.4f}, {hi:.4f}]", f"{v['finish_rate']:.3f}",
-                     f"{v['critical_over_serial']:.3f}", f"{v['on_budget']:.3f}"))  # fmt: skip
+    for k, v in r.methods.items():
+        lo, hi = v.r_perf.ci95
+        rows.append((k, f"{v.r_perf.mean:.4f} [{lo:.4f}, {hi:.4f}]", f"{v.finish_rate:.3f}",
+                     f"{v.critical_over_serial:.3f}", f"{v.on_budget:.3f}"))  # fmt: skip
     return rows
 
 
@@ -337,7 +337,7 @@ def train_swarm_cmd(
       orchestrace train swarm --parallel --algo grpo   # 3 leads, one shared policy
       orchestrace train swarm --parallel --credit loo  # each lead rewarded by its LOO credit
     """
-    from ..learn.experiments import train_swarm, train_swarm_parallel
+    from ..learn.experiments import train_swarm, train_swarm_parallel, write_trained
 
     _check_format(fmt)
     if parallel and traces:
@@ -345,14 +345,14 @@ def train_swarm_cmd(
 
         raise OrchestraceError("OT606", "--traces trains the single-orchestrator Swarm; drop --parallel")
     if parallel:
-        r = train_swarm_parallel(seed=seed, iters=iters or 200, branches=branches, l1=l1, l2=l2, algo=algo,
-                                 eval_tasks=eval_tasks or 100, credit=credit, out=out, progress=fmt != "json")  # fmt: skip
-        _emit(r, fmt, _swarm_parallel_rows(r), _SWARM_PARALLEL_HEADER)
+        rp = write_trained(out, train_swarm_parallel(seed=seed, iters=iters or 200, branches=branches, l1=l1, l2=l2,
+                           algo=algo, eval_tasks=eval_tasks or 100, credit=credit, progress=fmt != "json"))  # fmt: skip
+        _emit(rp, fmt, _swarm_parallel_rows(rp), _SWARM_PARALLEL_HEADER)
         if fmt != "json":
-            _comparisons(r, "r_perf")
+            _comparisons(rp, "r_perf")
         return
-    r = train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo, eval_tasks=eval_tasks or 200,
-                    out=out, traces=traces or None, progress=fmt != "json")  # fmt: skip
+    r = write_trained(out, train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo,
+                                       eval_tasks=eval_tasks or 200, traces=traces or None, progress=fmt != "json"))  # fmt: skip
     _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)
     if fmt != "json":
         _comparisons(r, "r_perf")
@@ -376,10 +376,10 @@ def eval_swarm_cmd(
 
     _check_format(fmt)
     if parallel:
-        r = eval_swarm_parallel(policy, branches=branches, eval_tasks=eval_tasks or 100, seed=seed)
-        _emit(r, fmt, _swarm_parallel_rows(r), _SWARM_PARALLEL_HEADER)
+        rp = eval_swarm_parallel(policy, branches=branches, eval_tasks=eval_tasks or 100, seed=seed)
+        _emit(rp, fmt, _swarm_parallel_rows(rp), _SWARM_PARALLEL_HEADER)
         if fmt != "json":
-            _comparisons(r, "r_perf")
+            _comparisons(rp, "r_perf")
         return
     r = eval_swarm(policy, eval_tasks=eval_tasks or 200, seed=seed)
     _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)

@@ -2,92 +2,196 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
 
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
-from .common import algo_kwargs, paired_ci, policy_files, summary, write_result
+from .common import AlgoSettings, MeanCI, Trained, algo_kwargs, paired_summary, summary
+
+if TYPE_CHECKING:
+    from ..envs.swarm import SwarmConfig, SwarmEnv, SwarmTask
+    from ..envs.swarm_parallel import SwarmParallelEnv
+    from ..rl.train_gym import TrainResult
 
 SWARM_TRAIN_SEED, SWARM_TEST_SEED = 0, 1  # task generators: held-out DAGs come from another seed
 
 
-def _swarm_run(env: Any, i: int, choose: Any) -> dict[str, Any]:
-    _, _, _, info = run_episode(env, choose, {"task": i})
-    return info
+class SwarmMethod(msgspec.Struct):
+    """One spawn rule (or the learned policy) on the held-out DAGs: PARL reward terms, Critical
+    Steps over the serial schedule's, the share of DAGs finished within budget."""
+
+    r_perf: MeanCI
+    r_parallel: float
+    finish_rate: float
+    critical_over_serial: MeanCI
+    on_budget: float
+    spawned_per_stage: float
+    critical_steps: float
+    serial_critical_steps: float
 
 
-def _swarm_eval(env: Any, n: int, methods: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Every method on held-out tasks 0..n-1; Critical Steps measured on the trace."""
+class SwarmReport(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Every method on the held-out DAGs; with a policy, learned - each baseline
+    (:data:`~..envs.swarm.BASELINES`) in r_perf, paired over the same DAGs (absent without one)."""
+
+    tasks_heldout: int
+    methods: dict[str, SwarmMethod]
+    learned_minus_serial_r_perf: MeanCI | None = None
+    learned_minus_one_per_subtask_r_perf: MeanCI | None = None
+    learned_minus_max_agents_r_perf: MeanCI | None = None
+    learned_minus_k2_r_perf: MeanCI | None = None
+    learned_minus_k4_r_perf: MeanCI | None = None
+    learned_minus_makespan_heuristic_r_perf: MeanCI | None = None
+
+
+class SwarmEval(SwarmReport, kw_only=True, omit_defaults=True):
+    """``eval swarm``."""
+
+    env: str
+    seed: int
+    test_task_seed: int
+
+
+class Anneal(msgspec.Struct):
+    """Initial r_parallel (l1) and r_finish (l2) weights, decayed to 0 over the first ``frac`` of training."""
+
+    l1: float
+    l2: float
+    frac: float
+
+
+class SwarmTraining(SwarmReport, kw_only=True, omit_defaults=True):
+    """``train swarm`` (``train_task_seed`` None: trained on given tasks); ``weights``: (l1, l2)
+    every 1/20 of the iterations; ``files_written`` once :func:`~.common.write_trained` saved it."""
+
+    env: str
+    seed: int
+    train_task_seed: int | None
+    train_tasks: int
+    test_task_seed: int
+    config: SwarmConfig
+    train_iters: int
+    anneal: Anneal
+    algo: AlgoSettings
+    learning_curve: list[float]
+    weights: list[tuple[float, float]]
+    files_written: list[str] | None = None
+
+
+class SwarmParallelMethod(msgspec.Struct):
+    """One per-lead rule (or the shared learned policy) on the held-out tasks of the Parallel Swarm."""
+
+    r_perf: MeanCI
+    finish_rate: float
+    critical_over_serial: float
+    on_budget: float
+
+
+class SwarmParallelEval(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """``eval swarm --parallel``; with a policy, learned - each per-lead rule in r_perf, paired."""
+
+    env: str
+    branches: int
+    tasks_heldout: int
+    methods: dict[str, SwarmParallelMethod]
+    learned_minus_makespan_heuristic_r_perf: MeanCI | None = None
+    learned_minus_serial_r_perf: MeanCI | None = None
+    learned_minus_max_agents_r_perf: MeanCI | None = None
+
+
+class SwarmParallelTraining(SwarmParallelEval, kw_only=True, omit_defaults=True):
+    """``train swarm --parallel``: the held-out evaluation, then how the shared policy was trained."""
+
+    seed: int
+    train_task_seed: int
+    test_task_seed: int
+    config: SwarmConfig
+    train_iters: int
+    anneal: Anneal
+    algo: AlgoSettings
+    credit: str
+    learning_curve: list[float]
+    weights: list[tuple[float, float]]
+    files_written: list[str] | None = None
+
+
+#: A spawn rule: the observation of the stage to decide -> the number of workers.
+Choose = Callable[[np.ndarray], int]
+
+
+def _swarm_eval(
+    env: SwarmEnv, n: int, methods: dict[str, Choose], seed: int
+) -> dict[str, tuple[SwarmMethod, np.ndarray]]:
+    """Every method on held-out tasks 0..n-1 (Critical Steps measured on the trace), with its r_perf per task."""
     from ..envs.swarm import swarm_reward
 
     out = {}
     for name, choose in methods.items():
         rows = []
         for i in range(n):
-            info = _swarm_run(env, i, choose)
+            _, _, _, info = run_episode(env, choose, {"task": i})
             m = swarm_reward(info["trace"], parallel_cap=env.cfg.parallel_cap, measure=True)
             rows.append([m["r_perf"], m["r_parallel"], m["r_finish"], m["critical_steps"] / info["serial_critical"],
                          float(not info["late"]), info["spawned"] / info["stages_run"], m["critical_steps"],
                          info["serial_critical"]])  # fmt: skip
         a = np.array(rows)
-        out[name] = {
-            "r_perf": msgspec.to_builtins(summary(a[:, 0], seed)),
-            "r_parallel": float(a[:, 1].mean()),
-            "finish_rate": float(a[:, 2].mean()),
-            "critical_over_serial": msgspec.to_builtins(summary(a[:, 3], seed)),
-            "on_budget": float(a[:, 4].mean()),
-            "spawned_per_stage": float(a[:, 5].mean()),
-            "critical_steps": float(a[:, 6].mean()),
-            "serial_critical_steps": float(a[:, 7].mean()),
-            "_r_perf": a[:, 0],
-        }
+        method = SwarmMethod(
+            r_perf=summary(a[:, 0], seed),
+            r_parallel=float(a[:, 1].mean()),
+            finish_rate=float(a[:, 2].mean()),
+            critical_over_serial=summary(a[:, 3], seed),
+            on_budget=float(a[:, 4].mean()),
+            spawned_per_stage=float(a[:, 5].mean()),
+            critical_steps=float(a[:, 6].mean()),
+            serial_critical_steps=float(a[:, 7].mean()),
+        )
+        out[name] = (method, a[:, 0])
     return out
 
 
-def _swarm_methods(env: Any, policy: NumpyPolicy | None) -> dict[str, Any]:
+def _swarm_methods(env: SwarmEnv, policy: NumpyPolicy | None) -> dict[str, Choose]:
     from ..envs.swarm import BASELINES, baseline_ks
 
-    def fixed(name: str) -> Any:
+    def fixed(name: str) -> Choose:
         def choose(_obs: np.ndarray) -> int:
             ks = baseline_ks(name, env._task, env.cfg)
             return ks[len(env._ks)]
 
         return choose
 
-    methods: dict[str, Any] = {} if policy is None else {"learned": policy.act}
+    methods: dict[str, Choose] = {} if policy is None else {"learned": policy.act}
     methods.update({b: fixed(b) for b in BASELINES})
     return methods
 
 
-def _swarm_report(env: Any, policy: NumpyPolicy | None, n: int, seed: int) -> dict[str, Any]:
-    ev = _swarm_eval(env, n, _swarm_methods(env, policy), seed)
-    res: dict[str, Any] = {"tasks_heldout": n, "methods": {}}
-    for k, v in ev.items():
-        res["methods"][k] = {kk: vv for kk, vv in v.items() if not kk.startswith("_")}
-    if policy is not None:
-        from ..envs.swarm import BASELINES
+def _swarm_report(env: SwarmEnv, policy: NumpyPolicy | None, n: int, seed: int) -> SwarmReport:
+    from ..envs.swarm import BASELINES
 
-        for base in BASELINES:
-            d, lo, hi = paired_ci(ev["learned"]["_r_perf"], ev[base]["_r_perf"], seed=seed)
-            res[f"learned_minus_{base}_r_perf"] = {"mean": d, "ci95": [lo, hi]}
-    return res
+    ev = _swarm_eval(env, n, _swarm_methods(env, policy), seed)
+    diffs = {}
+    if policy is not None:
+        diffs = {
+            f"learned_minus_{b}_r_perf": paired_summary(ev["learned"][1], ev[b][1], seed) for b in BASELINES
+        }
+    return SwarmReport(tasks_heldout=n, methods={k: m for k, (m, _) in ev.items()}, **diffs)
 
 
 #: Per-algorithm defaults (REINFORCE and GRPO: every drawn DAG played ``group`` times).
-SWARM_ALGO: dict[str, dict[str, Any]] = {
+SWARM_ALGO: dict[str, AlgoSettings] = {
     "reinforce": {"lr": 1e-2, "group": 8, "ent_coef": 0.1},
     "ppo": {"lr": 3e-3, "group": 1, "ent_coef": 0.1},
     "grpo": {"lr": 3e-3, "group": 8, "ent_coef": 0.1, "adv_scale": "group"},
 }
 
 
-def _swarm_train(env: Any, algo: str, kw: dict[str, Any], *, seed: int, iters: int, batch: int, l1: float,
+def _swarm_train(env: SwarmEnv | SwarmParallelEnv, algo: str, kw: AlgoSettings, *, seed: int, iters: int, batch: int, l1: float,
                  l2: float, anneal_frac: float, train_tasks: int, progress: bool,
-                 extra: dict[str, Any]) -> tuple[Any, list[tuple[float, float]]]:  # fmt: skip
+                 extra: dict[str, str | int]) -> tuple[TrainResult, list[tuple[float, float]]]:  # fmt: skip
     """Train on PARL rewards with l1 (r_parallel) and l2 (r_finish) decaying linearly to 0 over the
     first ``anneal_frac`` of the iterations (Swarm and the PettingZoo Parallel Swarm alike)."""
     from ...reward.schedule import Schedule
@@ -123,11 +227,10 @@ def train_swarm(
     lr: float | None = None,
     train_tasks: int = 2000,
     eval_tasks: int = 200,
-    out: str | Path | None = None,
     traces: str | list[str] | None = None,
-    tasks: list[Any] | None = None,
+    tasks: list[SwarmTask] | None = None,
     progress: bool = False,
-) -> dict[str, Any]:
+) -> Trained[SwarmTraining]:
     """``algo`` on PARL rewards with annealed l1, l2 (see :func:`_swarm_train`); REINFORCE and
     GRPO play every drawn DAG ``group`` times and use the group mean as the baseline (tasks differ
     a lot in how tight their budget is), and a strong entropy bonus keeps small spawn counts
@@ -147,17 +250,14 @@ def train_swarm(
     env = SwarmEnv(task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2, tasks=tasks)
     res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
                                 anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress, extra={})  # fmt: skip
-    files = policy_files(out, "swarm", res.policy)
-    test_env = SwarmEnv(task_seed=SWARM_TEST_SEED)
-    r = _swarm_report(test_env, res.policy, eval_tasks, seed)
-    r.update(
-        env="Swarm", seed=seed, train_task_seed=SWARM_TRAIN_SEED if tasks is None else None,
-        train_tasks=train_tasks, test_task_seed=SWARM_TEST_SEED,
-        config=vars(env.cfg), train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac},
+    r = _swarm_report(SwarmEnv(task_seed=SWARM_TEST_SEED), res.policy, eval_tasks, seed)
+    result = SwarmTraining(
+        **msgspec.structs.asdict(r), env="Swarm", seed=seed,
+        train_task_seed=SWARM_TRAIN_SEED if tasks is None else None, train_tasks=train_tasks,
+        test_task_seed=SWARM_TEST_SEED, config=env.cfg, train_iters=iters, anneal=Anneal(l1, l2, anneal_frac),
         algo={"name": algo, **kw, "batch": batch}, learning_curve=[c["batch_reward"] for c in res.history], weights=weights,
     )  # fmt: skip
-    write_result(out, "swarm-result.json", r, files)
-    return r
+    return Trained(result, "swarm-result.json", {"swarm": res.policy})
 
 
 def train_swarm_parallel(
@@ -176,9 +276,8 @@ def train_swarm_parallel(
     train_tasks: int = 2000,
     eval_tasks: int = 100,
     credit: str = "team",
-    out: str | Path | None = None,
     progress: bool = False,
-) -> dict[str, Any]:
+) -> Trained[SwarmParallelTraining]:
     """PettingZoo Parallel Swarm, trained through ``parallel_env``'s reset/step with a dict of
     actions: one policy (and critic) shared by every lead (parameter sharing, independent policy
     gradient), each lead's reward the team PARL reward R of the episode's trace (``credit="team"``)
@@ -195,15 +294,13 @@ def train_swarm_parallel(
     res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
                                 anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress,
                                 extra={"trained_on": "SwarmParallel", "branches": branches, "credit": credit})  # fmt: skip
-    files = policy_files(out, "swarm-parallel", res.policy)
     r = eval_swarm_parallel(res.policy, branches=branches, eval_tasks=eval_tasks, seed=seed)
-    r.update(
-        seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED, config=vars(env.cfg),
-        train_iters=iters, anneal={"l1": l1, "l2": l2, "frac": anneal_frac}, algo={"name": algo, **kw, "batch": batch},
+    result = SwarmParallelTraining(
+        **msgspec.structs.asdict(r), seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED,
+        config=env.cfg, train_iters=iters, anneal=Anneal(l1, l2, anneal_frac), algo={"name": algo, **kw, "batch": batch},
         credit=credit, learning_curve=[c["batch_reward"] for c in res.history], weights=weights,
     )  # fmt: skip
-    write_result(out, "swarm-parallel-result.json", r, files)
-    return r
+    return Trained(result, "swarm-parallel-result.json", {"swarm-parallel": res.policy})
 
 
 def _load_swarm_policy(path: str | Path) -> NumpyPolicy:
@@ -222,19 +319,18 @@ def _load_swarm_policy(path: str | Path) -> NumpyPolicy:
     return pol
 
 
-def eval_swarm(policy: str | Path | None = None, *, eval_tasks: int = 200, seed: int = 0) -> dict[str, Any]:
+def eval_swarm(policy: str | Path | None = None, *, eval_tasks: int = 200, seed: int = 0) -> SwarmEval:
     """Held-out DAGs: a saved policy (if given) and every baseline, with measured Critical Steps."""
     from ..envs.swarm import SwarmEnv
 
     pol = _load_swarm_policy(policy) if policy is not None else None
     r = _swarm_report(SwarmEnv(task_seed=SWARM_TEST_SEED), pol, eval_tasks, seed)
-    r.update(env="Swarm", seed=seed, test_task_seed=SWARM_TEST_SEED)
-    return r
+    return SwarmEval(**msgspec.structs.asdict(r), env="Swarm", seed=seed, test_task_seed=SWARM_TEST_SEED)
 
 
 def eval_swarm_parallel(
     policy: str | Path | NumpyPolicy | None = None, *, branches: int = 3, eval_tasks: int = 100, seed: int = 0
-) -> dict[str, Any]:
+) -> SwarmParallelEval:
     """PettingZoo Parallel Swarm on held-out tasks: every lead acts at once, each running the same
     policy (trained on the single-agent Swarm, or shared by the leads in :func:`train_swarm_parallel`)
     on its own observation, against per-lead baselines."""
@@ -244,23 +340,18 @@ def eval_swarm_parallel(
     pol = _load_swarm_policy(policy) if isinstance(policy, str | Path) else policy
     env = SwarmParallelEnv(branches=branches, task_seed=SWARM_TEST_SEED)
 
-    def rule(name: str) -> Any:
+    def rule(name: str) -> Callable[[str, np.ndarray], int]:
         def choose(agent: str, _obs: np.ndarray) -> int:
             b = env.possible_agents.index(agent)
             return baseline_ks(name, env._tasks[b], env.cfg)[env._s]
 
         return choose
 
-    methods: dict[str, Any] = {"makespan_heuristic": rule("makespan_heuristic"), "serial": rule("serial"),
+    methods: dict[str, Callable[[str, np.ndarray], int]] = {"makespan_heuristic": rule("makespan_heuristic"), "serial": rule("serial"),
                                "max_agents": rule("max_agents")}  # fmt: skip
     if pol is not None:
         methods = {"learned_per_lead": lambda _a, o: pol.act(o), **methods}
-    out: dict[str, Any] = {
-        "env": "SwarmParallel",
-        "branches": branches,
-        "tasks_heldout": eval_tasks,
-        "methods": {},
-    }
+    by_method: dict[str, SwarmParallelMethod] = {}
     r_perf: dict[str, np.ndarray] = {}
     for name, choose in methods.items():
         rows = []
@@ -278,10 +369,15 @@ def eval_swarm_parallel(
             )
         a = np.array(rows)
         r_perf[name] = a[:, 0]
-        out["methods"][name] = {"r_perf": msgspec.to_builtins(summary(a[:, 0], seed)), "finish_rate": float(a[:, 1].mean()),
-                                "critical_over_serial": float(a[:, 2].mean()), "on_budget": float(a[:, 3].mean())}  # fmt: skip
+        by_method[name] = SwarmParallelMethod(
+            summary(a[:, 0], seed), float(a[:, 1].mean()), float(a[:, 2].mean()), float(a[:, 3].mean())
+        )
+    diffs = {}
     if "learned_per_lead" in r_perf:  # paired over the same held-out tasks, like the single-agent Swarm
-        for base in ("makespan_heuristic", "serial", "max_agents"):
-            d, lo, hi = paired_ci(r_perf["learned_per_lead"], r_perf[base], seed=seed)
-            out[f"learned_minus_{base}_r_perf"] = {"mean": d, "ci95": [lo, hi]}
-    return out
+        diffs = {
+            f"learned_minus_{base}_r_perf": paired_summary(r_perf["learned_per_lead"], r_perf[base], seed)
+            for base in ("makespan_heuristic", "serial", "max_agents")
+        }
+    return SwarmParallelEval(
+        env="SwarmParallel", branches=branches, tasks_heldout=eval_tasks, methods=by_method, **diffs
+    )
