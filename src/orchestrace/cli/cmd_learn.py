@@ -232,7 +232,7 @@ def eval_stop_cmd(
       orchestrace eval stop --bank plurals --policy runs/stop/policy --format json   # held out by train stop
       orchestrace eval stop --bank my.jsonl --budget 20
       orchestrace eval stop --bank countries --ray        # methods evaluated as Ray tasks
-      orchestrace eval stop --leave-one-family-out       # transfer to unseen families (~15 min)
+      orchestrace eval stop --leave-one-family-out       # transfer to unseen families (4-15 min)
     """
     from ..learn.stopping.evaluation import results_json
     from ..learn.stopping.training import eval_stop
