@@ -48,7 +48,7 @@ def delegate(a: argparse.Namespace, out: Path) -> dict:
     from orchestrace.learn.envs.delegate import DelegateEnv, cost_scale
 
     t0 = time.process_time()
-    train_delegate("mmlu", a.lam, seed=a.seed, out=out / "delegate")
+    write_trained(out / "delegate", train_delegate("mmlu", a.lam, seed=a.seed))
     train_cpu = time.process_time() - t0
     pol = load_policy(str(out / "delegate" / "delegate-mmlu"))
     full = load_route("mmlu")

@@ -58,7 +58,8 @@ def _print_retry(r: dict) -> None:
 def bench_delegate(seed: int, out: Path) -> list[dict]:
     res = []
     for source, lam, mode in (("mmlu", 0.1, "route"), ("gsm8k", 0.2, "cascade"), ("alpaca", 0.05, "route")):
-        r = train_delegate(source, lam, seed=seed, iters=200, mode=mode, out=out / f"delegate-s{seed}")
+        trained = train_delegate(source, lam, seed=seed, iters=200, mode=mode)
+        r = msgspec.to_builtins(write_trained(out / f"delegate-s{seed}", trained))
         m = r["methods"]
         best = r["best_single_model"]
         print(

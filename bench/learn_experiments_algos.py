@@ -58,7 +58,7 @@ def run_delegate(algo: str, seed: int) -> dict:
         if algo == "exact" and mode == "cascade":
             continue  # refused (OT650): what the cascade sees next depends on its action
         t0 = time.perf_counter()
-        r = train_delegate(src, lam, seed=seed, iters=200, mode=mode, algo=algo)
+        r = msgspec.to_builtins(train_delegate(src, lam, seed=seed, iters=200, mode=mode, algo=algo).result)
         m = r["methods"]
         out[f"delegate {src} {mode} lambda={lam}"] = _row(m["learned"]["reward"], {
             "best_single": m[r["best_single_model"]]["reward"]["mean"], "threshold": m["threshold_router"]["reward"]["mean"],

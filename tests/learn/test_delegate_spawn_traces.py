@@ -49,7 +49,7 @@ def _toy_table(n: int = 24) -> RouteData:
 @pytest.fixture(scope="module")
 def delegate_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("del")
-    train_delegate(table=_toy_table(), lam=0.5, iters=30, batch=64, seed=0, out=out)
+    write_trained(out, train_delegate(table=_toy_table(), lam=0.5, iters=30, batch=64, seed=0))
     return str(out / "delegate-toy")
 
 
@@ -194,7 +194,7 @@ def test_route_table_to_traces_and_back_trains_the_same_router(
     assert (back.name, back.ids, back.texts, back.groups, back.models) == (
         table.name, table.ids, table.texts, table.groups, table.models)  # fmt: skip
     assert np.array_equal(back.quality, table.quality) and np.array_equal(back.cost, table.cost)
-    train_delegate(table=table, lam=0.5, iters=5, seed=0, out=tmp_path / "a")
+    write_trained(tmp_path / "a", train_delegate(table=table, lam=0.5, iters=5, seed=0))
     code, text = _cli(capsys, ["train", "delegate", "--traces", str(tmp_path / "tr" / "*.events.jsonl"), "--lambda",
                                "0.5", "--iters", "5", "-o", str(tmp_path / "b"), "--format", "json"])  # fmt: skip
     assert code == 0, text

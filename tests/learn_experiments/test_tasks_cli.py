@@ -58,8 +58,8 @@ def test_tiny_runs_are_json_and_complete(tmp_path, public_excerpt) -> None:
     )  # fmt: skip
     # the fixed cap 1 gives up after the first attempt: success = first-try solves only
     assert h["fixed_caps"]["1"]["mean_attempts"] == 1.0
-    d = train_delegate("gsm8k", 0.1, iters=2, batch=32, out=tmp_path, data=public_excerpt)
-    json.dumps(d)
+    write_trained(tmp_path, train_delegate("gsm8k", 0.1, iters=2, batch=32, data=public_excerpt))
+    d = json.loads((tmp_path / "delegate-gsm8k-result.json").read_text())
     # the excerpt's 40 prompts less 4 contaminated: round(0.6 * 36) = 22 train, 14 held out
     assert d["queries_heldout"] == 14 and {"learned", "threshold_router", "oracle"} <= set(d["methods"])
     assert d["algo"]["name"] == "grpo"  # the default to route (reinforce to cascade)

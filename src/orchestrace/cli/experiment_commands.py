@@ -17,6 +17,7 @@ import typer
 from .common import console
 
 if TYPE_CHECKING:
+    from ..learn.experiments.delegate import DelegateLoggedTraining, DelegateReport
     from ..learn.experiments.retry import RetryReport
     from ..learn.experiments.swarm import SwarmParallelEval, SwarmReport
 
@@ -160,25 +161,25 @@ def eval_retry_cmd(
         _comparisons(r, "reward", f"{family}: ")
 
 
-def _delegate_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
+def _delegate_rows(r: DelegateReport) -> list[tuple[str, ...]]:
     rows = []
-    for k, v in r["methods"].items():
-        lo, hi = v["reward"]["ci95"]
-        qpd = v["quality_per_dollar"]
-        rows.append((k, f"{v['reward']['mean']:.4f} [{lo:.4f}, {hi:.4f}]", f"{v['quality']:.4f}",
-                     f"{v['usd_per_1k_queries']:.4f}", "" if qpd is None else f"{qpd:.1f}"))  # fmt: skip
+    for k, v in r.methods.items():
+        lo, hi = v.reward.ci95
+        qpd = v.quality_per_dollar
+        rows.append((k, f"{v.reward.mean:.4f} [{lo:.4f}, {hi:.4f}]", f"{v.quality:.4f}",
+                     f"{v.usd_per_1k_queries:.4f}", "" if qpd is None else f"{qpd:.1f}"))  # fmt: skip
     return rows
 
 
 _DELEGATE_HEADER = ("method", "reward [95% CI]", "quality", "USD / 1k queries", "quality per USD")
 
 
-def _logged_summary(r: dict[str, Any]) -> str:
-    snips = r["snips_reward_new_router"]
+def _logged_summary(r: DelegateLoggedTraining) -> str:
+    snips = r.snips_reward_new_router
     return (
-        f"{r['runs']} runs ({r['sampled_runs']} sampled): logged reward {r['logged_reward']:.4f}; "
+        f"{r.runs} runs ({r.sampled_runs} sampled): logged reward {r.logged_reward:.4f}; "
         f"new router, importance-weighted estimate {'n/a' if snips is None else f'{snips:.4f}'} "
-        f"({r['runs_agreeing_with_new_router']} runs agree with it); shares {r['share']}"
+        f"({r.runs_agreeing_with_new_router} runs agree with it); shares {r.share}"
     )
 
 
@@ -218,7 +219,7 @@ def train_delegate_cmd(
       orchestrace train delegate --traces 'runs/route/*.events.jsonl' --lambda 0.1
       orchestrace train delegate --traces 'runs/routed/*.events.jsonl' --logged --start runs/delegate/delegate-mmlu
     """
-    from ..learn.experiments import train_delegate, train_delegate_logged
+    from ..learn.experiments import train_delegate, train_delegate_logged, write_trained
 
     _check_format(fmt)
     if logged:
@@ -226,18 +227,18 @@ def train_delegate_cmd(
             from ..core.errors import OrchestraceError
 
             raise OrchestraceError("OT606", "--logged learns from recorded runs: give them with --traces")
-        r = train_delegate_logged(traces, lam, start=start, seed=seed, out=out)
+        logged_run = write_trained(out, train_delegate_logged(traces, lam, start=start, seed=seed))
         if fmt == "json":
-            console.print_json(json.dumps(r))
+            console.print_json(json.dumps(msgspec.to_builtins(logged_run)))
             return
-        console.print(_logged_summary(r), highlight=False)
-        for path in r.get("files_written", []):
+        console.print(_logged_summary(logged_run), highlight=False)
+        for path in logged_run.files_written or []:
             console.print(f"wrote {path}", highlight=False)
         return
-    r = train_delegate(
-        source, lam, seed=seed, iters=iters, mode=mode, algo=algo, out=out, data=data, traces=traces or None,
+    r = write_trained(out, train_delegate(
+        source, lam, seed=seed, iters=iters, mode=mode, algo=algo, data=data, traces=traces or None,
         progress=fmt != "json",
-    )  # fmt: skip
+    ))  # fmt: skip
     _emit(r, fmt, _delegate_rows(r), _DELEGATE_HEADER)
     if fmt != "json":
         _comparisons(r, "reward")

@@ -131,25 +131,6 @@ def write_trained(out: str | Path, trained: Trained[R]) -> R:
     return result
 
 
-def policy_files(out: str | Path | None, name: str, policy: Any) -> list[str]:
-    """Save ``policy`` as OUT/NAME (.safetensors + .json twin); the paths written (none without OUT)."""
-    if out is None:
-        return []
-    st = policy.save(Path(out) / name)
-    return [str(st), str(st.with_suffix(".json"))]
-
-
-def write_result(out: str | Path | None, name: str, result: dict[str, Any], files: list[str]) -> None:
-    """Write the result JSON as OUT/NAME; ``result["files_written"]`` lists ``files`` (the
-    policies saved before) and the JSON itself, for the CLI to name every file."""
-    if out is None:
-        return
-    d = Path(out)
-    d.mkdir(parents=True, exist_ok=True)
-    result["files_written"] = [*files, str(d / name)]
-    (d / name).write_text(json.dumps(result, indent=2) + "\n")
-
-
 def need_choice(name: str, value: str, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise OrchestraceError("OT665", f"unknown {name} {value!r} (one of {', '.join(allowed)})")

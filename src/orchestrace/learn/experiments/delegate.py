@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
@@ -14,17 +14,105 @@ from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
 from .common import (
     SPLIT_SEED,
+    AlgoSettings,
+    MeanCI,
+    Trained,
     algo_kwargs,
     need_choice,
-    paired_ci,
-    policy_files,
+    paired_summary,
     split,
     summary,
-    write_result,
 )
 
+if TYPE_CHECKING:
+    from ..datasets import RouteData
+    from ..envs.delegate import CascadeEnv, DelegateEnv
 
-def _route_methods(train: Any, test: Any, lam: float, scale: float) -> tuple[dict[str, np.ndarray], float]:
+
+class DelegateMethod(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One router on the held-out queries (``quality_per_dollar`` None: it spent nothing;
+    ``share``: how often it picks each model, for the one-call routers only)."""
+
+    reward: MeanCI
+    quality: float
+    usd_per_1k_queries: float
+    quality_per_dollar: float | None
+    calls_per_query: float
+    share: dict[str, float] | None = None
+
+
+class VsBestSingle(msgspec.Struct):
+    """The learned router against the single model best on the training split (None: a zero price)."""
+
+    quality_diff: float
+    cost_ratio: float | None
+    quality_per_dollar_ratio: float | None
+
+
+class DelegateReport(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Every router on the held-out queries; with a learned router, learned - the best single model
+    and learned - the threshold router in reward, paired over the queries (absent without one)."""
+
+    lam: float = msgspec.field(name="lambda")
+    cost_scale_usd: float
+    queries_heldout: int
+    queries_train: int
+    best_single_model: str
+    threshold_tau: float
+    methods: dict[str, DelegateMethod]
+    learned_minus_single: MeanCI | None = None
+    learned_minus_threshold_router: MeanCI | None = None
+    vs_best_single: VsBestSingle | None = None
+
+
+class DelegateEval(DelegateReport, kw_only=True, omit_defaults=True):
+    """``eval delegate``."""
+
+    env: str
+    mode: str
+    source: str
+    seed: int
+    models: list[str]
+    price_source: dict[str, str]
+
+
+class DelegateTraining(DelegateReport, kw_only=True, omit_defaults=True):
+    """``train delegate``; ``files_written`` once :func:`~.common.write_trained` saved it."""
+
+    env: str
+    mode: str
+    source: str
+    seed: int
+    split_seed: int
+    models: list[str]
+    price_source: dict[str, str]
+    train_iters: int
+    learning_curve: list[float]
+    algo: AlgoSettings
+    files_written: list[str] | None = None
+
+
+class DelegateLoggedTraining(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """``train delegate --logged``: the runs' mean reward and the importance-weighted estimate of the
+    new greedy router's (None: no run agrees with it), how often it picks each model."""
+
+    env: str
+    mode: str
+    runs: int
+    models: list[str]
+    lam: float = msgspec.field(name="lambda")
+    cost_scale_usd: float
+    sampled_runs: int
+    logged_reward: float
+    snips_reward_new_router: float | None
+    runs_agreeing_with_new_router: int
+    share: dict[str, float]
+    files_written: list[str] | None = None
+
+
+def _route_methods(
+    train: RouteData, test: RouteData, lam: float, scale: float
+) -> tuple[dict[str, np.ndarray], float]:
     """Per-query choices of the one-call baselines on ``test``: each single model, the threshold
     router (tau tuned on train) and the hindsight oracle."""
     from ..envs.delegate import route_rewards, threshold_router
@@ -44,7 +132,9 @@ def _route_methods(train: Any, test: Any, lam: float, scale: float) -> tuple[dic
     return out, best_tau
 
 
-def _run_env(env: Any, n: int, choose: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _run_env(
+    env: DelegateEnv | CascadeEnv, n: int, choose: Callable[[np.ndarray], int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(reward, quality, cost, calls) per query of a policy played through the env's traces."""
     out = np.zeros((4, n))
     for i in range(n):
@@ -53,8 +143,8 @@ def _run_env(env: Any, n: int, choose: Any) -> tuple[np.ndarray, np.ndarray, np.
     return out[0], out[1], out[2], out[3]
 
 
-def _delegate_report(train: Any, test: Any, lam: float, scale: float, policy: NumpyPolicy | None,
-                     test_env: Any, seed: int) -> dict[str, Any]:  # fmt: skip
+def _delegate_report(train: RouteData, test: RouteData, lam: float, scale: float, policy: NumpyPolicy | None,
+                     test_env: DelegateEnv | CascadeEnv, seed: int) -> DelegateReport:  # fmt: skip
     from ..envs.delegate import CascadeEnv, route_rewards, rule_cascade
 
     choices, tau = _route_methods(train, test, lam, scale)
@@ -69,41 +159,43 @@ def _delegate_report(train: Any, test: Any, lam: float, scale: float, policy: Nu
         for j, m in enumerate(train.models)
     }
     best_single = "single:" + max(train_single, key=train_single.get)  # type: ignore[arg-type]
-    methods = {}
-    for k, (r, q, c, calls) in per.items():
-        methods[k] = {
-            "reward": msgspec.to_builtins(summary(r, seed)),
-            "quality": float(q.mean()),
-            "usd_per_1k_queries": float(c.mean() * 1000),
-            "quality_per_dollar": float(q.mean() / c.mean()) if c.mean() > 0 else None,
-            "calls_per_query": float(calls.mean()),
-        }
-        if k in shares:
-            methods[k]["share"] = shares[k]
-    res: dict[str, Any] = {
-        "lambda": lam, "cost_scale_usd": scale, "queries_heldout": len(test.ids), "queries_train": len(train.ids),
-        "best_single_model": best_single, "threshold_tau": tau, "methods": methods,
-    }  # fmt: skip
+    methods = {
+        k: DelegateMethod(
+            reward=summary(r, seed),
+            quality=float(q.mean()),
+            usd_per_1k_queries=float(c.mean() * 1000),
+            quality_per_dollar=float(q.mean() / c.mean()) if c.mean() > 0 else None,
+            calls_per_query=float(calls.mean()),
+            share=shares.get(k),
+        )
+        for k, (r, q, c, calls) in per.items()
+    }
+    res = DelegateReport(
+        lam=lam, cost_scale_usd=scale, queries_heldout=len(test.ids), queries_train=len(train.ids),
+        best_single_model=best_single, threshold_tau=tau, methods=methods,
+    )  # fmt: skip
     if "learned" in per:
-        for base in (best_single, "threshold_router"):
-            d, lo, hi = paired_ci(per["learned"][0], per[base][0], seed=seed)
-            res[f"learned_minus_{base.split(':')[0]}"] = {"mean": d, "ci95": [lo, hi]}
         lq, lc = per["learned"][1].mean(), per["learned"][2].mean()
         bq, bc = per[best_single][1].mean(), per[best_single][2].mean()
-        res["vs_best_single"] = {
-            "quality_diff": float(lq - bq),
-            "cost_ratio": float(lc / bc) if bc > 0 else None,
-            "quality_per_dollar_ratio": float((lq / lc) / (bq / bc))
-            if lc > 0 and bc > 0 and bq > 0
-            else None,
-        }
+        res = msgspec.structs.replace(
+            res,
+            learned_minus_single=paired_summary(per["learned"][0], per[best_single][0], seed),
+            learned_minus_threshold_router=paired_summary(
+                per["learned"][0], per["threshold_router"][0], seed
+            ),
+            vs_best_single=VsBestSingle(
+                float(lq - bq),
+                float(lc / bc) if bc > 0 else None,
+                float((lq / lc) / (bq / bc)) if lc > 0 and bc > 0 and bq > 0 else None,
+            ),
+        )
     return res
 
 
 #: Per-algorithm defaults (``ent_coef`` defaults per mode: 0.02 route, 0.05 cascade). GRPO here
 #: is Dr. GRPO (no std division): a group whose answers are all right differs only by price, and
 #: dividing by its std would weigh a few cents like a wrong answer.
-DELEGATE_ALGO: dict[str, dict[str, Any]] = {
+DELEGATE_ALGO: dict[str, AlgoSettings] = {
     "reinforce": {"lr": 3e-3, "group": 4},
     "ppo": {"lr": 1e-3, "group": 1},
     "grpo": {"lr": 3e-3, "group": 4, "adv_scale": "none", "epochs": 2, "minibatches": 1},
@@ -131,12 +223,11 @@ def train_delegate(
     lr: float | None = None,
     models: Sequence[str] | None = None,
     mode: str = "route",
-    out: str | Path | None = None,
     data: str | Path | None = None,
     traces: str | Sequence[str] | None = None,
-    table: Any = None,
+    table: RouteData | None = None,
     progress: bool = False,
-) -> dict[str, Any]:
+) -> Trained[DelegateTraining]:
     """``traces`` (a glob of route runs, one per query and model: ``envs.delegate_traces``) or
     ``table`` (a ``RouteData``) replace ``source`` as the training data.
 
@@ -179,16 +270,15 @@ def train_delegate(
         extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale, "mode": mode},
     )  # fmt: skip
     suffix = "-cascade" if mode == "cascade" else ""
-    files = policy_files(out, f"delegate-{source}{suffix}", res.policy)
     test_env = make(test_d, lam=lam, scale=scale)
     r = _delegate_report(train_d, test_d, lam, scale, res.policy, test_env, seed)
-    r.update(
-        env="Delegate", mode=mode, source=source, seed=seed, split_seed=SPLIT_SEED, models=full.models,
-        price_source=full.price_source, train_iters=iters, learning_curve=[c["batch_reward"] for c in res.history],
-        algo={"name": algo, **kw},
+    result = DelegateTraining(
+        **msgspec.structs.asdict(r), env="Delegate", mode=mode, source=source, seed=seed, split_seed=SPLIT_SEED,
+        models=full.models, price_source=full.price_source, train_iters=iters,
+        learning_curve=[c["batch_reward"] for c in res.history], algo={"name": algo, **kw},
     )  # fmt: skip
-    write_result(out, f"delegate-{source}{suffix}-result.json", r, files)
-    return r
+    name = f"delegate-{source}{suffix}"
+    return Trained(result, f"{name}-result.json", {name: res.policy})
 
 
 def train_delegate_logged(
@@ -201,8 +291,7 @@ def train_delegate_logged(
     clip: float = 0.2,
     hidden: Sequence[int] = (64,),
     seed: int = 0,
-    out: str | Path | None = None,
-) -> dict[str, Any]:
+) -> Trained[DelegateLoggedTraining]:
     """A router from route runs as they happened (one model per query: the runs a router took
     live), not from a full outcome table: each run is a logged bandit sample (features, chosen
     model, the chance it had: ``sampled`` decisions carry it, a greedy or default choice had 1),
@@ -255,23 +344,20 @@ def train_delegate_logged(
     policy = to_numpy(actor, meta)
     greedy = policy.probs(obs).argmax(axis=1)
     w = (greedy == act) / mu  # the new greedy router's importance weights
-    res: dict[str, Any] = {
-        "env": "Delegate", "mode": "logged", "runs": len(runs), "models": models, "lambda": lam,
-        "cost_scale_usd": scale, "sampled_runs": int((mu < 1.0).sum()),
-        "logged_reward": float(reward.mean()),
-        "snips_reward_new_router": float((w * reward).sum() / w.sum()) if w.sum() > 0 else None,
-        "runs_agreeing_with_new_router": int((greedy == act).sum()),
-        "share": {m: float(np.mean(greedy == j)) for j, m in enumerate(models)},
-    }  # fmt: skip
-    files = policy_files(out, "delegate-logged", policy)
-    write_result(out, "delegate-logged-result.json", res, files)
-    return res
+    res = DelegateLoggedTraining(
+        env="Delegate", mode="logged", runs=len(runs), models=models, lam=lam, cost_scale_usd=scale,
+        sampled_runs=int((mu < 1.0).sum()), logged_reward=float(reward.mean()),
+        snips_reward_new_router=float((w * reward).sum() / w.sum()) if w.sum() > 0 else None,
+        runs_agreeing_with_new_router=int((greedy == act).sum()),
+        share={m: float(np.mean(greedy == j)) for j, m in enumerate(models)},
+    )  # fmt: skip
+    return Trained(res, "delegate-logged-result.json", {"delegate-logged": policy})
 
 
 def eval_delegate(
     source: str = "mmlu", policy: str | Path | None = None, lam: float | None = None, *, seed: int = 0,
     data: str | Path | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> DelegateEval:  # fmt: skip
     """Held-out comparison; without ``policy`` only the baselines and the oracle are reported."""
     from ..datasets import ROUTE_SOURCES, load_route
     from ..envs.delegate import CascadeEnv, DelegateEnv, cost_scale
@@ -289,15 +375,10 @@ def eval_delegate(
     mode = pol.meta.extra.get("mode", "route") if pol is not None else "route"
     test_env = (CascadeEnv if mode == "cascade" else DelegateEnv)(test_d, lam=lam_, scale=scale)
     r = _delegate_report(train_d, test_d, lam_, scale, pol, test_env, seed)
-    r.update(
-        env="Delegate",
-        mode=mode,
-        source=source,
-        seed=seed,
-        models=full.models,
+    return DelegateEval(
+        **msgspec.structs.asdict(r), env="Delegate", mode=mode, source=source, seed=seed, models=full.models,
         price_source=full.price_source,
-    )
-    return r
+    )  # fmt: skip
 
 
 # ============================================================================ Swarm
