@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from orchestrace.cli import experiment_commands as cmd
 from orchestrace.learn.experiments import split, train_delegate, train_retry, train_swarm, write_trained
-from orchestrace.learn.experiments.common import Comparison, comparisons
+from orchestrace.learn.experiments.common import Comparison, MeanCI, comparisons
+from orchestrace.learn.experiments.swarm import SwarmReport
 
 
 def test_split_is_fixed_and_disjoint() -> None:
@@ -21,28 +22,26 @@ def test_split_is_fixed_and_disjoint() -> None:
 
 
 def test_comparisons_say_win_tie_or_loss_for_every_baseline() -> None:
-    result = {
-        "methods": {},
-        "learned_minus_always_8_r_perf": {"mean": 0.02, "ci95": [0.005, 0.04]},
-        "learned_minus_makespan_heuristic_r_perf": {"mean": -0.006, "ci95": [-0.016, 0.001]},
-        "learned_minus_hindsight_cap": {"mean": -0.077, "ci95": [-0.139, -0.011]},
-        "learned_minus_train_cap": {"mean": 0.0, "ci95": [0.0, 0.0]},
-    }
+    result = SwarmReport(
+        tasks_heldout=0,
+        methods={},
+        learned_minus_k2_r_perf=MeanCI(0.02, (0.005, 0.04)),
+        learned_minus_makespan_heuristic_r_perf=MeanCI(-0.006, (-0.016, 0.001)),
+        learned_minus_serial_r_perf=MeanCI(-0.077, (-0.139, -0.011)),
+        learned_minus_max_agents_r_perf=MeanCI(0.0, (0.0, 0.0)),
+    )  # the fields left None (no such comparison) are skipped
     assert comparisons(result) == [
-        Comparison("always_8", 0.02, 0.005, 0.04, "wins"),
+        Comparison("serial", -0.077, -0.139, -0.011, "loses"),
+        Comparison("max_agents", 0.0, 0.0, 0.0, "tie"),
+        Comparison("k2", 0.02, 0.005, 0.04, "wins"),
         Comparison("makespan_heuristic", -0.006, -0.016, 0.001, "tie"),
-        Comparison("hindsight_cap", -0.077, -0.139, -0.011, "loses"),
-        Comparison("train_cap", 0.0, 0.0, 0.0, "tie"),
     ]
     app = typer.Typer()
     app.command()(lambda: cmd._comparisons(result, "r_perf"))
     printed = " ".join(CliRunner().invoke(app, []).output.split())
     assert "learned - makespan_heuristic (r_perf): -0.0060, paired 95% CI [-0.0160, +0.0010]" in printed
     assert "no significant difference (the CI contains 0); learned is lower" in printed
-    assert (
-        "the learned policy beats always_8; ties makespan_heuristic, train_cap; loses to hindsight_cap"
-        in printed
-    )
+    assert "the learned policy beats k2; ties max_agents, makespan_heuristic; loses to serial" in printed
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 import typer
@@ -32,13 +32,10 @@ _ALGO = typer.Option(
 )
 
 
-def _emit(
-    result: msgspec.Struct | dict[str, Any], fmt: str, rows: list[tuple[str, ...]], header: tuple[str, ...]
-) -> None:
-    if isinstance(result, msgspec.Struct):
-        result = msgspec.to_builtins(result)
+def _emit(result: msgspec.Struct, fmt: str, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
+    """The result as JSON (the keys and values of its result file), or the table then the files written."""
     if fmt == "json":
-        console.print_json(json.dumps(result))
+        console.print_json(json.dumps(msgspec.to_builtins(result)))
         return
     from rich.table import Table
 
@@ -46,11 +43,11 @@ def _emit(
     for r in rows:
         t.add_row(*r)
     console.print(t)
-    for path in result.get("files_written", []):
+    for path in getattr(result, "files_written", None) or []:
         console.print(f"wrote {path}", highlight=False)
 
 
-def _comparisons(result: msgspec.Struct | dict[str, Any], what: str, scope: str = "") -> None:
+def _comparisons(result: msgspec.Struct, what: str, scope: str = "") -> None:
     """One plain line per baseline (paired difference of ``what``, 95% CI, verdict), then one
     line saying which baselines the learned policy beats, ties and loses to."""
     from ..learn.experiments.common import comparisons

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import msgspec
 import numpy as np
@@ -64,18 +64,16 @@ class MeanCI(msgspec.Struct):
 AlgoSettings = dict[str, str | int | float]
 
 
-def comparisons(result: msgspec.Struct | dict[str, Any]) -> list[Comparison]:
-    """Every ``learned_minus_<baseline>`` of a result (a result struct or its JSON), with its
+def comparisons(result: msgspec.Struct) -> list[Comparison]:
+    """Every ``learned_minus_<baseline>`` field of a result that is set, in field order, with its
     verdict (ties included: a user must see where the learned policy does not beat a rule)."""
-    if isinstance(result, msgspec.Struct):
-        result = msgspec.to_builtins(result)
     out = []
-    for key, d in result.items():
-        if key.startswith("learned_minus_"):
+    for key, d in msgspec.structs.asdict(result).items():
+        if key.startswith("learned_minus_") and isinstance(d, MeanCI):
             base = key.removeprefix("learned_minus_").removesuffix("_r_perf")
-            lo, hi = d["ci95"]
+            lo, hi = d.ci95
             verdict = "wins" if lo > 0 else "loses" if hi < 0 else "tie"
-            out.append(Comparison(base, float(d["mean"]), float(lo), float(hi), verdict))
+            out.append(Comparison(base, d.mean, lo, hi, verdict))
     return out
 
 
