@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import numpy as np
 import pytest
 import typer
@@ -12,6 +13,8 @@ from typer.testing import CliRunner
 from orchestrace.cli import experiment_commands as cmd
 from orchestrace.learn.experiments import split, train_delegate, train_retry, train_swarm, write_trained
 from orchestrace.learn.experiments.common import Comparison, MeanCI, comparisons
+from orchestrace.learn.experiments.delegate import DelegateTraining
+from orchestrace.learn.experiments.retry import RetryTraining
 from orchestrace.learn.experiments.swarm import SwarmReport
 
 
@@ -57,7 +60,13 @@ def test_tiny_runs_are_json_and_complete(tmp_path, public_excerpt) -> None:
     )  # fmt: skip
     # the fixed cap 1 gives up after the first attempt: success = first-try solves only
     assert h["fixed_caps"]["1"]["mean_attempts"] == 1.0
-    write_trained(tmp_path, train_delegate("gsm8k", 0.1, iters=2, batch=32, data=public_excerpt))
+    # the file holds the returned struct, field for field (floats exact)
+    assert msgspec.json.decode((tmp_path / "retry-result.json").read_bytes(), type=RetryTraining) == r
+    dr = write_trained(tmp_path, train_delegate("gsm8k", 0.1, iters=2, batch=32, data=public_excerpt))
+    assert (
+        msgspec.json.decode((tmp_path / "delegate-gsm8k-result.json").read_bytes(), type=DelegateTraining)
+        == dr
+    )
     d = json.loads((tmp_path / "delegate-gsm8k-result.json").read_text())
     # the excerpt's 40 prompts less 4 contaminated: round(0.6 * 36) = 22 train, 14 held out
     assert d["queries_heldout"] == 14 and {"learned", "threshold_router", "oracle"} <= set(d["methods"])
