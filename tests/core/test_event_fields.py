@@ -97,3 +97,23 @@ def test_the_store_has_a_column_for_every_scalar_field():
         "t",
         "t_end",
     ]  # stores written so far
+
+
+def test_loading_keeps_one_string_per_repeated_name():
+    events = [
+        {"id": f"e{i}", "t": i, "type": "tool_call", "agent": "worker", "tool": "search"} for i in range(2)
+    ]
+    data = orjson.dumps(
+        {
+            "trace_id": "t",
+            "task_id": "k",
+            "events": events,
+            "edges": [],
+            "rewards": {},
+            "costs": {"tokens": 0, "wall_clock_s": 1},
+        }
+    )
+    tr = decode_clean(data)
+    assert tr is not None
+    a, b = to_events(tr.events)
+    assert a.agent is b.agent and a.tool is b.tool  # names: one string, however many events name it

@@ -225,18 +225,25 @@ def event_to_dict(e: Event) -> dict[str, Any]:
 
 def trace_from_dict(d: dict[str, Any]) -> Trace:
     """Build a Trace from a decoded JSON object that passed structural validation."""
+    edges = [Edge(x["src"], x["dst"], x["type"]) for x in d.get("edges", ())]
+    return trace_of(d, [event_from_dict(e) for e in d["events"]], edges)
+
+
+def trace_of(top: dict[str, Any], events: list[Event], edges: list[Edge]) -> Trace:
+    """A Trace of its events and edges and the top-level fields of a validated JSON object
+    (absent ones take their defaults): the one place both loading paths build it."""
     return Trace(
-        trace_id=d["trace_id"],
-        task_id=d["task_id"],
-        events=[event_from_dict(e) for e in d["events"]],
-        edges=[Edge(x["src"], x["dst"], x["type"]) for x in d.get("edges", ())],
-        rewards=dict(d.get("rewards") or {}),
-        costs=dict(d.get("costs") or {}),
-        system=d.get("system"),
-        topology=d.get("topology"),
-        metrics=d.get("metrics"),
-        schema_version=d.get("schema_version"),
-        metadata=d.get("metadata"),
+        trace_id=top["trace_id"],
+        task_id=top["task_id"],
+        events=events,
+        edges=edges,
+        rewards=dict(top.get("rewards") or {}),
+        costs=dict(top.get("costs") or {}),
+        system=top.get("system"),
+        topology=top.get("topology"),
+        metrics=top.get("metrics"),
+        schema_version=top.get("schema_version"),
+        metadata=top.get("metadata"),
     )
 
 
