@@ -1,27 +1,45 @@
 """One event field table: ``core.model.Event``. Validation's per-field rules, its struct fast path
-and the store's columns are made from it; the published schema is checked against it, and the
-rules' findings are checked here against values written out by hand."""
+the store's columns and the printed JSON Schema are made from it; the rules' findings and the
+schema are checked here against values written out by hand."""
 
 from __future__ import annotations
 
 import json
-from importlib import resources
 
+import jsonschema
 import orjson
 import pytest
 
 from orchestrace.core.fastcheck import decode_clean
 from orchestrace.core.fastload import to_events
 from orchestrace.core.model import EVENT_FIELD_TYPES, EVENT_REQUIRED_FIELDS, event_to_dict
+from orchestrace.core.schema import schema_text
 from orchestrace.core.validate import validate_json
 from orchestrace.store.schema import EVENT_COLUMNS, TABLES
 
 
-def test_the_published_schema_lists_the_model_fields():
-    schema = json.loads(resources.files("orchestrace.core").joinpath("trace_schema.json").read_text())
+def test_the_printed_schema_says_what_validation_checks():
+    schema = json.loads(schema_text())
     event = schema["$defs"]["event"]
-    assert list(event["properties"]) == list(EVENT_FIELD_TYPES)
-    assert set(event["required"]) == EVENT_REQUIRED_FIELDS == {"id", "t", "type", "agent"}
+    assert list(event["properties"]) == [
+        "id", "t", "type", "agent", "role", "from", "to", "tool", "content_ref", "trusted",  # the survey's
+        "t_end", "parent", "call_id", "turn", "tokens_in", "tokens_out", "cost_usd", "model", "content",
+        "status", "attrs", "credit",
+    ]  # fmt: skip
+    assert event["required"] == ["id", "t", "type", "agent"]
+    props = event["properties"]
+    assert props["tokens_in"] == {"type": "integer", "minimum": 0}
+    assert props["cost_usd"] == {"type": "number", "minimum": 0}
+    assert props["status"] == {"type": "string", "enum": ["ok", "error"]}
+    assert props["credit"]["additionalProperties"] == {"type": "number"}
+    assert props["t_end"]["description"] == "end time, seconds from trace start (>= t)"
+    assert schema["$defs"]["edge"]["additionalProperties"] is False
+    assert schema["properties"]["costs"]["required"] == ["tokens", "wall_clock_s"]
+    # a negative cost under any key: refused by the schema and by validation alike
+    bad = orjson.loads(_trace())
+    bad["costs"]["usd"] = -1
+    assert not jsonschema.Draft202012Validator(schema).is_valid(bad)
+    assert [f.code for f in validate_json(orjson.dumps(bad))] == ["OT107"]
 
 
 def _trace(**fields: object) -> bytes:

@@ -9,6 +9,7 @@ import orjson
 
 import orchestrace as ot
 from orchestrace.core.io import dumps, loads
+from orchestrace.core.schema import trace_schema
 from orchestrace.core.validate import validate_path
 from orchestrace.export.survey import to_survey
 from orchestrace.gen import GEN_TOPOLOGIES, generate
@@ -39,18 +40,13 @@ def test_unknown_event_fields_survive(reference_example):
 
 
 def test_our_schema_accepts_reference_example(reference_example):
-    from importlib import resources
-
-    ours = json.loads(resources.files("orchestrace.core").joinpath("trace_schema.json").read_text())
+    ours = trace_schema()
     jsonschema.Draft202012Validator.check_schema(ours)
     jsonschema.validate(json.loads(reference_example.read_text()), ours)
 
 
 def test_generated_traces_valid_under_our_schema():
-    from importlib import resources
-
-    ours = json.loads(resources.files("orchestrace.core").joinpath("trace_schema.json").read_text())
-    v = jsonschema.Draft202012Validator(ours)
+    v = jsonschema.Draft202012Validator(trace_schema())
     for i, top in enumerate(GEN_TOPOLOGIES):
         errors = list(v.iter_errors(orjson.loads(dumps(generate(seed=i, size=60, topology=top)))))
         assert errors == [], (top, errors[:2])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +17,7 @@ from ..core.counts import CorpusCounts, TraceCounts, corpus_counts, file_counts
 from ..core.errors import Finding, OrchestraceError
 from ..core.io import iter_traces, save
 from ..core.read import split_format
+from ..core.schema import schema_text
 from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult, validate_path
 from .common import console, console_err, expand_paths
 from .progress import failure_exit_code, note_failed_file
@@ -186,7 +186,7 @@ def schema() -> None:
     Example:\n
       orchestrace schema > trace_schema.json
     """
-    sys.stdout.write(resources.files("orchestrace.core").joinpath("trace_schema.json").read_text())
+    sys.stdout.write(schema_text())
 
 
 def gen(

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 from msgspec import UNSET, Meta, UnsetType
 
-from .model import EDGE_TYPES, TOPOLOGIES, Event, value_annotation
+from .model import EDGE_TYPES, REQUIRED_COSTS, TOPOLOGIES, Event, described, value_annotation
 
 # A JSON number stays the kind it was written as (``0`` an int, ``0.0`` a float), as orjson
 # decodes it on the dict path, so a trace loaded through these structs saves the same bytes.
@@ -24,6 +24,10 @@ Num = int | float
 NonNeg = Annotated[int, Meta(ge=0)] | Annotated[float, Meta(ge=0)]
 NonNegInt = Annotated[int, Meta(ge=0)]
 NonEmpty = Annotated[str, Meta(min_length=1)]
+_COSTS_SCHEMA = {
+    "required": list(REQUIRED_COSTS),
+    "properties": {k: {"type": "number", "minimum": 0} for k in (*REQUIRED_COSTS, "tool_calls", "messages")},
+}
 
 
 class _EventRow(msgspec.Struct, kw_only=True, gc=False):
@@ -73,17 +77,39 @@ class VEdge(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 class VTrace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A trace as the schema allows it (``core.schema`` prints it with its event and edge, in this
+    field order)."""
+
     trace_id: NonEmpty
     task_id: NonEmpty
-    events: Annotated[list[VEvent], Meta(min_length=1)]
-    edges: list[VEdge]
-    rewards: dict[str, Num]
-    costs: dict[str, NonNeg]
     system: str | UnsetType = UNSET
     topology: Literal[TOPOLOGIES] | UnsetType = UNSET  # type: ignore[valid-type]
-    metrics: dict[str, Num] | UnsetType = UNSET
-    schema_version: str | UnsetType = UNSET
-    metadata: dict[str, Any] | UnsetType = UNSET
+    events: Annotated[list[VEvent], Meta(min_length=1)]
+    edges: list[VEdge]
+    rewards: Annotated[
+        dict[str, Num],
+        described(
+            "Reward channels keyed by credit layer or reward family, e.g. team, process, tool, orchestration."
+        ),
+    ]
+    costs: Annotated[dict[str, NonNeg], Meta(extra_json_schema=_COSTS_SCHEMA)]
+    metrics: (
+        Annotated[
+            dict[str, Num],
+            described(
+                "Optional benchmark metrics such as task_success, parallelism_efficiency, "
+                "protocol_overhead, or error_amplification."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    schema_version: (
+        Annotated[str, described("orchestrace schema version, e.g. orchestrace/1")] | UnsetType
+    ) = UNSET
+    metadata: (
+        Annotated[dict[str, Any], described("free metadata (source format, original ids, labels)")]
+        | UnsetType
+    ) = UNSET
 
 
 _DECODER = msgspec.json.Decoder(VTrace)
@@ -97,7 +123,7 @@ def decode_clean(data: bytes) -> VTrace | None:
         tr = _DECODER.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None  # the dict path says exactly what is wrong and where
-    if "tokens" not in tr.costs or "wall_clock_s" not in tr.costs:
+    if any(k not in tr.costs for k in REQUIRED_COSTS):
         return None
     # One colon per key in canonical output; fewer than in the input means a key was dropped
     # (a duplicate or a field we skip). Escaped colons would be written literally: exact path.

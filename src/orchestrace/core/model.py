@@ -53,6 +53,8 @@ TOPOLOGIES: Final = (
     "unknown",
 )
 STATUSES: Final = ("ok", "error")
+#: The costs every trace carries (others are free: usd, tool_calls, messages, ...).
+REQUIRED_COSTS: Final = ("tokens", "wall_clock_s")
 
 #: Event fields of the published schema, in its order.
 SURVEY_EVENT_FIELDS: Final = (
@@ -74,36 +76,60 @@ SURVEY_EVENT_FIELDS: Final = (
 _COST = Meta(ge=0, extra={"finding": "OT107"})
 
 
+def described(text: str, **bounds: Any) -> Meta:
+    """A field's bounds and the words ``orchestrace schema`` prints for it (``description``
+    itself is what validation's messages add in parentheses)."""
+    return Meta(**bounds, extra_json_schema={"description": text})
+
+
 class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One vertex of the trace. ``extra`` holds fields we do not know, kept verbatim on save.
 
     The field table of events: the annotations say what each value must be (``Meta`` bounds and
     descriptions, ``Literal`` choices), and validation, its struct fast path and the store read
-    them from here. Nothing checks them when an Event is made in Python."""
+    them from here, and so does the JSON Schema ``orchestrace schema`` prints (``core.schema``).
+    Nothing checks them when an Event is made in Python."""
 
     id: Annotated[str, Meta(min_length=1)]
-    t: Annotated[float, Meta(ge=0)]
+    t: Annotated[float, described("start time, seconds from trace start", ge=0)]
     type: Literal[EVENT_TYPES]  # type: ignore[valid-type]
     agent: Annotated[str, Meta(min_length=1)]
     role: str | None = None
     from_: str | None = msgspec.field(default=None, name="from")
     to: str | None = None
     tool: str | None = None
-    content_ref: str | None = None
+    content_ref: (
+        Annotated[
+            str, described("Pointer or hash for text/tool content; raw content can be omitted for privacy.")
+        ]
+        | None
+    ) = None
     trusted: bool | None = None
     # --- orchestrace extensions (all optional) ---
-    t_end: Annotated[float, Meta(ge=0, description="seconds from trace start")] | None = None
-    parent: Annotated[str, Meta(description="the spawning agent")] | None = None
-    call_id: str | None = None
-    turn: Annotated[int, Meta(ge=0)] | None = None
+    t_end: (
+        Annotated[
+            float,
+            described(
+                "end time, seconds from trace start (>= t)", ge=0, description="seconds from trace start"
+            ),
+        ]
+        | None
+    ) = None
+    parent: (
+        Annotated[str, described("the agent that spawned `agent`", description="the spawning agent")] | None
+    ) = None
+    call_id: Annotated[str, described("pairs a tool_result with its tool_call")] | None = None
+    turn: (
+        Annotated[int, described("round/turn index of the acting agent (credit unit 'turn')", ge=0)] | None
+    ) = None
     tokens_in: Annotated[int, _COST] | None = None
     tokens_out: Annotated[int, _COST] | None = None
     cost_usd: Annotated[float, _COST] | None = None
     model: str | None = None
-    content: str | None = None
+    content: Annotated[str, described("inline content, only when the user asked to keep it")] | None = None
     status: Literal[STATUSES] | None = None  # type: ignore[valid-type]
-    attrs: dict[str, Any] | None = None
-    credit: dict[str, float] | None = None
+    attrs: Annotated[dict[str, Any], described("free per-event attributes")] | None = None
+    credit: Annotated[dict[str, float], described("credit by '<method>/<unit>[/<channel>]'")] | None = None
     extra: dict[str, Any] | None = None
 
     @property

@@ -72,6 +72,7 @@ from .model import (
     EVENT_FIELD_TYPES,
     EVENT_REQUIRED_FIELDS,
     EVENT_TYPES,
+    REQUIRED_COSTS,
     TOPOLOGIES,
     Event,
     value_annotation,
@@ -328,7 +329,7 @@ def _check(d: Any, s: _Sink, prepared: tuple[Any, ...] | None = None) -> None:
         c = d["costs"]
         _check_num_map(c, "costs", s, nonneg=True)
         if type(c) is dict:
-            for req in ("tokens", "wall_clock_s"):
+            for req in REQUIRED_COSTS:
                 if req not in c:
                     s.add("OT101", f"costs must have {_short(req)} (a number >= 0)", "/costs")
 
