@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -49,3 +50,29 @@ def test_invalid_traces_are_reported_and_left_out(tmp_path: Path, monkeypatch: p
     assert [lvl for lvl, _ in said] == ["error", "error"]
     assert "trace backwards does not validate" in said[0][1] and "OT204" in said[0][1]
     assert "trace nan does not validate" in said[1][1]
+
+
+def test_collector_thresholds_restored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """import_files collects young objects rarely while it runs, and gives the caller's
+    thresholds back, also when the import fails midway."""
+    import gc
+
+    seen: list[tuple[int, int, int]] = []
+
+    def load(path: str, keep_content: bool = False) -> Iterator[Trace]:
+        seen.append(gc.get_threshold())
+        yield _trace("good", 1.0)
+        raise RuntimeError("importer bug")
+
+    monkeypatch.setitem(importers._cache, "fake-format", SimpleNamespace(load=load))
+    log = tmp_path / "log.jsonl"
+    log.write_text("{}\n")
+    old = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        with pytest.raises(RuntimeError):
+            importers.import_files([(str(log), "fake-format")], str(tmp_path / "out.jsonl"))
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*old)
+    assert seen == [(10_000, 10, 10)]

@@ -9,11 +9,13 @@ session). Third parties register more under the ``orchestrace.importers`` entry-
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
@@ -214,9 +216,24 @@ def import_files(
     from ..core.read import split_format
 
     checked = _iter_checked(planned, keep_content, keep_home_paths, notify, report, done)
-    if split_format(out)[0] != "jsonl":
-        return write((tr for tr, _ in checked), out)
-    return _write_lines((data for _, data in checked), out)
+    with _rare_young_collections():
+        if split_format(out)[0] != "jsonl":
+            return write((tr for tr, _ in checked), out)
+        return _write_lines((data for _, data in checked), out)
+
+
+@contextmanager
+def _rare_young_collections() -> Iterator[None]:
+    """An import allocates containers in bursts (a session's records, its events) that die
+    together when its trace is written, and builds no reference cycles that need collecting
+    early. The collector's default, a young collection every 700 allocations, spent 0.08-0.09
+    CPU s of the CLI's import of the Claude Code sample x8; one every 10,000 spends 0.02."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], 10_000), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def _iter_checked(
