@@ -1,6 +1,6 @@
-"""The learned answer aggregator (O4) acts in live vote runs: every aggregate decision is recorded
-and recomputes from the trace prefix through the offline path (no train/serve skew); bad inputs
-fail with the file named."""
+"""The learned answer aggregator (O4) acts in live vote runs, alone or inside an -agg stop policy:
+every decision is recorded and recomputes from the trace prefix through the offline path (no
+train/serve skew); bad inputs fail with the file named."""
 
 from __future__ import annotations
 
@@ -13,17 +13,21 @@ from orchestrace.cli import main
 from orchestrace.core.io import load_one
 from orchestrace.learn import load_policy
 from orchestrace.learn.stopping.aggregate import (
+    MAJORITY,
+    Aggregator,
     answer_prior,
     answer_statics,
     candidate_features,
     fit_aggregator,
+    priors_to_json,
     save_aggregator,
 )
 from orchestrace.learn.stopping.banks import Bank, BankQuestion, default_bank
 from orchestrace.learn.stopping.families import family
-from orchestrace.learn.stopping.features import features_hash, replay_table
+from orchestrace.learn.stopping.features import features, features_hash, replay_table
+from orchestrace.learn.stopping.policy import StopPolicy
 from orchestrace.learn.stopping.traces import episode_from_trace
-from orchestrace.learn.stopping.training import aggregator_answer
+from orchestrace.learn.stopping.training import aggregator_answer, train_policy
 from orchestrace.runtime.backends.scripted import ScriptedBackend
 from orchestrace.runtime.examples.vote import first_line
 from orchestrace.runtime.runner import run
@@ -122,3 +126,80 @@ def test_bad_aggregate_inputs(agg_path: str, tmp_path: Path, capsys: pytest.Capt
         if e.type == "orchestrator_decision"
     ]
     assert "should_aggregate" in kinds
+
+
+@pytest.fixture(scope="module")
+def agg_stop_path(tmp_path_factory: pytest.TempPathFactory, reference: Bank) -> str:
+    """An -agg stop policy (exact PG, a few iterations) whose file carries the antonyms' answer
+    prior from the reference questions, as ``train stop`` saves it from its calibration split."""
+    bank = default_bank("antonyms").subset(range(40))
+    agg = fit_aggregator([bank], BUDGET, seed=0)
+    pol, _ = train_policy(bank, 0.02, algo="exact", budget=BUDGET, iterations=25, seed=0, aggregator=agg)
+    pol.config.extra["answer_priors"] = priors_to_json({"antonyms": answer_prior(reference.questions)})
+    path = str(tmp_path_factory.mktemp("aggstop") / "stop-agg")
+    pol.save(path)
+    return path
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_live_agg_stop_decisions_recompute_from_the_trace(
+    agg_stop_path: str, reference: Bank, tmp_path: Path, width: int
+) -> None:
+    """Every stop decision of an -agg policy in a live run: its features (the aggregator's three
+    included), action and probability recomputed offline from the recorded trace, with the statics
+    offline evaluation computes from the reference questions."""
+    pol = load_policy(agg_stop_path)
+    agg = pol.policy.aggregator
+    assert agg is not None
+    fam = family("antonyms")
+    decided, agg_differs = 0, 0
+    for qi in range(4):
+        word = fam.questions[qi].question.split()[-1].strip("?\"'.").lower()
+        answers = [word, fam.questions[qi].gold, "nice", "", fam.questions[qi].gold]
+        out = str(tmp_path / f"q{qi}-w{width}.events.jsonl")
+        backend = ScriptedBackend(choices=answers, seed=qi, delay=lambda req: (req.seed % 97) / 97 * 0.02)
+        run("vote", out, config=_config(qi, width), backend=backend, trace_policies={"stop": pol})
+        ep = episode_from_trace(load_one(out), out)
+        assert ep.decisions, "the -agg stop policy was asked"
+        for d in ep.decisions:
+            seen = [x for x, i in zip(ep.answers, ep.answer_index, strict=True) if i < d.index]
+            assert d.samples == len(seen) and d.policy == "stop-agg"
+            q = BankQuestion("q", ep.question, ep.gold, seen)
+            static = answer_statics(Bank("live", [q], {}), reference)[0]
+            pt = replay_table(q, np.arange(len(seen)), static)
+            x = features(pt, BUDGET, aggregator=agg)[-1]
+            assert features_hash(x) == d.features_hash
+            p = float(pol.policy.stop_prob(x[None])[0])
+            assert d.act == (p >= 0.5) and d.prob == pytest.approx(p if d.act else 1 - p, abs=1e-6)
+            agg_differs += not np.allclose(
+                x[-3:], features(pt, BUDGET, aggregator=Aggregator(MAJORITY))[-1][-3:]
+            )
+            decided += 1
+    assert decided >= 4
+    assert agg_differs >= 1, "the learned aggregator's features never differed from majority vote's"
+
+
+def test_agg_stop_policy_without_priors_or_for_another_family(
+    agg_stop_path: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "r.events.jsonl"
+
+    def cli(*extra: str) -> tuple[int, str]:
+        with pytest.raises(SystemExit) as e:
+            main(["run", "vote", "--backend", "scripted", "--set", 'question="q?"', "-o", str(out), *extra])
+        cap = capsys.readouterr()
+        return int(e.value.code or 0), " ".join((cap.out + cap.err).split())
+
+    code, text = cli("--set", 'family="plurals"', "--policy", f"stop={agg_stop_path}")
+    assert (
+        code == 1 and "answer priors for the families ['antonyms']" in text and "stop-agg.safetensors" in text
+    )
+    old = StopPolicy.load(agg_stop_path)
+    old.config.extra.pop("answer_priors")
+    old.save(str(tmp_path / "old-agg"))
+    code, text = cli("--set", 'family="antonyms"', "--policy", f"stop={tmp_path / 'old-agg'}")
+    assert code == 1 and "saves no answer priors" in text and "old-agg.safetensors" in text
+    assert not out.exists()
+    code, text = cli("--set", 'family="antonyms"', "--policy", f"stop={agg_stop_path}")
+    assert code == 0, text
+    assert load_one(str(out)).events

@@ -24,9 +24,10 @@ from ..core.errors import BadInput, OrchestraceError
 from ..core.model import Trace
 from ..runtime.learned import LEARNABLE, TraceDecision
 from .rl.rollouts import ENV_DECISION, NumpyPolicy
-from .stopping.features import features_hash, prefix_features
+from .stopping.aggregate import AnswerPrior, priors_from_json
+from .stopping.features import answer_ids, features_hash, prefix_features
 from .stopping.policy import StopPolicy
-from .stopping.traces import episode_from_trace
+from .stopping.traces import VoteEpisode, episode_from_trace
 
 
 def _header(path: str) -> tuple[str, dict[str, str]]:
@@ -163,23 +164,38 @@ class LearnedSpawn:
 
 
 class LearnedStop:
-    """A learned stop policy (StopVote) asked on a vote trace's prefix."""
+    """A learned stop policy (StopVote) asked on a vote trace's prefix. A policy with a learned
+    aggregator ("-agg") also sees the aggregator's posterior, whose answer statics need the family's
+    answer prior: saved in the policy file by ``train stop`` (``extra["answer_priors"]``, from the
+    training families and the calibration split, never the reported questions), as
+    :class:`LearnedAggregate` saves its own; a run of a family without a saved prior is refused."""
 
     decision = "stop"
 
     def __init__(self, policy: StopPolicy, name: str, path: str, *, explore: bool = False) -> None:
+        self.priors: dict[str, AnswerPrior] = {}
         if policy.aggregator is not None:
-            raise BadInput(
-                "OT623",
-                "this stop policy also uses a learned aggregator, whose features need per-family answer "
-                "statistics a live run does not have; use the majority-vote policy (without -agg)",
-                path=path,
-            )
+            saved = policy.config.extra.get("answer_priors")
+            if not saved:
+                raise BadInput("OT623", "this stop policy uses a learned aggregator but saves no answer priors "
+                               "(written before -agg policies could run live): retrain it with train stop",
+                               path=path)  # fmt: skip
+            try:
+                self.priors = priors_from_json(saved)
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise BadInput("OT622", f"bad answer_priors in the policy config: {e}",
+                               path=path.removesuffix(".safetensors") + ".json") from None  # fmt: skip
         self.policy, self.name, self.path = policy, name, path
         self.explore = explore  # sample the action (seeded by the run and the step) instead of thresholding
 
     def check(self, program: str, config: dict[str, Any]) -> None:
-        """Any vote config: the features are task-agnostic."""
+        """Any vote config (the features are task-agnostic); an -agg policy needs the run's family
+        among those it has answer priors for."""
+        fam = config.get("family")
+        if self.policy.aggregator is not None and fam not in self.priors:
+            raise BadInput("OT623", f"the stop policy's aggregator has answer priors for the families "
+                           f"{sorted(self.priors)}, the run's config family is {fam!r} (set it with "
+                           "--set family=...)", path=self.path)  # fmt: skip
 
     def for_run(self, trace_id: str) -> StopPolicy:
         """A mixture draws which of its two policies runs once per run (seeded by the trace id)."""
@@ -189,12 +205,32 @@ class LearnedStop:
         u = int.from_bytes(h[:8], "little") / 2**64
         return self.policy.alt if u < self.policy.config.mixture["prob"] else self.policy
 
+    def features(self, ep: VoteEpisode) -> np.ndarray | None:
+        """The policy's features of the episode's answers so far (None: an -agg policy asked on a
+        family it has no prior for)."""
+        budget = self.policy.config.budget
+        agg = self.policy.aggregator
+        if agg is None:
+            return prefix_features(ep.answers, budget, ep.costs)
+        if ep.family not in self.priors:
+            return None
+        from .stopping.aggregate import candidate_statics
+        from .stopping.features import features, prefix_table
+
+        ids = answer_ids(ep.answers)
+        labels = list(dict.fromkeys(a for a in ep.answers if a is not None))
+        pt = prefix_table(ids, None if ep.costs is None else np.asarray(ep.costs, float))
+        pt.static = candidate_statics(labels, ep.question, self.priors[ep.family], add_one=True)
+        return features(pt, budget, aggregator=agg)[-1]
+
     def decide(self, trace: Trace) -> TraceDecision | None:
         ep = episode_from_trace(trace)
         if not ep.answers:
             return None
         pol = self.for_run(trace.trace_id)
-        x = prefix_features(ep.answers, pol.config.budget, ep.costs)
+        x = self.features(ep)
+        if x is None:
+            return None
         p = float(pol.stop_prob(x[None])[0])
         if self.explore:
             h = hashlib.sha256(f"{pol.config.seed}|{trace.trace_id}|{len(ep.answers)}".encode()).digest()

@@ -115,6 +115,24 @@ def answer_prior(source: Sequence[BankQuestion]) -> AnswerPrior:
     return AnswerPrior(dict(seen), len(source), concentration)
 
 
+def priors_to_json(priors: dict[str, AnswerPrior]) -> dict[str, dict]:
+    """Answer priors per family as saved in policy files (the aggregator's, an -agg stop policy's)."""
+    return {
+        f: {"seen": dict(sorted(p.seen.items())), "questions": p.questions, "concentration": p.concentration}
+        for f, p in sorted(priors.items())
+    }
+
+
+def priors_from_json(d: dict) -> dict[str, AnswerPrior]:
+    """:func:`priors_to_json`'s inverse (KeyError, TypeError, ValueError, AttributeError on a bad dict)."""
+    return {
+        fam: AnswerPrior(
+            {str(k): int(v) for k, v in p["seen"].items()}, int(p["questions"]), float(p["concentration"])
+        )
+        for fam, p in d.items()
+    }
+
+
 def candidate_statics(labels: Sequence[str], question: str, prior: AnswerPrior, add_one: bool) -> np.ndarray:
     """``[labels, 3]`` statics of one question's answers (see ``answer_statics``); ``add_one``: the
     question is not among the prior's reference questions (a held-out or live question)."""
@@ -170,11 +188,12 @@ class Aggregator:
         best = s[np.arange(t), top]
         finite = np.isfinite(best)
         z = np.exp(np.where(np.isfinite(s), s - np.where(finite, best, 0)[:, None], -np.inf))
-        prob = np.where(finite, 1.0 / z.sum(axis=1), 0.0)
         second = (
             np.partition(np.where(np.isfinite(s), s, -1e9), -2, axis=1)[:, -2] if s.shape[1] > 1 else best
         )
-        margin = np.where(finite & (second > -1e8), best - second, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):  # prefixes with no valid sample: masked
+            prob = np.where(finite, 1.0 / z.sum(axis=1), 0.0)
+            margin = np.where(finite & (second > -1e8), best - second, 0.0)
         prior = np.exp(np.concatenate([static[:, 0], np.zeros(max(s.shape[1] - len(static), 0))]))
         lead_prior = np.where(finite, prior[top], 0.0)
         return np.stack([prob, np.minimum(margin, 10.0) / 10.0, lead_prior], axis=1).astype(np.float32)
@@ -256,14 +275,7 @@ def save_aggregator(path: str, agg: Aggregator, priors: dict[str, AnswerPrior]) 
     cfg = json.dumps(
         {
             **agg.to_dict(),
-            "priors": {
-                f: {
-                    "seen": dict(sorted(p.seen.items())),
-                    "questions": p.questions,
-                    "concentration": p.concentration,
-                }
-                for f, p in sorted(priors.items())
-            },
+            "priors": priors_to_json(priors),
         },
         indent=2,
         sort_keys=True,
@@ -308,12 +320,7 @@ def load_aggregator(path: str) -> tuple[Aggregator, dict[str, AnswerPrior]]:
         cfg = json.loads(text or "")
         if list(cfg["features"]) != list(CAND_FEATURES) or len(weights) != len(CAND_FEATURES):
             raise ValueError(f"features {cfg['features']}, expected {list(CAND_FEATURES)}")
-        priors = {
-            fam: AnswerPrior(
-                {str(k): int(v) for k, v in p["seen"].items()}, int(p["questions"]), float(p["concentration"])
-            )
-            for fam, p in cfg["priors"].items()
-        }
+        priors = priors_from_json(cfg["priors"])
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise BadInput("OT622", f"bad aggregator config: {e}", path=base + ".json") from None
     return Aggregator(tuple(float(x) for x in weights)), priors

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...core.errors import OrchestraceError
 from ...core.stats import pareto_front
-from .aggregate import Aggregator, answer_prior, fit_aggregator, save_aggregator
+from .aggregate import Aggregator, answer_prior, fit_aggregator, priors_to_json, save_aggregator
 from .banks import Bank, calibrate, load_bank
 from .evaluation import (
     Replays,
@@ -443,16 +443,26 @@ def train_stop(
     base = out.removesuffix(".safetensors")
     written: dict[str, str] = {}  # method name -> policy file, marked on pareto.png
     files: list[str] = []  # every file this job writes, in order, printed by the CLI
+    # for live runs, the aggregator and the -agg policies carry the answer priors of the training
+    # families and of the calibration halves (those offline evaluation reads; they win for a family
+    # in both), never of the reported half
+    priors = {}
+    if agg is not None:
+        priors = {b.meta.get("family") or b.name: answer_prior(b.questions) for b in train_banks}
+        # keyed by the held-out bank's family, as a run's config names it (not the half's "-train" name)
+        priors |= {
+            b.meta.get("family") or b.name: answer_prior(h[0].questions)
+            for b, h in zip(test_banks, halves, strict=True)
+        }
     for name, pol in policies:
         if name in ("learned", "learned+agg") or "(target=" in name:
             suffix = "-agg" if pol.aggregator is not None else ""
             path = base + suffix + ("-target" if "(target=" in name else "")
+            if pol.aggregator is not None:
+                pol.config.extra["answer_priors"] = priors_to_json(priors)
             files += pol.save(path)
             written[name] = path + ".safetensors"
-    if agg is not None:  # the aggregator alone, for live runs: priors of the training families and
-        # of the calibration halves (those offline evaluation reads; they win for a family in both)
-        priors = {b.meta.get("family") or b.name: answer_prior(b.questions) for b in train_banks}
-        priors |= {h[0].meta.get("family") or h[0].name: answer_prior(h[0].questions) for h in halves}
+    if agg is not None:  # the aggregator alone, for live runs
         files += save_aggregator(base + "-aggregator", agg, priors)
     results = eval_methods(
         test_bank, budget, policies, sweeps=True, orders=orders, seed=seed, reference=calib_bank
