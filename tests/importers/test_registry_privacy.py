@@ -53,11 +53,11 @@ def test_unknown_format_and_undetectable_file(tmp_path: Path) -> None:
 def test_third_party_importer_via_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real distribution on sys.path registering an importer in the entry-point group."""
     (tmp_path / "toylog_importer.py").write_text(
-        "from orchestrace.importers._common import Builder\n"
+        "from orchestrace.importers._common import ImportStaging\n"
         "NAME = 'toylog'\n"
         "def sniff(path):\n    return str(path).endswith('.toylog')\n"
         "def load(path, *, keep_content=False):\n"
-        "    b = Builder(keep_content=keep_content)\n"
+        "    b = ImportStaging(keep_content=keep_content)\n"
         "    for i, line in enumerate(open(path).read().split()):\n"
         "        b.add('message', line, float(i), content=line)\n"
         "    yield b.build(trace_id='toy', task_id='toy', system='toy')\n"

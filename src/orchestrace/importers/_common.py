@@ -1,8 +1,8 @@
-"""Shared machinery for importers: a trace builder that makes any foreign log a valid trace.
+"""Shared machinery for importers: a staging area that makes any foreign log a valid trace.
 
 Foreign logs disagree with themselves: clocks skew between files, sub-agents log before the
-spawn that created them, results carry the timestamp of a later flush. The builder records what
-the log says (absolute times, dependencies) and then repairs times once, along the dependency
+spawn that created them, results carry the timestamp of a later flush. ``ImportStaging`` records
+what the log says (absolute times, dependencies) and then repairs times once, along the dependency
 graph, so that every edge goes forward in time, no spawned agent acts before its spawn and every
 tool_result follows its tool_call. A repaired time keeps the original in ``attrs["t_src"]``.
 
@@ -242,11 +242,12 @@ def iter_head_json(path: str | os.PathLike[str]) -> Iterator[Any]:
             continue
 
 
-# ---------------------------------------------------------------- the builder
+# ---------------------------------------------------------------- staging
 
 
-class Builder:
-    """Accumulates events and dependencies with source times, then emits a valid Trace.
+class ImportStaging:
+    """Accumulates events and dependencies with source times, then repairs the times and hands
+    the ordered events and forward edges to ``core.build.TraceBuilder`` for the Trace.
 
     Times given to :meth:`add` are absolute seconds (any epoch) or None ("same as the previous
     event"). Each agent's events are chained by temporal edges in insertion order.

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import LoadError
-from ._common import Builder, as_count, as_int, head_bytes, redact, require_nonempty
+from ._common import ImportStaging, as_count, as_int, head_bytes, redact, require_nonempty
 
 NAME = "chatdev"
 DESCRIPTION = "ChatDev v1 WareHouse logs (phases, role turns, [Post Info] cost/tokens/duration)"
@@ -76,7 +76,7 @@ def _entries(text: str, path: str) -> Iterator[tuple[float, str]]:
 
 
 class _Run:
-    def __init__(self, b: Builder) -> None:
+    def __init__(self, b: ImportStaging) -> None:
         self.b = b
         self.phase: str | None = None
         self.roles: dict[str, str] = {}  # side -> role (old layouts)
@@ -217,7 +217,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     p = Path(path)
     require_nonempty(p)
     text = p.read_bytes().decode("utf-8", errors="replace")
-    b = Builder(keep_content=keep_content)
+    b = ImportStaging(keep_content=keep_content)
     run = _Run(b)
     n = 0
     for t, body in _entries(text, str(p)):

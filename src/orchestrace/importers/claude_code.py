@@ -40,7 +40,7 @@ import orjson
 
 from ..core.limits import INT64_MAX
 from ._common import (
-    Builder,
+    ImportStaging,
     ImportStats,
     as_count,
     as_list,
@@ -268,7 +268,7 @@ def _first_user_text(records: list[dict]) -> str:
 
 
 class _Session:
-    def __init__(self, b: Builder, children: dict[str, list], metas: dict[str, dict]) -> None:
+    def __init__(self, b: ImportStaging, children: dict[str, list], metas: dict[str, dict]) -> None:
         self.b = b
         self.children = children
         self.metas = metas
@@ -705,7 +705,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     """The trace of one session file with all its sub-agents (a generator of one Trace)."""
     p = Path(path)
     require_nonempty(p)
-    b = Builder(keep_content=keep_content)
+    b = ImportStaging(keep_content=keep_content)
     records = _read(p, b.stats)
     if not any(r.get("type") in ("user", "assistant") for r in records):
         b.stats.notes.append("no user or assistant records")

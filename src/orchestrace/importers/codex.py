@@ -28,7 +28,16 @@ from typing import Any
 
 import orjson
 
-from ._common import Builder, as_count, as_list, as_obj, first_json_lines, iter_jsonl, require_nonempty, ts_of
+from ._common import (
+    ImportStaging,
+    as_count,
+    as_list,
+    as_obj,
+    first_json_lines,
+    iter_jsonl,
+    require_nonempty,
+    ts_of,
+)
 
 NAME = "codex"
 DESCRIPTION = "OpenAI Codex CLI rollouts (rollout-*.jsonl)"
@@ -58,7 +67,7 @@ def sniff(path: str | os.PathLike[str]) -> bool:
 
 
 class _Rollout:
-    def __init__(self, b: Builder, agent: str = AGENT, parent: str | None = None) -> None:
+    def __init__(self, b: ImportStaging, agent: str = AGENT, parent: str | None = None) -> None:
         self.b = b
         self.agent = agent
         self.parent = parent  # set for a sub-agent's rollout: its prompts come from the parent
@@ -354,7 +363,7 @@ def covered(path: str | os.PathLike[str]) -> bool:
     return any(f != p and _session_meta(f).get("id") == parent for f in p.parent.glob("rollout-*.jsonl"))
 
 
-def _run_file(b: Builder, path: Path, agent: str, parent: str | None) -> _Rollout:
+def _run_file(b: ImportStaging, path: Path, agent: str, parent: str | None) -> _Rollout:
     run = _Rollout(b, agent, parent)
     for _, rec in iter_jsonl(path, b.stats):
         if isinstance(rec, dict):
@@ -390,7 +399,7 @@ def _run_file(b: Builder, path: Path, agent: str, parent: str | None) -> _Rollou
 def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     p = Path(path)
     require_nonempty(p)
-    b = Builder(keep_content=keep_content)
+    b = ImportStaging(keep_content=keep_content)
     run = _run_file(b, p, AGENT, None)
     sid = str(run.meta.get("id") or p.stem)
     meta = {"source_format": NAME, "source": str(p), "session": run.meta, "turns": run.turn + 1}

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ._common import Builder, as_count, as_list, head_bytes, require_nonempty, ts_of
+from ._common import ImportStaging, as_count, as_list, head_bytes, require_nonempty, ts_of
 
 NAME = "gemini-cli"
 DESCRIPTION = "Gemini CLI chat sessions (session-*.json)"
@@ -47,7 +47,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     msgs = d.get("messages") if isinstance(d, dict) else None
     if not isinstance(msgs, list) or not msgs:
         raise LoadError("OT006", "session has no messages", path=str(p))
-    b = Builder(keep_content=keep_content)
+    b = ImportStaging(keep_content=keep_content)
     for m in msgs:
         if not isinstance(m, dict):
             b.stats.unknown["non-object message"] += 1
@@ -83,7 +83,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     )
 
 
-def _gemini(b: Builder, m: dict[str, Any], ts: float | None, attrs: dict[str, Any]) -> None:
+def _gemini(b: ImportStaging, m: dict[str, Any], ts: float | None, attrs: dict[str, Any]) -> None:
     model = m.get("model") if isinstance(m.get("model"), str) else None
     last: int | None = None  # tokens go on the message's last event (its action)
     for th in as_list(m.get("thoughts")):

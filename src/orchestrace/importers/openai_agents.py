@@ -29,7 +29,7 @@ from ..core.errors import LoadError
 from ..core.model import Trace
 from ..core.read import parse_json
 from ._common import (
-    Builder,
+    ImportStaging,
     ImportStats,
     as_int,
     as_obj,
@@ -95,7 +95,7 @@ def convert(
             stats.unknown[f"object {obj}"] += 1
     out = []
     for tid in list(dict.fromkeys([*heads, *spans])):
-        b = Builder(keep_content=keep_content)
+        b = ImportStaging(keep_content=keep_content)
         b.stats = stats
         _build(spans.get(tid, []), b)
         if not b.events:
@@ -123,7 +123,7 @@ def convert(
     return out
 
 
-def _build(spans: list[dict[str, Any]], b: Builder) -> None:
+def _build(spans: list[dict[str, Any]], b: ImportStaging) -> None:
     by_id = {s["id"]: s for s in spans if isinstance(s.get("id"), str)}
     kids: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     roots = []

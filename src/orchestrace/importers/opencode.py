@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ._common import Builder, as_count, as_obj, head_bytes, require_nonempty
+from ._common import ImportStaging, as_count, as_obj, head_bytes, require_nonempty
 
 NAME = "opencode"
 DESCRIPTION = "opencode storage sessions (session/<project>/<id>.json with message/ and part/)"
@@ -79,7 +79,7 @@ def _ms(v: Any) -> float | None:
 
 
 class _Session:
-    def __init__(self, b: Builder, root: Path) -> None:
+    def __init__(self, b: ImportStaging, root: Path) -> None:
         self.b = b
         self.root = root
         self.children: dict[str, list[str]] = {}
@@ -222,7 +222,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     d = _json(p)
     if d is None or not isinstance(d.get("id"), str):
         raise LoadError("OT003", "not an opencode session file", path=str(p))
-    b = Builder(keep_content=keep_content)
+    b = ImportStaging(keep_content=keep_content)
     s = _Session(b, _root(p))
     s.run(d["id"], "opencode", None)
     if not b.events:

@@ -36,7 +36,7 @@ from ..core.errors import LoadError
 from ..core.model import event_from_dict, trace_from_dict
 from ..core.read import parse_json
 from ._common import (
-    Builder,
+    ImportStaging,
     ImportStats,
     as_int,
     as_list,
@@ -196,7 +196,7 @@ def _usage(a: dict[str, Any]) -> tuple[int | None, int | None]:
     return as_int(tin), as_int(tout)
 
 
-def _genai(tid: str, spans: list[dict[str, Any]], b: Builder) -> None:
+def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
     for s in spans:
         _normalize(s)
     by_id = {s["id"]: s for s in spans}
@@ -288,7 +288,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
                 e.content = redact(e.content) if keep_content and e.content is not None else None
             yield tr
             continue
-        b = Builder(keep_content=keep_content)
+        b = ImportStaging(keep_content=keep_content)
         b.stats = stats
         _genai(tid, spans, b)
         if not b.events:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.errors import LoadError
 from ..core.read import parse_json
-from ._common import Builder, as_int, head_bytes, redact, require_nonempty
+from ._common import ImportStaging, as_int, head_bytes, redact, require_nonempty
 
 NAME = "who-and-when"
 DESCRIPTION = "Who&When failure-attribution runs (Hand-Crafted Magentic-One, Algorithm-Generated AG2)"
@@ -62,7 +62,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     history = d.get("history") if isinstance(d, dict) else None
     if not isinstance(history, list) or not history:
         raise LoadError("OT006", "no history steps: nothing to import", path=str(p))
-    b = Builder(keep_content=keep_content)
+    b = ImportStaging(keep_content=keep_content)
     hand_crafted = any(_speaker(s)[1] is not None for s in history if isinstance(s, dict))
     orchestrator = "Orchestrator"
     mistake_step = as_int(d.get("mistake_step"))
