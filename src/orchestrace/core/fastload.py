@@ -57,6 +57,12 @@ def _load_json(path: str) -> Trace | None:
     checked = check_structs(tr, path, large=large)
     if checked is None or checked.sink.errors:
         return None
+    return trace_of_structs(tr, checked)
+
+
+def trace_of_structs(tr: VTrace, checked: StructCheck) -> Trace:
+    """The Trace of a trace read as structs and checked clean; its event and edge lists are
+    converted in place."""
     top = {k: v for k in _TOP_FIELDS if (v := getattr(tr, k)) is not UNSET}
     return _trace(top, tr.events, tr.edges, checked)
 

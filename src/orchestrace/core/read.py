@@ -310,44 +310,63 @@ def iter_raw(
     fmt, _ = split_format(p)
     if fmt == "events":
         yield read_event_log_raw(p, tolerant=tolerant, check_duplicates=check_duplicates)
-    elif fmt == "jsonl":
+        return
+    for doc, line in iter_docs(p, fmt):
+        yield raw_of_doc(
+            doc,
+            p,
+            line,
+            collect_errors=collect_errors,
+            canonical=canonical,
+            check_duplicates=check_duplicates,
+        )
+
+
+def iter_docs(p: str, fmt: Format) -> Iterator[tuple[bytes, int | None]]:
+    """The raw text of each trace in a .json or .jsonl file, with its line for JSONL."""
+    if fmt == "jsonl":
         empty = True
         for n, line in iter_lines(p):
-            if not line.strip():
-                continue
-            empty = False
-            try:
-                raw = RawTrace(
-                    parse_json(line, path=p, line=n),
-                    p,
-                    line=n,
-                    may_have_null=b"null" in line,
-                    large=len(line) > MAX_STRING_CHARS,
-                )
-            except LoadError as e:
-                if not collect_errors:
-                    raise
-                yield RawTrace(None, p, line=n, log_errors=[e])
-                continue
-            if canonical:
-                raw.canonical = sorted_json(raw.data)
-            if check_duplicates and (dup := find_duplicate_key(line, raw.data, raw.canonical)):
-                raw.duplicates.append((dup[0], dup[1], n))
-            yield raw
+            if line.strip():
+                empty = False
+                yield line, n
         if empty:
             raise LoadError("OT006", "empty file: expected one trace per line", path=p, line=1, pointer="")
-    else:
-        data = read_bytes(p)
-        if not data.strip():
-            raise LoadError("OT006", "empty file: expected a JSON trace object", path=p, line=1, pointer="")
+        return
+    data = read_bytes(p)
+    if not data.strip():
+        raise LoadError("OT006", "empty file: expected a JSON trace object", path=p, line=1, pointer="")
+    yield data, None
+
+
+def raw_of_doc(
+    doc: bytes,
+    p: str,
+    line: int | None,
+    *,
+    collect_errors: bool = False,
+    canonical: bool = False,
+    check_duplicates: bool = False,
+) -> RawTrace:
+    """One document of ``iter_docs`` decoded (see ``iter_raw`` for the options); a JSONL line
+    that does not parse is a RawTrace holding the error when ``collect_errors``."""
+    try:
         raw = RawTrace(
-            parse_json(data, path=p), p, may_have_null=b"null" in data, large=len(data) > MAX_STRING_CHARS
+            parse_json(doc, path=p, line=line),
+            p,
+            line=line,
+            may_have_null=b"null" in doc,
+            large=len(doc) > MAX_STRING_CHARS,
         )
-        if canonical:
-            raw.canonical = sorted_json(raw.data)
-        if check_duplicates and (dup := find_duplicate_key(data, raw.data, raw.canonical)):
-            raw.duplicates.append((dup[0], dup[1], None))
-        yield raw
+    except LoadError as e:
+        if not collect_errors or line is None:
+            raise
+        return RawTrace(None, p, line=line, log_errors=[e])
+    if canonical:
+        raw.canonical = sorted_json(raw.data)
+    if check_duplicates and (dup := find_duplicate_key(doc, raw.data, raw.canonical)):
+        raw.duplicates.append((dup[0], dup[1], line))
+    return raw
 
 
 def iter_log_records(

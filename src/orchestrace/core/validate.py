@@ -80,12 +80,11 @@ from .model import (
 from .read import (
     RawTrace,
     find_duplicate_key,
-    iter_lines,
+    iter_docs,
     iter_raw,
     merge_log_header,
     open_read,
     parse_json,
-    read_bytes,
     split_format,
 )
 
@@ -922,7 +921,7 @@ def validate_path(
                 p, check_duplicates=True, collect_errors=True
             )
         else:
-            docs = _iter_docs(p, fmt)
+            docs = iter_docs(p, fmt)
         for doc in docs:
             count += 1
             budget = max(0, max_findings - len(findings))
@@ -1064,23 +1063,6 @@ def _line_blocks(p: str, size: int = 1 << 22) -> Iterator[tuple[int, bytes, list
             yield n, rest, [rest]
     finally:
         f.close()
-
-
-def _iter_docs(p: str, fmt: str) -> Iterator[tuple[bytes, int | None]]:
-    """The raw text of each trace in a .json or .jsonl file, with its line for JSONL."""
-    if fmt == "jsonl":
-        empty = True
-        for n, line in iter_lines(p):
-            if line.strip():
-                empty = False
-                yield line, n
-        if empty:
-            raise LoadError("OT006", "empty file: expected one trace per line", path=p, line=1, pointer="")
-        return
-    data = read_bytes(p)
-    if not data.strip():
-        raise LoadError("OT006", "empty file: expected a JSON trace object", path=p, line=1, pointer="")
-    yield data, None
 
 
 def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[list[Finding], int]:

@@ -10,22 +10,40 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
+from functools import partial
 from itertools import repeat
-from typing import Any
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 import msgspec
 import orjson
 import pyarrow as pa
 
 from ..core.errors import Finding, LoadError
-from ..core.model import EVENT_FIELD_TYPES
-from ..core.read import RawTrace, iter_raw, raw_to_trace
-from ..core.validate import check_raw
+from ..core.fastcheck import VEvent, VTrace, decode_clean
+from ..core.fastload import trace_of_structs
+from ..core.limits import may_hold_long_string, needs_exact_check
+from ..core.model import EVENT_FIELD_TYPES, Trace
+from ..core.read import RawTrace, iter_docs, iter_raw, raw_of_doc, raw_to_trace, split_format
+from ..core.validate import StructCheck, check_raw, check_structs
 from .schema import EVENT_COLUMNS, TABLES
 
 EVENT_COLUMN_TO_FIELD: dict[str, str] = {c: f for f, c in EVENT_COLUMNS.items()}
 _KNOWN = frozenset(EVENT_FIELD_TYPES)
+#: events column -> the VEvent attribute holding it
+_STRUCT_ATTR: dict[str, str] = {
+    EVENT_COLUMNS[f.encode_name]: f.name
+    for f in msgspec.structs.fields(VEvent)
+    if f.encode_name in EVENT_COLUMNS
+}
+_U = msgspec.UNSET
+_BOM = b"\xef\xbb\xbf"
+_SORTED = msgspec.json.Encoder(order="sorted")
+#: the end of a number with a positive exponent in msgspec's compact output, where orjson writes
+#: a '+' (1e+16, msgspec 1e16). A string may match too: either way the trace takes the dict path.
+_POS_EXPONENT = re.compile(rb"e\d+[,\]}]")
 _HEADER_KEYS = ("schema_version", "task_id", "system", "topology", "rewards", "costs", "metrics", "metadata")
 _DATE_KEYS = ("t0_unix", "date", "started_at", "start_time", "created_at", "timestamp")
 _ARROW = {
@@ -89,11 +107,10 @@ def _digest_of(raw: RawTrace) -> str:
     return hashlib.blake2b(raw.canonical, digest_size=16).hexdigest()
 
 
-def trace_date(data: dict[str, Any], today: dt.date) -> dt.date:
-    """The partition date, the day the trace started (UTC): ``metadata.t0_unix`` (what importers
-    record), else an ISO date/time or epoch seconds under a usual metadata key, else ``today``
-    (the ingest day, for traces that do not say when they ran, e.g. generated ones)."""
-    meta = data.get("metadata")
+def trace_date(meta: Any, today: dt.date) -> dt.date:
+    """The partition date, the day the trace started (UTC), from its ``metadata``: ``t0_unix``
+    (what importers record), else an ISO date/time or epoch seconds under a usual key, else
+    ``today`` (the ingest day, for traces that do not say when they ran, e.g. generated ones)."""
     if isinstance(meta, dict):
         for k in _DATE_KEYS:
             v = meta.get(k)
@@ -144,7 +161,7 @@ def add_trace(
     tr["trace_id"].append(tid)
     for k in ("task_id", "system", "topology", "schema_version"):
         tr[k].append(data.get(k))
-    tr["date"].append(trace_date(data, today))
+    tr["date"].append(trace_date(data.get("metadata"), today))
     tr["n_events"].append(n)
     tr["n_edges"].append(len(edges))
     tr["digest"].append(dig)
@@ -165,13 +182,7 @@ def add_trace(
             for e in events
         ]
     )
-    if critical is None:
-        ev["critical"].extend([None] * n)
-    else:
-        flags = [False] * n
-        for i in critical:
-            flags[i] = True
-        ev["critical"].extend(flags)
+    _add_critical(ev["critical"], n, critical)
 
     ed = c["edges"]
     ed["trace_id"].extend([tid] * len(edges))
@@ -179,41 +190,119 @@ def add_trace(
     for k in ("src", "dst", "type"):
         ed[k].extend(map(dict.__getitem__, edges, repeat(k, len(edges))))
 
+    credits = [(i, e["id"], credit) for i, e in enumerate(events) if (credit := e.get("credit"))]
+    _add_maps(cols, tid, data.get("rewards"), credits, data.get("metrics"), data.get("costs"), measured)
+    cols.n_traces += 1
+    cols.n_events += n
+
+
+def add_struct_trace(
+    cols: _Columns,
+    tr: VTrace,
+    *,
+    source: str,
+    dig: str,
+    today: dt.date,
+    now: dt.datetime,
+    measured: dict[str, Any] | None = None,
+    critical: list[int] | None = None,
+) -> None:
+    """``add_trace`` of a trace read as structs (``fastcheck.decode_clean``): the same rows,
+    pulled attribute by attribute. Such a trace has no unknown event field (no ``extra``)."""
+    tid = tr.trace_id
+    events, edges = tr.events, tr.edges
+    n = len(events)
+    c = cols.cols
+    rows = c["traces"]
+    rows["trace_id"].append(tid)
+    for k in ("task_id", "system", "topology", "schema_version"):
+        v = getattr(tr, k)
+        rows[k].append(None if v is _U else v)
+    meta = None if tr.metadata is _U else tr.metadata
+    rows["date"].append(trace_date(meta, today))
+    rows["n_events"].append(n)
+    rows["n_edges"].append(len(edges))
+    rows["digest"].append(dig)
+    rows["measured"].append(measured is not None)
+    rows["source"].append(source)
+    rows["ingested_at"].append(now)
+    header = {k: v for k in _HEADER_KEYS if (v := getattr(tr, k)) is not _U}
+    rows["header"].append(_json(header))
+
+    ev = c["events"]
+    ev["trace_id"].extend([tid] * n)
+    ev["idx"].extend(range(n))
+    for col, attr in _STRUCT_ATTR.items():
+        ev[col].extend([None if v is _U else v for v in map(attrgetter(attr), events)])
+    ev["attrs"].extend([None if a is _U else _json(a) for a in map(attrgetter("attrs"), events)])
+    ev["extra"].extend([None] * n)
+    _add_critical(ev["critical"], n, critical)
+
+    ed = c["edges"]
+    ed["trace_id"].extend([tid] * len(edges))
+    ed["idx"].extend(range(len(edges)))
+    for k in ("src", "dst", "type"):
+        ed[k].extend(map(attrgetter(k), edges))
+
+    credits = [(i, e.id, e.credit) for i, e in enumerate(events) if e.credit]
+    metrics = None if tr.metrics is _U else tr.metrics
+    _add_maps(cols, tid, tr.rewards, credits, metrics, tr.costs, measured)
+    cols.n_traces += 1
+    cols.n_events += n
+
+
+def _add_critical(col: list[Any], n: int, critical: list[int] | None) -> None:
+    if critical is None:
+        col.extend([None] * n)
+        return
+    flags = [False] * n
+    for i in critical:
+        flags[i] = True
+    col.extend(flags)
+
+
+def _add_maps(
+    cols: _Columns,
+    tid: str,
+    rewards: Any,
+    credits: list[tuple[int, str, dict[str, Any]]],
+    metrics: Any,
+    costs: Any,
+    measured: dict[str, Any] | None,
+) -> None:
+    """The rewards, credits and metrics rows of one trace; ``credits``: (event position, id,
+    credit map) of the events that carry one."""
+    c = cols.cols
     rw = c["rewards"]
-    for ch, v in (data.get("rewards") or {}).items():
+    for ch, v in (rewards or {}).items():
         rw["trace_id"].append(tid)
         rw["channel"].append(ch)
         rw["value"].append(float(v))
 
     cr = c["credits"]
-    for i, e in enumerate(events):
-        credit = e.get("credit")
-        if credit:
-            for j, (ch, v) in enumerate(credit.items()):
-                cr["trace_id"].append(tid)
-                cr["event_idx"].append(i)
-                cr["event_id"].append(e["id"])
-                cr["ord"].append(j)
-                cr["channel"].append(ch)
-                cr["value"].append(float(v))
+    for i, eid, credit in credits:
+        for j, (ch, v) in enumerate(credit.items()):
+            cr["trace_id"].append(tid)
+            cr["event_idx"].append(i)
+            cr["event_id"].append(eid)
+            cr["ord"].append(j)
+            cr["channel"].append(ch)
+            cr["value"].append(float(v))
 
     me = c["metrics"]
-    for src, m in (("recorded", data.get("metrics")), ("costs", data.get("costs")), ("measure", measured)):
+    for src, m in (("recorded", metrics), ("costs", costs), ("measure", measured)):
         for name, v in (m or {}).items():
             if isinstance(v, bool | int | float):
                 me["trace_id"].append(tid)
                 me["source"].append(src)
                 me["name"].append(name)
                 me["value"].append(float(v))
-    cols.n_traces += 1
-    cols.n_events += n
 
 
-def measure_trace(raw: RawTrace) -> tuple[dict[str, Any], list[int]]:
+def measure_trace(tr: Trace) -> tuple[dict[str, Any], list[int]]:
     """``orchestrace.measure.analyze`` of one trace, and the events on its wall-clock critical path."""
     from ..measure import TraceView, analyze, critical_path
 
-    tr = raw_to_trace(msgspec.structs.replace(raw, data=dict(raw.data)))
     v = TraceView(tr)
     result = analyze(v)
     return result, list(critical_path(v)["path"])
@@ -241,6 +330,107 @@ def _failure(raw: RawTrace, findings: list[Finding]) -> Failure:
     return Failure(raw.path, raw.line, tid if isinstance(tid, str) else None, findings)
 
 
+class _Ready(NamedTuple):
+    """A valid trace: its id, its digest, and what appends its rows (None: the store holds it)."""
+
+    tid: str
+    dig: str
+    add: Callable[[_Columns], None] | None
+
+
+class _Rows(NamedTuple):
+    """What rows of a trace need besides the trace itself."""
+
+    source: str
+    today: dt.date
+    now: dt.datetime
+    measure: bool
+    known: Known | None
+
+
+def _from_raw(raw: RawTrace, r: _Rows) -> Failure | _Ready:
+    """The dict path: every finding of an invalid trace, with its pointer."""
+    if (hit := _stored_already(raw, r.known, r.measure)) is not None:
+        return _Ready(*hit, None)
+    findings, _ = check_raw(raw)
+    if any(f.severity == "error" for f in findings):
+        return _failure(raw, findings)
+    if "_derived_costs" in raw.data:  # the data changes here: its dump no longer holds
+        raw.canonical = None
+    if raw.data.pop("_derived_costs", False):
+        raw.data["costs"] = raw_to_trace(msgspec.structs.replace(raw, data=dict(raw.data))).costs
+    tid, dig = raw.data["trace_id"], _digest_of(raw)
+    if is_unchanged(r.known, tid, dig, r.measure):
+        return _Ready(tid, dig, None)
+
+    def add(cols: _Columns) -> None:
+        if r.measure:
+            measured, critical = measure_trace(
+                raw_to_trace(msgspec.structs.replace(raw, data=dict(raw.data)))
+            )
+        else:
+            measured, critical = None, None
+        add_trace(
+            cols,
+            raw.data,
+            source=r.source,
+            dig=dig,
+            today=r.today,
+            now=r.now,
+            measured=measured,
+            critical=critical,
+        )
+
+    return _Ready(tid, dig, add)
+
+
+def _from_structs(doc: bytes, path: str, line: int | None, r: _Rows) -> _Ready | None:
+    """The struct path for a clean trace (no Python dict per event, a third of the dict path's
+    time); None sends the document to the dict path (anything unusual, any finding of error)."""
+    text = doc[3:] if doc[:3] == _BOM else doc  # parse_json drops one BOM too
+    tr = None if needs_exact_check(text) else decode_clean(text)
+    if tr is None:
+        return None
+    canonical = _SORTED.encode(tr)  # the bytes of ``sorted_json`` of the dict path's data ...
+    if _POS_EXPONENT.search(canonical):  # ... but for a positive exponent's '+'
+        return None
+    tid, dig = tr.trace_id, hashlib.blake2b(canonical, digest_size=16).hexdigest()
+    if is_unchanged(r.known, tid, dig, r.measure):  # validated when it was stored
+        return _Ready(tid, dig, None)
+    checked = check_structs(tr, path, line=line, large=may_hold_long_string(text))
+    if checked is None or checked.sink.errors:
+        return None
+    return _Ready(tid, dig, partial(_add_structs, tr, checked, dig, r))
+
+
+def _add_structs(tr: VTrace, checked: StructCheck, dig: str, r: _Rows, cols: _Columns) -> None:
+    if r.measure:  # the Trace is made from copies of the lists, which it converts in place
+        copy = msgspec.structs.replace(tr, events=list(tr.events), edges=list(tr.edges))
+        measured, critical = measure_trace(trace_of_structs(copy, checked))
+    else:
+        measured, critical = None, None
+    add_struct_trace(
+        cols, tr, source=r.source, dig=dig, today=r.today, now=r.now, measured=measured, critical=critical
+    )
+
+
+def _prepared(path: str, r: _Rows) -> Iterator[Failure | _Ready]:
+    """Each trace of ``path``: a failure, or ready to become rows. ``LoadError`` when the file
+    (or a .json file's only document) cannot be read."""
+    fmt, _ = split_format(path)
+    if fmt == "events":
+        for raw in iter_raw(path, check_duplicates=True, collect_errors=True, canonical=True):
+            yield _from_raw(raw, r)
+        return
+    for doc, line in iter_docs(path, fmt):
+        ready = _from_structs(doc, path, line, r)
+        if ready is None:
+            raw = raw_of_doc(doc, path, line, collect_errors=True, canonical=True, check_duplicates=True)
+            yield _from_raw(raw, r)
+        else:
+            yield ready
+
+
 def iter_chunks(
     path: str,
     *,
@@ -256,46 +446,23 @@ def iter_chunks(
     fails alone and the next lines are still read.
     """
     now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    today = today or now.date()
-    source = os.path.abspath(path)
+    r = _Rows(os.path.abspath(path), today or now.date(), now, measure, known)
     cols, failures, same = _Columns(), [], []
     ids: set[str] = set()  # trace ids with rows in ``cols``: a chunk holds each id once
     try:
-        for raw in iter_raw(path, check_duplicates=True, collect_errors=True, canonical=True):
-            if (hit := _stored_already(raw, known, measure)) is not None:
-                if hit[0] in ids:  # the writer must meet the earlier one first
-                    yield Chunk(path, cols.tables(), failures, cols.n_traces, cols.n_events, same)
-                    cols, failures, same, ids = _Columns(), [], [], set()
-                same.append(hit)
+        for item in _prepared(path, r):
+            if isinstance(item, Failure):
+                failures.append(item)
                 continue
-            findings, _ = check_raw(raw)
-            if any(f.severity == "error" for f in findings):
-                failures.append(_failure(raw, findings))
-                continue
-            if "_derived_costs" in raw.data:  # the data changes here: its dump no longer holds
-                raw.canonical = None
-            if raw.data.pop("_derived_costs", False):
-                raw.data["costs"] = raw_to_trace(msgspec.structs.replace(raw, data=dict(raw.data))).costs
-            tid, dig = raw.data["trace_id"], _digest_of(raw)
-            if tid in ids:  # met again in this file: its rows go in the next chunk (the writer
-                # stores a repeat once and refuses a different one, by id; rows are kept by id)
+            if item.tid in ids:  # met again in this file: the writer must meet the earlier one
+                # first (it stores a repeat once and refuses a different one, by id)
                 yield Chunk(path, cols.tables(), failures, cols.n_traces, cols.n_events, same)
                 cols, failures, same, ids = _Columns(), [], [], set()
-            if is_unchanged(known, tid, dig, measure):
-                same.append((tid, dig))
+            if item.add is None:
+                same.append((item.tid, item.dig))
                 continue
-            ids.add(tid)
-            measured, critical = measure_trace(raw) if measure else (None, None)
-            add_trace(
-                cols,
-                raw.data,
-                source=source,
-                dig=dig,
-                today=today,
-                now=now,
-                measured=measured,
-                critical=critical,
-            )
+            ids.add(item.tid)
+            item.add(cols)
             if cols.n_events >= chunk_events:
                 yield Chunk(path, cols.tables(), failures, cols.n_traces, cols.n_events, same)
                 cols, failures, same, ids = _Columns(), [], [], set()
