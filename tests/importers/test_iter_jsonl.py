@@ -25,3 +25,16 @@ def test_plain_and_gzip_read_alike(tmp_path: Path) -> None:
     assert records == [(1, {"a": 1}), (6, [2]), (8, {"b": 2})]  # integers past 64 bits left out
     assert stats["bad_lines"] == [7, 9] and stats["truncated"] is True
     assert stats["bad_values"] == {"record beyond the input limits": 2}
+
+
+def test_head_lines_end_as_splitlines_ends_them(tmp_path: Path) -> None:
+    """The sniffers' head reader finds lines lazily; \\r, \\r\\n and \\n each end one, as
+    bytes.splitlines says (\\x0b and \\x0c do not: that line is no JSON), and a line cut at
+    64 KB is not a record."""
+    from orchestrace.importers._common import first_json_lines, iter_head_json
+
+    head = b'{"a": 1}\r{"b": 2}\r\n\r\n  \n[3]\n{bad\n\x0b{"c": 4}\x0c\n'
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(head + b'{"long": "' + b"x" * 70000 + b'"}\n')
+    assert list(iter_head_json(log)) == [{"a": 1}, {"b": 2}, [3]]
+    assert first_json_lines(log, 2) == [{"a": 1}, {"b": 2}]
