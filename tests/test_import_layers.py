@@ -18,6 +18,9 @@ module may import its own package and any package of a lower layer, nothing else
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import grimp
 
 LAYERS: list[set[str]] = [
@@ -119,3 +122,14 @@ def test_no_upward_or_sideways_import() -> None:
             if a != b and RANK.get(a, -1) <= RANK.get(b, -1):
                 bad.append(f"{importer} -> {imported}")
     assert not bad, "imports against the layer contract (see this test's docstring):\n" + "\n".join(bad)
+
+
+def test_importing_logs_loads_no_scipy() -> None:
+    """The importers order their events with core.order (plain Python): scipy's import time stays
+    off ``orchestrace import``."""
+    code = (
+        "import sys, orchestrace.importers.claude_code, orchestrace.importers._common;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -16,6 +16,7 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from .errors import OrchestraceError
 from .model import EDGE_TYPES, EVENT_TYPES, Trace
+from .order import topological_order
 
 EVENT_CODE = {name: i for i, name in enumerate(EVENT_TYPES)}
 EDGE_CODE = {name: i for i, name in enumerate(EDGE_TYPES)}
@@ -167,35 +168,10 @@ class TraceGraph:
 
 
 def kahn_order(a: csr_matrix, t: np.ndarray, *, what: str, break_cycles: bool = False) -> np.ndarray:
-    """Topological order of adjacency ``a`` (row = source) by Kahn's algorithm, ready nodes taken
-    in time order, then by index; OT203 naming ``what`` (edges, dependencies) on a cycle.
-
-    ``break_cycles``: a foreign log being imported may hold a cycle; when nothing is ready, the
-    remaining node first by (time, index) is released as if its in-edges were gone."""
-    import heapq
-
-    n = a.shape[0]
-    indeg = np.bincount(a.indices, minlength=n)
-    heap = [(float(t[i]), int(i)) for i in np.nonzero(indeg == 0)[0]]
-    heapq.heapify(heap)
+    """Topological order of adjacency ``a`` (row = source): ``order.topological_order``, ready
+    nodes in time order, then by index; OT203 naming ``what`` on a cycle unless ``break_cycles``."""
     indptr, indices = a.indptr.tolist(), a.indices.tolist()
-    deg = indeg.tolist()
-    done = [False] * n
-    out: list[int] = []
-    while len(out) < n:
-        if not heap:
-            if not break_cycles:
-                raise OrchestraceError(
-                    "OT203", f"the trace's {what} contain a cycle; run `orchestrace validate`"
-                )
-            k = min((float(t[i]), i) for i in range(n) if not done[i])[1]
-            deg[k] = 0
-            heap.append((float(t[k]), k))
-        _, v = heapq.heappop(heap)
-        done[v] = True
-        out.append(v)
-        for w in indices[indptr[v] : indptr[v + 1]]:
-            deg[w] -= 1
-            if deg[w] == 0 and not done[w]:
-                heapq.heappush(heap, (float(t[w]), w))
-    return np.asarray(out, dtype=np.int64)
+    successors = [indices[indptr[v] : indptr[v + 1]] for v in range(a.shape[0])]
+    by_time = np.lexsort((np.arange(a.shape[0]), np.asarray(t, dtype=np.float64))).tolist()
+    order = topological_order(successors, by_time, what=what, break_cycles=break_cycles)
+    return np.asarray(order, dtype=np.int64)

@@ -13,7 +13,6 @@ redacted, when the caller asks for it (``keep_content``).
 from __future__ import annotations
 
 import hashlib
-import heapq
 import os
 import re
 from collections import Counter
@@ -29,6 +28,7 @@ from ..core.build import TraceBuilder
 from ..core.errors import LoadError
 from ..core.limits import INT64_MAX, INT64_MIN, check_text, needs_exact_check
 from ..core.model import SCHEMA_VERSION, Event, Trace, derived_costs
+from ..core.order import successor_lists, topological_order
 from ..core.read import iter_lines, split_format
 from .redact import redact
 
@@ -403,7 +403,9 @@ class ImportStaging:
             if x is None:
                 raw[i] = last
             last = raw[i]
-        order = _dependency_order(n, [(a, b) for a, b, _ in self.edges] + self._implicit)
+        order = topological_order(
+            successor_lists(n, [(a, b) for a, b, _ in self.edges] + self._implicit), break_cycles=True
+        )
         t = list(raw)
         preds: list[list[int]] = [[] for _ in range(n)]
         for a, b, _ in self.edges:
@@ -492,34 +494,4 @@ def _message_links(ranked: list[int], events: list[Event]) -> list[tuple[int, in
             out.append((src, i, "return" if events[src].type == "return" else "message"))
         if ev.type in ("message", "return") and ev.to and ev.to != ev.agent:
             waiting.setdefault(ev.to, []).append(i)
-    return out
-
-
-def _dependency_order(n: int, pairs: list[tuple[int, int]]) -> list[int]:
-    """Event indices in dependency order, the lowest ready index first (insertion order among
-    ties); a cycle is broken at its earliest event (a foreign log may hold one). Plain Python:
-    an imported trace has tens to thousands of events, where building sparse matrices costs
-    more than the walk (and importing scipy more than both)."""
-    succ: list[list[int]] = [[] for _ in range(n)]
-    deg = [0] * n
-    for a, b in set(pairs):  # a repeated pair is one edge
-        succ[a].append(b)
-        deg[b] += 1
-    heap = [i for i in range(n) if deg[i] == 0]  # ascending: already a heap
-    done = [False] * n
-    out: list[int] = []
-    nxt = 0  # every index below it is done: where to look for the earliest pending event
-    while len(out) < n:
-        if not heap:
-            while done[nxt]:
-                nxt += 1
-            deg[nxt] = 0
-            heap.append(nxt)
-        v = heapq.heappop(heap)
-        done[v] = True
-        out.append(v)
-        for w in succ[v]:
-            deg[w] -= 1
-            if deg[w] == 0 and not done[w]:
-                heapq.heappush(heap, w)
     return out
