@@ -20,8 +20,8 @@ import orjson
 
 from .errors import LoadError
 from .fastload import load_clean
-from .model import Edge, Event, Trace, event_to_dict, trace_to_dict
-from .read import LOG_TOP_LEVEL, REC, RawTrace, iter_raw, parse_json, raw_to_trace, split_format
+from .model import TRACE_HEADER_FIELDS, Edge, Event, Trace, event_to_dict, trace_to_dict
+from .read import REC, RawTrace, iter_raw, parse_json, raw_to_trace, split_format
 from .validate import check_raw
 
 # ---------------------------------------------------------------- typed load / save
@@ -154,7 +154,7 @@ def event_log_lines(tr: Trace) -> Iterator[bytes]:
     """The lines of a trace written as an event log (header, events, edges)."""
     _check_finite(tr)
     d = trace_to_dict(tr)
-    header = {REC: "header", **{k: d[k] for k in LOG_TOP_LEVEL if k in d}}
+    header = {REC: "header", **{k: d[k] for k in TRACE_HEADER_FIELDS if k in d}}
     yield orjson.dumps(header) + b"\n"
     for e in d["events"]:
         yield orjson.dumps({REC: "event", **e}) + b"\n"

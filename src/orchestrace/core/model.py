@@ -217,6 +217,8 @@ TRACE_JSON_FIELDS: Final = (
     "metrics",
     "metadata",
 )
+#: The top-level fields besides events and edges: what an event log's header and updates carry.
+TRACE_HEADER_FIELDS: Final = tuple(k for k in TRACE_JSON_FIELDS if k not in ("events", "edges"))
 
 
 def event_from_dict(d: dict[str, Any]) -> Event:

@@ -34,17 +34,6 @@ _CORRUPT = (EOFError, gzip.BadGzipFile, zlib.error, OSError)
 Compression = Literal["gz", "zst", None]
 
 REC = "rec"
-LOG_TOP_LEVEL = (
-    "schema_version",
-    "trace_id",
-    "task_id",
-    "system",
-    "topology",
-    "rewards",
-    "costs",
-    "metrics",
-    "metadata",
-)
 
 
 def split_format(path: str | os.PathLike[str]) -> tuple[Format, Compression]:

@@ -74,6 +74,7 @@ from .model import (
     EVENT_TYPES,
     REQUIRED_COSTS,
     TOPOLOGIES,
+    TRACE_JSON_FIELDS,
     Event,
     value_annotation,
 )
@@ -91,8 +92,8 @@ from .read import (
 _EVENT_TYPES = frozenset(EVENT_TYPES)
 _EDGE_TYPES = frozenset(EDGE_TYPES)
 _TOPOLOGIES = frozenset(TOPOLOGIES)
-_TOP_REQUIRED = ("trace_id", "task_id", "events", "edges", "rewards", "costs")
-_TOP_ALLOWED = frozenset((*_TOP_REQUIRED, "system", "topology", "metrics", "schema_version", "metadata"))
+_TOP_REQUIRED = tuple(f.encode_name for f in msgspec.structs.fields(VTrace) if f.required)
+_TOP_ALLOWED = frozenset(TRACE_JSON_FIELDS)
 _EVENT_REQUIRED = EVENT_REQUIRED_FIELDS
 _EDGE_KEYS = frozenset(("src", "dst", "type"))
 _INF = math.inf

@@ -18,8 +18,8 @@ import orjson
 
 from ..core.errors import OrchestraceError
 from ..core.io import save
-from ..core.model import SCHEMA_VERSION, Trace, derived_costs, trace_from_dict
-from ..core.read import LOG_TOP_LEVEL, REC, merge_log_header, split_format
+from ..core.model import SCHEMA_VERSION, TRACE_HEADER_FIELDS, Trace, derived_costs, trace_from_dict
+from ..core.read import REC, merge_log_header, split_format
 from ..core.validate import validate_trace
 
 _PTR = re.compile(r"^/(events|edges)/(\d+)")
@@ -106,7 +106,7 @@ def read_salvage(path: str, report: RepairReport) -> dict[str, Any]:
         top["trace_id"] = stem
     if not isinstance(top.get("task_id"), str) or not top["task_id"]:
         top["task_id"] = stem
-    extra = {k: top.pop(k) for k in list(top) if k not in LOG_TOP_LEVEL}
+    extra = {k: top.pop(k) for k in list(top) if k not in TRACE_HEADER_FIELDS}
     if extra:
         md = top.get("metadata") if isinstance(top.get("metadata"), dict) else {}
         top["metadata"] = {**md, "unknown_fields": extra}

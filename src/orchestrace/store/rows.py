@@ -25,7 +25,7 @@ from ..core.errors import Finding, LoadError
 from ..core.fastcheck import VEvent, VTrace, decode_clean
 from ..core.fastload import trace_of_structs
 from ..core.limits import may_hold_long_string, needs_exact_check
-from ..core.model import EVENT_FIELD_TYPES, Trace
+from ..core.model import EVENT_FIELD_TYPES, TRACE_HEADER_FIELDS, Trace
 from ..core.read import RawTrace, iter_docs, iter_raw, raw_of_doc, raw_to_trace, split_format
 from ..core.validate import StructCheck, check_raw, check_structs
 from .schema import EVENT_COLUMNS, TABLES
@@ -44,7 +44,7 @@ _SORTED = msgspec.json.Encoder(order="sorted")
 #: the end of a number with a positive exponent in msgspec's compact output, where orjson writes
 #: a '+' (1e+16, msgspec 1e16). A string may match too: either way the trace takes the dict path.
 _POS_EXPONENT = re.compile(rb"e\d+[,\]}]")
-_HEADER_KEYS = ("schema_version", "task_id", "system", "topology", "rewards", "costs", "metrics", "metadata")
+_HEADER_KEYS = tuple(k for k in TRACE_HEADER_FIELDS if k != "trace_id")
 _DATE_KEYS = ("t0_unix", "date", "started_at", "start_time", "created_at", "timestamp")
 _ARROW = {
     "VARCHAR": pa.string(),
