@@ -217,6 +217,7 @@ TRACE_JSON_FIELDS: Final = (
     "metrics",
     "metadata",
 )
+_TRACE_OPTIONAL: Final = frozenset(f.name for f in msgspec.structs.fields(Trace) if f.default is None)
 #: The top-level fields besides events and edges: what an event log's header and updates carry.
 TRACE_HEADER_FIELDS: Final = tuple(k for k in TRACE_JSON_FIELDS if k not in ("events", "edges"))
 
@@ -276,24 +277,18 @@ def trace_of(top: dict[str, Any], events: list[Event], edges: list[Edge]) -> Tra
 
 
 def trace_to_dict(tr: Trace) -> dict[str, Any]:
-    """The JSON object of a trace; required keys always, optional keys only when set."""
+    """The JSON object of a trace, keys in ``TRACE_JSON_FIELDS`` order; the optional ones (None
+    by default) only when set."""
     d: dict[str, Any] = {}
-    if tr.schema_version is not None:
-        d["schema_version"] = tr.schema_version
-    d["trace_id"] = tr.trace_id
-    d["task_id"] = tr.task_id
-    if tr.system is not None:
-        d["system"] = tr.system
-    if tr.topology is not None:
-        d["topology"] = tr.topology
-    d["events"] = [event_to_dict(e) for e in tr.events]
-    d["edges"] = [{"src": x.src, "dst": x.dst, "type": x.type} for x in tr.edges]
-    d["rewards"] = tr.rewards
-    d["costs"] = tr.costs
-    if tr.metrics is not None:
-        d["metrics"] = tr.metrics
-    if tr.metadata is not None:
-        d["metadata"] = tr.metadata
+    for k in TRACE_JSON_FIELDS:
+        v = getattr(tr, k)
+        if k == "events":
+            v = [event_to_dict(e) for e in v]
+        elif k == "edges":
+            v = [{"src": x.src, "dst": x.dst, "type": x.type} for x in v]
+        elif v is None and k in _TRACE_OPTIONAL:
+            continue
+        d[k] = v
     return d
 
 
