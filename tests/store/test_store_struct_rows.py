@@ -244,3 +244,25 @@ def test_saved_trace_bytes_take_the_struct_path(tmp_path: Path, monkeypatch: pyt
     (tmp_path / "x.json").write_bytes(dumps(tr))
     ingest(str(tmp_path / "s.duckdb"), [str(tmp_path / "x.json")], measure=False)
     assert calls == {"structs": 1, "dicts": 0}
+
+
+def test_columns_null_until_late_keep_their_values(tmp_path: Path) -> None:
+    """DuckDB types a column of Python objects from a sample of its first rows: values that
+    appear only after 1,500 empty rows, up to 2**62, are still stored exactly."""
+    events = []
+    for i in range(2000):
+        e = {"id": f"e{i}", "t": i, "type": "orchestrator_decision", "agent": "o"}
+        if i >= 1500:
+            e |= {"model": "m", "tokens_in": 2**62 if i == 1999 else i, "trusted": True, "cost_usd": 0.5}
+            e["turn"] = i
+        events.append(e)
+    tr = {**HAND, "events": events, "edges": [], "rewards": {}}
+    f = tmp_path / "late.json"
+    f.write_bytes(orjson.dumps(tr))
+    store = tmp_path / "s.duckdb"
+    assert ingest(str(store), [str(f)], measure=False).inserted == 1
+    assert _select(
+        store,
+        "SELECT count(model), min(tokens_in), max(tokens_in), count(trusted), sum(cost_usd), "
+        "sum(turn), count(t_end) FROM events",
+    ) == [(500, 1500, 2**62, 500, 250.0, sum(range(1500, 2000)), 0)]

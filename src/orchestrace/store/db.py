@@ -18,14 +18,23 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 import msgspec
+import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..core.errors import Finding, OrchestraceError
 from ..core.model import Trace, trace_from_dict
 from ..parallel import parallel_imap, parallel_map
-from .rows import EVENT_COLUMN_TO_FIELD, Chunk, Failure, Known, is_unchanged, iter_chunks, prepare_file
+from .rows import (
+    EVENT_COLUMN_TO_FIELD,
+    Chunk,
+    Failure,
+    Known,
+    column,
+    is_unchanged,
+    iter_chunks,
+    prepare_file,
+)
 from .schema import ROW_TABLES, STORE_VERSION, TABLES, agents_sql, ddl
 
 R = TypeVar("R")
@@ -259,7 +268,7 @@ def _write_chunk(
     keep: list[str] = []
     replace: list[str] = []
     measured: dict[str, bool] = {}
-    cols = (traces[c].to_pylist() for c in ("trace_id", "digest", "measured"))
+    cols = (traces[c].tolist() for c in ("trace_id", "digest", "measured"))
     for tid, dig, was_measured in zip(*cols, strict=True):
         if tid in seen:
             if seen[tid] != dig:
@@ -278,13 +287,17 @@ def _write_chunk(
     if not keep:
         return
     tables = chunk.tables
-    if len(keep) < traces.num_rows:
-        mask_ids = pa.array(keep, pa.string())
-        tables = {k: t.filter(pc.is_in(t["trace_id"], value_set=mask_ids)) for k, t in tables.items()}
+    if len(keep) < len(traces["trace_id"]):
+        kept = set(keep)
+        tables = {}
+        for name, t in chunk.tables.items():
+            ids = t["trace_id"]
+            rows = np.fromiter(map(kept.__contains__, ids), dtype=bool, count=len(ids))
+            tables[name] = {c: v[rows] for c, v in t.items()}
     # no try/finally around the views: after a failed statement DuckDB refuses even an
     # unregister, which would hide the real error; the rollback and close drop them anyway
     if replace:
-        con.register("_replace", pa.table({"trace_id": pa.array(replace, pa.string())}))
+        con.register("_replace", {"trace_id": column(replace)})
         for name in TABLES:
             con.execute(f"DELETE FROM {name} WHERE trace_id IN (SELECT trace_id FROM _replace)")
         con.unregister("_replace")
@@ -298,7 +311,7 @@ def _write_chunk(
         stored[tid] = (seen[tid], measured[tid])
     report.inserted += len(keep) - len(replace)
     report.replaced += len(replace)
-    report.events += tables["events"].num_rows
+    report.events += len(tables["events"]["trace_id"])
 
 
 # ---------------------------------------------------------------- query and read back
