@@ -1,6 +1,5 @@
-"""Benchmark: REINFORCE vs PPO vs GRPO on RetryStop, Delegate, Swarm and the PettingZoo Parallel Swarm
-(``--algos exact``: exact PG, on RetryStop and Delegate routing only: ``--only retry delegate``;
-the Delegate cascade is refused).
+"""Benchmark: REINFORCE vs PPO vs GRPO (and ``--algos exact``: exact PG) on RetryStop, Delegate,
+Swarm and the PettingZoo Parallel Swarm.
 
 Usage:
     python bench/learn_experiments_algos.py --seeds 0 1 2 [--only retry delegate swarm parallel]
@@ -55,8 +54,6 @@ def run_retry(algo: str, seed: int) -> dict:
 def run_delegate(algo: str, seed: int) -> dict:
     out = {}
     for src, lam, mode in DELEGATE:
-        if algo == "exact" and mode == "cascade":
-            continue  # refused (OT650): what the cascade sees next depends on its action
         t0 = time.perf_counter()
         r = msgspec.to_builtins(train_delegate(src, lam, seed=seed, iters=200, mode=mode, algo=algo).result)
         m = r["methods"]

@@ -1,11 +1,15 @@
-"""One training loop: every algorithm file trains on every env through its one ``train``; exact PG
-refuses envs without an outcome table; its tables agree with played episodes; stop policies written
-before the merge still load."""
+"""One training loop: every algorithm file trains on every env through its one ``train``; exact PG's
+tables agree with played episodes and its gradient on the envs whose actions change what comes
+next is the gradient of the expected return enumerated by hand; stop policies written before the
+merge still load."""
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,10 +17,10 @@ import torch
 
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.learn.datasets import RetryTask, RouteData
-from orchestrace.learn.envs.delegate import DelegateEnv
+from orchestrace.learn.envs.delegate import CascadeEnv, DelegateEnv
 from orchestrace.learn.envs.retry import RetryStopEnv
 from orchestrace.learn.envs.stopvote import build_pool
-from orchestrace.learn.envs.swarm import SwarmEnv
+from orchestrace.learn.envs.swarm import SwarmConfig, SwarmEnv
 from orchestrace.learn.envs.swarm_parallel import parallel_env
 from orchestrace.learn.rl import exact, grpo, ppo, reinforce
 from orchestrace.learn.rl.rollouts import NumpyPolicy, run_episode
@@ -41,6 +45,18 @@ def _route(n: int = 40) -> RouteData:
                      np.tile([0.001, 0.01], (n, 1)))  # fmt: skip
 
 
+def _cascade(n: int = 12) -> RouteData:
+    """Three models by price; the cheap one is right on even queries, and says so ("#### 4")."""
+    texts = [f"what is {i} + {i}" for i in range(n)]
+    resp = [
+        [f"#### {2 * i}" if i % 2 == 0 else "maybe 3.5, however", "approximately 7", f"#### {2 * i}"]
+        for i in range(n)
+    ]
+    quality = np.array([[float(i % 2 == 0), float(i % 3 == 0), 1.0] for i in range(n)])
+    return RouteData("toy-cascade", [f"q{i}" for i in range(n)], texts, ["all"] * n, ["cheap", "mid", "strong"],
+                     quality, np.tile([0.001, 0.004, 0.01], (n, 1)), responses=resp)  # fmt: skip
+
+
 def _task(env: str):  # noqa: ANN202
     if env == "StopVote":
         bank = synthetic_bank(30, SynthParams(a=1.0, b=1.0, distractors=3, alpha=0.5, samples=8), seed=0)
@@ -49,6 +65,8 @@ def _task(env: str):  # noqa: ANN202
         return GymTask(RetryStopEnv(RETRY, cost=0.1), [{"task": i} for i in range(3)], "RetryStop")
     if env == "Delegate":
         return GymTask(DelegateEnv(_route(), lam=0.5), [{"query": i} for i in range(40)], "Delegate")
+    if env == "Cascade":
+        return GymTask(CascadeEnv(_cascade(), lam=0.2), [{"query": i} for i in range(12)], "Delegate")
     if env == "Swarm":
         return GymTask(SwarmEnv(task_seed=0), [{"task": i} for i in range(20)], "Swarm")
     return GymTask(parallel_env(branches=3, task_seed=0), [{"task": i} for i in range(20)], "Swarm")
@@ -58,9 +76,8 @@ def _weights(policy) -> list[np.ndarray]:  # noqa: ANN001
     return [x for w, b in policy.weights for x in (w, b)]
 
 
-ENVS = ["StopVote", "RetryStop", "Delegate", "Swarm", "ParallelSwarm"]
-#: exact PG on Swarm is refused (test_exact_refuses_envs_whose_actions_change_what_comes_next)
-RUNS = [(a, e) for a in MODULES for e in ENVS if not (a == "exact" and e in ("Swarm", "ParallelSwarm"))]
+ENVS = ["StopVote", "RetryStop", "Delegate", "Cascade", "Swarm", "ParallelSwarm"]
+RUNS = [(a, e) for a in MODULES for e in ENVS]
 
 
 @pytest.mark.parametrize(("algo", "env"), RUNS)
@@ -81,13 +98,143 @@ def test_every_algorithm_trains_on_every_env(algo: str, env: str) -> None:
         assert res.policy.meta.extra["algo"] == name
 
 
-@pytest.mark.parametrize("env", ["Swarm", "ParallelSwarm"])
-def test_exact_refuses_envs_whose_actions_change_what_comes_next(env: str) -> None:
-    with pytest.raises(OrchestraceError) as e:
-        exact.train(_task(env), exact.Args(iterations=1))
-    assert e.value.code == "OT650" and "exact PG" in str(e.value)
-    with pytest.raises(OrchestraceError, match="OT650"):
-        train_policy("exact", SwarmEnv(task_seed=0), [{"task": 0}], env_name="Swarm", iters=1)
+def _random_actor(task: GymTask) -> torch.nn.Module:
+    """The task's policy net with weights far from uniform, so every gradient term matters."""
+    actor, _ = task.networks(0, critic=False)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in actor.parameters():
+            p.normal_(0.0, 0.7)
+    return actor
+
+
+def _probs(actor: torch.nn.Module, obs: np.ndarray) -> torch.Tensor:
+    return torch.softmax(actor(torch.as_tensor(np.asarray(obs, np.float32))[None]), dim=-1)[0]
+
+
+def _by_hand(env: Any, options: dict, actor: torch.nn.Module, prefix: Sequence[int] = ()) -> torch.Tensor:
+    """E[R] under ``actor`` from the state ``prefix`` reaches: every action played from a fresh
+    reset, the reward the env pays at the end (read from the trace)."""
+
+    def replay(actions: list[int]):  # noqa: ANN202
+        out = env.reset(options=options)[0], 0.0, False
+        for a in actions:
+            obs, r, term, trunc, _ = env.step(a)
+            out = obs, r, term or trunc
+        return out
+
+    obs, _, _ = replay(list(prefix))
+    p = _probs(actor, obs)
+    total = torch.zeros(())
+    for a in range(len(p)):
+        _, r, done = replay([*prefix, a])
+        total = total + p[a] * (r if done else _by_hand(env, options, actor, [*prefix, a]))
+    return total
+
+
+def _by_hand_parallel(
+    env: Any, options: dict, actor: torch.nn.Module, prefix: Sequence[tuple[int, ...]] = ()
+) -> torch.Tensor:
+    """The same for the PettingZoo env: every joint action of the leads, each lead's probability
+    from its own observation."""
+
+    def replay(joint: list[tuple[int, ...]]):  # noqa: ANN202
+        obs, _ = env.reset(options=options)
+        r = 0.0
+        for ks in joint:
+            obs, rew, *_ = env.step(dict(zip(env.possible_agents, ks, strict=True)))
+            r = next(iter(rew.values())) if rew else 0.0
+        return obs, r, not env.agents
+
+    obs, _, _ = replay(list(prefix))
+    ps = [_probs(actor, obs[a]) for a in env.possible_agents]
+    total = torch.zeros(())
+    for ks in itertools.product(*(range(len(p)) for p in ps)):
+        w = torch.prod(torch.stack([p[k] for p, k in zip(ps, ks, strict=True)]))
+        _, r, done = replay([*prefix, ks])
+        total = total + w * (r if done else _by_hand_parallel(env, options, actor, [*prefix, ks]))
+    return total
+
+
+def _grads(actor: torch.nn.Module, value: torch.Tensor) -> list[torch.Tensor]:
+    return [g.clone() for g in torch.autograd.grad(value, list(actor.parameters()))]
+
+
+TINY = SwarmConfig(max_agents=2, min_stages=2, max_stages=3, max_width=3, ctx_sub=6, ctx_main=8)
+
+
+@pytest.mark.parametrize("env", ["Swarm", "Cascade", "ParallelSwarm"])
+def test_exact_gradient_is_the_gradient_of_the_expected_return_by_hand(env: str) -> None:
+    """Tiny configs (Swarm: 3 widths, 2-3 stages; Parallel: 2 leads x 2 widths, whole tree under
+    the cap; the cascade over 3 models): exact PG's objective and gradient on a batch equal the
+    expected return enumerated by hand through reset / step and its autograd gradient."""
+    if env == "Swarm":
+        task = GymTask(SwarmEnv(TINY, task_seed=3, l1=0.2, l2=1.0), [{"task": i} for i in range(6)], "Swarm")
+        hand = _by_hand
+    elif env == "Cascade":
+        task = _task("Cascade")
+        hand = _by_hand
+    else:
+        cfg = SwarmConfig(max_agents=1, min_stages=2, max_stages=3, max_width=3, ctx_sub=6, ctx_main=8)
+        task = GymTask(parallel_env(branches=2, cfg=cfg, task_seed=3, l1=0.2, l2=1.0),
+                       [{"task": i} for i in range(6)], "Swarm")  # fmt: skip
+        hand = _by_hand_parallel
+    actor = _random_actor(task)
+    starts = np.array([0, 1, 2, 3, 4, 5, 1])
+    trees = task.outcome_table(actor, starts, np.random.default_rng(0), 0)
+    assert all(len(t.prefix) == 0 for t in trees)  # every tree whole
+    surrogate, j = exact.tree_objective(actor, trees)
+    expected = torch.stack([hand(task.env, task.options[i], actor) for i in starts]).mean()
+    assert j.item() == pytest.approx(expected.item(), rel=1e-5)
+    by_hand = _grads(actor, expected)
+    for a, b in zip(_grads(actor, surrogate), by_hand, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    assert any(g.abs().max() > 1e-3 for g in by_hand)
+    if env == "Swarm":  # some episodes end early on a late stage, and widths change the reward
+        assert any(len(t.reward) < 3 ** int((t.node >= 0).sum(1).max()) for t in trees)
+
+
+def test_exact_parallel_swarm_with_a_sampled_prefix_is_unbiased(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the cap the Parallel Swarm enumerates the last stage only: averaged over the prefix's
+    joint actions with their probabilities, the estimator's gradient (one episode: no baseline) is
+    the gradient of the expected return by hand."""
+    from orchestrace.learn.envs import swarm_parallel
+
+    monkeypatch.setattr(swarm_parallel, "MAX_LEAVES", 4)  # 2 leads x 2 widths: one stage fits
+    cfg = SwarmConfig(max_agents=1, min_stages=2, max_stages=2, max_width=3, ctx_sub=6, ctx_main=8)
+    env = parallel_env(branches=2, cfg=cfg, task_seed=5, l1=0.2, l2=1.0)
+    task = GymTask(env, [{"task": 0}], "Swarm")
+    actor = _random_actor(task)
+    expected = _by_hand_parallel(env, {"task": 0}, actor)
+    obs, _ = env.reset(options={"task": 0})
+    ps = [_probs(actor, obs[a]).detach() for a in env.possible_agents]
+    total = [torch.zeros_like(p) for p in actor.parameters()]
+    leaves = []
+    for ks in itertools.product(range(2), range(2)):
+        it = iter(ks)
+        tree = env.action_tree({"task": 0}, lambda _o, it=it: next(it))
+        assert tree.prefix_act.tolist() == list(ks)
+        leaves.append(len(tree.reward))
+        w = float(ps[0][ks[0]] * ps[1][ks[1]])
+        for t, g in zip(total, _grads(actor, exact.tree_objective(actor, [tree])[0]), strict=True):
+            t += w * g
+    assert sorted(set(leaves)) == [1, 4]  # a serial first stage runs late and ends the episode
+    for a, b in zip(total, _grads(actor, expected), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_exact_refuses_trees_beyond_the_cap() -> None:
+    """One stage of 6 leads x 9 widths has 531,441 joint choices: refused with the size; so is a
+    Swarm of 6 stages, and per-lead credit on the Parallel Swarm."""
+    with pytest.raises(OrchestraceError, match=r"OT650.*531,441 leaves"):
+        exact.train(
+            GymTask(parallel_env(branches=6, task_seed=0), [{"task": 0}], "Swarm"), exact.Args(iterations=1)
+        )
+    cfg = SwarmConfig(min_stages=6, max_stages=6)
+    with pytest.raises(OrchestraceError, match=r"OT650.*531,441 leaves.*6 stages"):
+        train_policy("exact", SwarmEnv(cfg, task_seed=0), [{"task": 0}], env_name="Swarm", iters=1)
+    with pytest.raises(OrchestraceError, match=r"OT650.*credit"):
+        exact.train(GymTask(parallel_env(credit="loo"), [{"task": 0}], "Swarm"), exact.Args(iterations=1))
 
 
 def test_retry_outcome_table_is_what_played_episodes_pay() -> None:

@@ -26,6 +26,7 @@ l1, l2 annealed to 0 during training. Critical Steps is the budget, not a reward
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ import numpy as np
 from ...core.build import TraceBuilder
 from ...core.model import Event, Trace
 from ...runtime.examples.swarm import assign
+from .tree import MAX_LEAVES, ActionTree, paths_tree, too_large
 
 ORCH = "orchestrator"
 FEATURE_NAMES = (
@@ -203,29 +205,109 @@ def run_stage(
     return t_agg + 1, agg_id, ok_total, used
 
 
+@dataclass(frozen=True)
+class SubAgent:
+    """What the PARL terms read of one spawned agent: its steps, an ok return, an error event."""
+
+    steps: int
+    ok_return: bool
+    error: bool
+
+
+def sub_agents(events: list[Event]) -> dict[str, SubAgent]:
+    """Every spawned agent of ``events`` (in spawn order) as :class:`SubAgent`."""
+    from ...reward import STEP_TYPES
+
+    subs = dict.fromkeys(e.to for e in events if e.type == "spawn" and e.to)
+    steps = dict.fromkeys(subs, 0)
+    ok_ret = dict.fromkeys(subs, False)
+    err = dict.fromkeys(subs, False)
+    for e in events:
+        if e.agent in steps:
+            steps[e.agent] += e.type in STEP_TYPES
+            ok_ret[e.agent] |= e.type == "return" and e.status != "error"
+            err[e.agent] |= e.status == "error"
+    return {a: SubAgent(steps[a], ok_ret[a], err[a]) for a in subs}  # type: ignore[index]
+
+
+def parl_rates(spawned: int, useful: int, finished: int, parallel_cap: int) -> tuple[float, float]:
+    """(r_parallel, r_finish) from counts of spawned agents, useful ones (>= 2 steps) and finished
+    ones (an ok return, no error)."""
+    if not spawned:
+        return 0.0, 0.0
+    return (min(useful, parallel_cap) / parallel_cap if parallel_cap > 0 else 0.0), finished / spawned
+
+
 def parl_terms(trace: Trace, parallel_cap: int = 8) -> tuple[float, float]:
     """(r_parallel, r_finish) with exactly the Kimi-form definitions of
     :func:`orchestrace.reward.orchestration.r7_orchestration` (``min_steps=2``), read from the
     events alone (no graph, so it is cheap enough for every training episode; the tests check it
     against R7)."""
+    subs = sub_agents(trace.events).values()
+    useful = sum(1 for a in subs if a.steps >= 2)
+    return parl_rates(len(subs), useful, sum(1 for a in subs if a.ok_return and not a.error), parallel_cap)
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """One stage run with k agents, read from the events :func:`run_stage` records: its Critical
+    Steps, subtasks ok and own context used; its workers' counts for the PARL terms (spawned,
+    useful, finished); the owner's steps and whether it recorded an error (the owner is a
+    spawned lead in the Parallel Swarm)."""
+
+    critical: int
+    ok: int
+    used: int
+    spawned: int
+    useful: int
+    finished: int
+    owner_steps: int
+    owner_error: bool
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def stage_outcome(durations: tuple[int, ...], k: int, ctx_sub: int, own_ctx_left: int) -> StageOutcome:
+    """:class:`StageOutcome` of one stage (cached: exact PG reads every stage of every tree)."""
     from ...reward import STEP_TYPES
 
-    spawned = [e.to for e in trace.events if e.type == "spawn" and e.to]
-    subs = dict.fromkeys(spawned)
-    steps = dict.fromkeys(subs, 0)
-    ok_ret = dict.fromkeys(subs, False)
-    err = dict.fromkeys(subs, False)
-    for e in trace.events:
-        if e.agent in steps:
-            steps[e.agent] += e.type in STEP_TYPES
-            ok_ret[e.agent] |= e.type == "return" and e.status != "error"
-            err[e.agent] |= e.status == "error"
-    if not subs:
-        return 0.0, 0.0
-    useful = sum(1 for a in subs if steps[a] >= 2)
-    r_par = min(useful, parallel_cap) / parallel_cap if parallel_cap > 0 else 0.0
-    r_fin = sum(1.0 for a in subs if ok_ret[a] and not err[a]) / len(subs)
-    return r_par, r_fin
+    b = TraceBuilder()
+    _, _, ok, used = run_stage(b, "owner", "s", 0.0, None, list(durations), k, ctx_sub, own_ctx_left, {})
+    subs = sub_agents(b.events).values()
+    own = [e for e in b.events if e.agent == "owner"]
+    return StageOutcome(
+        stage_critical(list(durations), k), ok, used, len(subs), sum(1 for a in subs if a.steps >= 2),
+        sum(1 for a in subs if a.ok_return and not a.error), sum(1 for e in own if e.type in STEP_TYPES),
+        any(e.status == "error" for e in own),
+    )  # fmt: skip
+
+
+def spawn_tree(task: SwarmTask, cfg: SwarmConfig) -> tuple[list[np.ndarray], list[tuple[list[int], list[int], tuple[float, float, float]]]]:  # fmt: skip
+    """Every spawn sequence of ``task`` as :class:`SwarmEnv` plays it (an episode ends after its
+    last or its first late stage): the observation at each decision node and, per leaf, its path
+    (nodes, widths) and reward terms (r_perf, r_parallel, r_finish), summed from each stage's
+    :func:`stage_outcome` exactly as :func:`swarm_reward` reads them from the whole trace."""
+    budget, n_sub, n = budget_of(task, cfg), task.n_subtasks, len(task.stages)
+    obs: list[np.ndarray] = []
+    leaves: list[tuple[list[int], list[int], tuple[float, float, float]]] = []
+
+    def visit(s: int, crit: int, ctx: int, nodes: list[int], ks: list[int], counts: tuple[int, int, int, int]) -> None:  # fmt: skip
+        i = len(obs)
+        obs.append(stage_features(task, s, crit, ctx, cfg))
+        durs = tuple(task.stages[s])
+        for k in range(cfg.max_agents + 1):
+            o = stage_outcome(durs, k, cfg.ctx_sub, cfg.ctx_main - ctx)
+            late = crit + o.critical > budget
+            ok, sp, us, fin = counts
+            c = (ok + (0 if late else o.ok), sp + o.spawned, us + o.useful, fin + o.finished)
+            if late or s == n - 1:
+                leaves.append(
+                    ([*nodes, i], [*ks, k], (c[0] / n_sub, *parl_rates(c[1], c[2], c[3], cfg.parallel_cap)))
+                )
+            else:
+                visit(s + 1, crit + o.critical, ctx + o.used, [*nodes, i], [*ks, k], c)
+
+    visit(0, 0, 0, [], [], (0, 0, 0, 0))
+    return obs, leaves
 
 
 def swarm_reward(
@@ -314,6 +396,7 @@ def stage_features(task: SwarmTask, s: int, crit: int, ctx_used: int, cfg: Swarm
     later = task.stages[s + 1 :]
     left = budget - crit
     need = sum(sum(x) for x in task.stages[s:]) + 2 * (len(task.stages) - s)
+    hk = min(heuristic_k(durs, cfg), 8)
     return np.array(
         [
             len(durs) / cfg.max_agents,
@@ -327,7 +410,7 @@ def stage_features(task: SwarmTask, s: int, crit: int, ctx_used: int, cfg: Swarm
             left / max(need, 1),
             1.0,
             *(float(min(len(durs), 8) == w) for w in range(1, 9)),
-            *(float(min(heuristic_k(durs, cfg), 8) == k) for k in range(1, 9)),
+            *(float(hk == k) for k in range(1, 9)),
         ],
         dtype=np.float32,
     )
@@ -357,6 +440,7 @@ class SwarmEnv(gym.Env):
         self.l1, self.l2 = l1, l2
         self.observation_space = observation_space(self.cfg)
         self.action_space = gym.spaces.Discrete(self.cfg.max_agents + 1)
+        self._trees: dict[int, tuple[ActionTree, np.ndarray]] = {}
 
     def set_weights(self, l1: float, l2: float) -> None:
         self.l1, self.l2 = l1, l2
@@ -382,6 +466,25 @@ class SwarmEnv(gym.Env):
         s = min(len(self._ks), len(self._task.stages) - 1)
         return stage_features(self._task, s, self._crit, self._ctx, self.cfg)
 
+    def action_tree(self, options: dict[str, Any], choose: Any = None) -> ActionTree:
+        """Every spawn sequence of the episode ``options`` starts (:func:`spawn_tree`; cached per
+        task, the reward weighted with the current ``l1``, ``l2``); ``choose`` is not needed: the
+        whole tree is enumerated (``OT650`` beyond :data:`~.tree.MAX_LEAVES` leaves)."""
+        i = int(options["task"])
+        if i not in self._trees:
+            task = self.task(i)
+            size = (self.cfg.max_agents + 1) ** len(task.stages)
+            if size > MAX_LEAVES:
+                raise too_large(
+                    "Swarm", size, f"{self.cfg.max_agents + 1} widths ^ {len(task.stages)} stages"
+                )
+            obs, leaves = spawn_tree(task, self.cfg)
+            t = paths_tree(obs, [(n, k, 0.0) for n, k, _ in leaves])
+            self._trees[i] = (t, np.array([r for _, _, r in leaves], np.float32))
+        t, terms = self._trees[i]
+        reward = (terms @ np.array([1.0, self.l1, self.l2], np.float32)).astype(np.float32)
+        return ActionTree(t.obs, t.node, t.act, reward, t.prefix, t.prefix_act)
+
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         k = int(action)
         durs = self._task.stages[len(self._ks)]
@@ -405,10 +508,17 @@ class SwarmEnv(gym.Env):
 def heuristic_k(durations: list[int], cfg: SwarmConfig) -> int:
     """Myopic makespan rule: the k (never more agents than subtasks) with the fewest stage Critical
     Steps among those where no sub-agent overflows its context; ties go to fewer agents."""
+    return _heuristic_k(tuple(durations), cfg.max_agents, cfg.ctx_sub)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _heuristic_k(durations: tuple[int, ...], max_agents: int, ctx_sub: int) -> int:
+    """Cached: every observation carries the rule's k (exact PG's trees read thousands)."""
+    ds = list(durations)
     best, best_key = 1, None
-    for k in range(1, min(len(durations), cfg.max_agents) + 1):
-        over = any(sum(durations[j] for j in g) > cfg.ctx_sub for g in assign(durations, k))
-        key = (over, stage_critical(durations, k), k)
+    for k in range(1, min(len(ds), max_agents) + 1):
+        over = any(sum(ds[j] for j in g) > ctx_sub for g in assign(ds, k))
+        key = (over, stage_critical(ds, k), k)
         if best_key is None or key < best_key:
             best, best_key = k, key
     return best

@@ -16,6 +16,8 @@ credit read from the trace by ``orchestrace.credit`` (:func:`lead_rewards`).
 from __future__ import annotations
 
 import functools
+import itertools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -29,15 +31,20 @@ from ...core.model import Event, Trace
 from .swarm import (
     N_FEATURES,
     ORCH,
+    SubAgent,
     SwarmConfig,
     SwarmTask,
     make_task,
+    parl_rates,
     run_stage,
     stage_critical,
     stage_features,
+    stage_outcome,
+    sub_agents,
     swarm_reward,
 )
 from .swarm import observation_space as swarm_observation_space
+from .tree import MAX_LEAVES, ActionTree, paths_tree, too_large
 
 #: "team" (shared reward) or a credit method whose value for one trace depends on that trace alone
 LEAD_CREDIT = ("team", "loo", "difference", "shapley")
@@ -155,13 +162,106 @@ class SwarmParallelEnv(ParallelEnv):
         return self._obs(), {a: {} for a in self.agents}
 
     def _obs(self) -> dict[str, np.ndarray]:
-        s = min(self._s, self._n - 1)
-        out = {}
-        for b, a in enumerate(self.possible_agents):
-            f = stage_features(self._tasks[b], s, 0, self._ctx[b], self.cfg)
-            f[4] = (self._budget_steps - self._crit) / self._budget_steps  # the shared budget
-            out[a] = f
+        obs = self._lead_obs(min(self._s, self._n - 1), self._crit, self._ctx)
+        return dict(zip(self.possible_agents, obs, strict=True))
+
+    def _lead_obs(self, s: int, crit: int, ctx: Sequence[int]) -> list[np.ndarray]:
+        out = []
+        for b in range(self.branches):
+            f = stage_features(self._tasks[b], s, 0, ctx[b], self.cfg)
+            f[4] = (self._budget_steps - crit) / self._budget_steps  # the shared budget
+            out.append(f)
         return out
+
+    def action_tree(self, options: dict[str, Any], choose: Callable[[np.ndarray], int]) -> ActionTree:
+        """The episode ``options`` starts, its stages before the last ``d`` played with ``choose``
+        (each lead draws its width from the policy: the sampled prefix), then every joint width
+        choice of the last ``d`` stages enumerated, ``d`` the most stages whose
+        ``(K + 1) ^ (leads x d)`` leaves fit :data:`~.tree.MAX_LEAVES` (3 leads, K = 8: d = 1, 729
+        leaves). Each leaf's reward is the team PARL reward :func:`swarm_reward` reads from the
+        trace: the prefix's events as recorded, each enumerated stage's from its
+        :func:`~.swarm.stage_outcome` per lead. ``OT650`` when one stage alone has more joint
+        choices than the cap, and for per-lead credit (a removal game per trace, not enumerated)."""
+        if self.credit != "team":
+            raise OrchestraceError("OT650", f"exact PG on the Parallel Swarm sums the team reward over the "
+                                   f"action tree; per-lead credit ({self.credit!r}) is not enumerated: use "
+                                   "credit='team', or reinforce, ppo or grpo")  # fmt: skip
+        joint = (self.cfg.max_agents + 1) ** self.branches
+        if joint > MAX_LEAVES:
+            raise too_large(
+                "Parallel Swarm",
+                joint,
+                f"{self.cfg.max_agents + 1} widths ^ {self.branches} leads, one stage",
+            )
+        depth = 1
+        while joint ** (depth + 1) <= MAX_LEAVES:
+            depth += 1
+        obs, _ = self.reset(options=options)
+        pre_obs: list[np.ndarray] = []
+        pre_act: list[int] = []
+        while self.agents and self._n - self._s > depth:
+            acts = {a: int(choose(obs[a])) for a in self.agents}
+            pre_obs += [obs[a] for a in self.possible_agents]
+            pre_act += [acts[a] for a in self.possible_agents]
+            obs, rew, *_ = self.step(acts)
+            if not self.agents:  # a late stage of the prefix ended the episode: one leaf, no decision
+                r = float(next(iter(rew.values())))
+                tree = paths_tree([], [([], [], r)])
+                return ActionTree(np.asarray(pre_obs, np.float32), tree.node, tree.act, tree.reward,
+                                  np.arange(len(pre_obs)), np.asarray(pre_act, np.int64))  # fmt: skip
+        tree = self._enumerate(offset=len(pre_obs))
+        return ActionTree(np.asarray([*pre_obs, *tree.obs], np.float32).reshape(-1, N_FEATURES), tree.node,
+                          tree.act, tree.reward, np.arange(len(pre_obs)), np.asarray(pre_act, np.int64))  # fmt: skip
+
+    def _enumerate(self, offset: int) -> ActionTree:
+        """Every joint width choice from the current stage to the end (node ids from ``offset``)."""
+        cfg, n_lead = self.cfg, self.branches
+        n_sub = sum(len(st) for t in self._tasks for st in t.stages)
+        subs = sub_agents(self._b.events)
+        leads = [subs[a] for a in self.possible_agents]
+        workers = [v for a, v in subs.items() if a not in self.possible_agents]
+        obs: list[np.ndarray] = []
+        paths: list[tuple[list[int], list[int], float]] = []
+
+        def visit(s: int, crit: int, ctx: tuple[int, ...], nodes: list[int], acts: list[int], ok: int,
+                  w: tuple[int, int, int], lead: tuple[SubAgent, ...]) -> None:  # fmt: skip
+            ids = list(range(offset + len(obs), offset + len(obs) + n_lead))
+            obs.extend(self._lead_obs(s, crit, ctx))
+            durs = [t.stages[s] for t in self._tasks]
+            for ks in itertools.product(range(cfg.max_agents + 1), repeat=n_lead):
+                outs = [stage_outcome(tuple(d), k, cfg.ctx_sub, cfg.ctx_main - c) for d, k, c in zip(durs, ks, ctx, strict=True)]  # fmt: skip
+                crit2 = crit + hier_stage_critical(durs, list(ks))
+                late = crit2 > self._budget_steps
+                ok2 = ok + (0 if late else sum(o.ok for o in outs))
+                w2 = (w[0] + sum(o.spawned for o in outs), w[1] + sum(o.useful for o in outs),
+                      w[2] + sum(o.finished for o in outs))  # fmt: skip
+                # each lead: its stage events, then its return (ok iff every subtask of its part is)
+                lead2 = tuple(
+                    SubAgent(
+                        a.steps + o.owner_steps + 1,
+                        a.ok_return or o.ok == len(d),
+                        a.error or o.owner_error or o.ok != len(d),
+                    )
+                    for a, o, d in zip(lead, outs, durs, strict=True)
+                )
+                if late or s + 1 >= self._n:
+                    useful = w2[1] + sum(1 for a in lead2 if a.steps >= 2)
+                    done = w2[2] + sum(1 for a in lead2 if a.ok_return and not a.error)
+                    r_par, r_fin = parl_rates(w2[0] + n_lead, useful, done, cfg.parallel_cap)
+                    paths.append(
+                        ([*nodes, *ids], [*acts, *ks], ok2 / n_sub + self.l1 * r_par + self.l2 * r_fin)
+                    )
+                else:
+                    visit(s + 1, crit2, tuple(c + o.used for c, o in zip(ctx, outs, strict=True)),
+                          [*nodes, *ids], [*acts, *ks], ok2, w2, lead2)  # fmt: skip
+
+        w0 = (
+            len(workers),
+            sum(1 for v in workers if v.steps >= 2),
+            sum(1 for v in workers if v.ok_return and not v.error),
+        )
+        visit(self._s, self._crit, tuple(self._ctx), [], [], self._ok, w0, tuple(leads))
+        return paths_tree(obs, paths)
 
     def step(self, actions: dict[str, int]) -> tuple[dict, dict, dict, dict, dict]:
         ks = [int(actions.get(a, 0)) for a in self.possible_agents]

@@ -1,5 +1,5 @@
-"""Exact policy gradient (REINFORCE, Rao-Blackwellised over the actions), on envs whose outcomes
-do not depend on the action taken before them (:meth:`.tasks.Task.has_outcome_table`).
+"""Exact policy gradient: REINFORCE with the expectation over the policy's own actions taken
+exactly (Rao-Blackwellised over the actions), so the only noise left is which episodes are drawn.
 
 Stopping over replayed samples (StopVote, RetryStop): whatever the policy does, the next sample of
 a replayed episode is fixed. So for one episode the policy's expected reward is a closed form,
@@ -8,9 +8,21 @@ with r(e, t) the reward of stopping after decision t (StopVote: from the pool's 
 against freshly built traces on a share of episodes; RetryStop: read from the env at each
 decision of a play that never stops) and p_t the policy's stop probability at decision t (the last
 decision is a forced stop). One-step envs with an outcome table (Delegate routing):
-J(q) = sum_a pi(a|q) r(q, a). The gradient is the REINFORCE gradient with the expectation over
-the policy's own actions taken exactly, so the only noise left is which episodes are drawn. Envs
-whose actions change what comes next (Swarm, the cascade) are refused (``OT650``).
+J(q) = sum_a pi(a|q) r(q, a).
+
+Envs whose actions change what comes next (Swarm, the Parallel Swarm, the Delegate cascade) are
+deterministic given the episode's start and the actions, so J(e) is a sum over the episode's
+action tree (:mod:`..envs.tree`): J(e) = sum_leaf prod_{d on its path} pi(a_d|o_d) R(leaf).
+Swarm (at most 9^4 = 6,561 leaves) and the cascade (one leaf per model it can stop at, plus
+straight to the priciest) are enumerated whole: the gradient of J(e) is exact for each drawn
+episode. The Parallel Swarm's joint choices grow as 9^(3 leads x stages) (3.9e8 for three
+stages), so there only the last d stages are enumerated (d = 1 for 3 leads: 729 leaves) after a
+prefix the policy plays: the estimate is V(prefix) + log P(prefix) (V(prefix) - b), V the exact
+expected reward of the enumerated rest given the sampled prefix and b the batch's leave-one-out
+mean of V: unbiased, exact over the last d stages' actions, REINFORCE over the prefix's. An
+episode whose sampled prefix already ended it is one leaf. Trees beyond
+:data:`~..envs.tree.MAX_LEAVES` leaves, one stage of the Parallel Swarm included, are refused
+(``OT650``, with the size).
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..envs.tree import ActionTree
 from .common import TrainResult, action_probs, optimiser, record
 from .tasks import OutcomeTable, Task, check_outcome_table
 
@@ -54,6 +67,41 @@ def expected_reward(actor: torch.nn.Module, tab: OutcomeTable) -> torch.Tensor:
     return (stop_distribution(p) * reward).sum(1).mean()
 
 
+def tree_objective(actor: torch.nn.Module, trees: list[ActionTree]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(surrogate, J): the surrogate's gradient is the estimator above; J is the mean over the
+    trees of the policy's expected reward of the enumerated part given the sampled prefix."""
+    depth = max(t.node.shape[1] for t in trees)
+    obs, node, act, rew, ep, pre, pre_act, pre_ep = [], [], [], [], [], [], [], []
+    n = 0
+    for e, t in enumerate(trees):
+        pad = depth - t.node.shape[1]
+        node.append(np.pad(np.where(t.node >= 0, t.node + n, -1), ((0, 0), (0, pad)), constant_values=-1))
+        act.append(np.pad(t.act, ((0, 0), (0, pad))))
+        obs.append(t.obs)
+        rew.append(t.reward)
+        ep.append(np.full(len(t.reward), e))
+        pre.append(t.prefix + n)
+        pre_act.append(t.prefix_act)
+        pre_ep.append(np.full(len(t.prefix), e))
+        n += len(t.obs)
+    x = torch.from_numpy(np.concatenate(obs).astype(np.float32).reshape(n, -1))
+    logp = torch.log_softmax(actor(x), dim=-1) if n else torch.zeros(0, 1)
+    nd = torch.from_numpy(np.concatenate(node))
+    on = nd >= 0
+    lp = torch.where(on, logp[nd.clamp(min=0), torch.from_numpy(np.concatenate(act))], 0.0).sum(1)
+    idx = torch.from_numpy(np.concatenate(ep))
+    v = torch.zeros(len(trees)).index_add(0, idx, lp.exp() * torch.from_numpy(np.concatenate(rew)))
+    pi = torch.from_numpy(np.concatenate(pre))
+    if not len(pi):  # every tree whole: J itself
+        return v.mean(), v.mean()
+    pre_lp = torch.zeros(len(trees)).index_add(
+        0, torch.from_numpy(np.concatenate(pre_ep)), logp[pi, torch.from_numpy(np.concatenate(pre_act))]
+    )
+    vd = v.detach()
+    base = (vd.sum() - vd) / max(len(trees) - 1, 1)  # leave-one-out: independent of the episode's own prefix
+    return (v + pre_lp * (vd - base)).mean(), v.mean()
+
+
 def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | None = None) -> TrainResult:
     check_outcome_table(task)
     torch.set_num_threads(args.threads)
@@ -63,9 +111,13 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
     history: list[dict[str, float]] = []
     for it in range(args.iterations):
         starts = task.starts(it, rng, args.batch, 1)
-        j = expected_reward(actor, task.outcome_table(actor, starts, rng, it))
+        out = task.outcome_table(actor, starts, rng, it)
+        if isinstance(out, OutcomeTable):
+            surrogate = j = expected_reward(actor, out)
+        else:
+            surrogate, j = tree_objective(actor, out)
         opt.zero_grad()
-        (-j).backward()
+        (-surrogate).backward()
         opt.step()
         record(history, it, float(j.detach()), task, actor, iterations=args.iterations,
                eval_every=args.eval_every, progress=progress)  # fmt: skip

@@ -11,9 +11,12 @@ Two kinds of env, one interface (:class:`Task`), so every algorithm file has one
   Swarm: episodes are played through ``reset`` / ``step`` (``rollouts.collect``); the policy is a
   :class:`NumpyPolicy` (softmax over the env's actions).
 
-Exact PG needs the reward of every outcome of an episode, which exists where the future does not
-depend on the action: stopping envs over replayed samples (StopVote, RetryStop: the reward of
-stopping at each decision) and one-step envs with an outcome table (Delegate routing).
+Exact PG needs the reward of every outcome of an episode. Where the future does not depend on the
+action that is a table: stopping envs over replayed samples (StopVote, RetryStop: the reward of
+stopping at each decision) and one-step envs with an outcome table (Delegate routing). Where it
+does (Swarm, the Parallel Swarm, the Delegate cascade) it is the episode's action tree
+(:mod:`..envs.tree`): the env's own ``action_tree`` (Swarm, Parallel Swarm) or, for any other
+deterministic Gymnasium env, one enumerated by replaying actions from the reset.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from torch import nn
 
 from ...core.errors import OrchestraceError
 from ..envs.stopvote import EpisodePool, rollout
+from ..envs.tree import ActionTree, replay_tree
 from ..stopping.policy import PolicyConfig, StopPolicy
 from .rollouts import Batch, NumpyPolicy, PolicyMeta, collect, collect_parallel, mlp, to_numpy
 
@@ -53,7 +57,7 @@ class Task(Protocol):
     def has_outcome_table(self) -> bool: ...
     def outcome_table(
         self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator, it: int
-    ) -> OutcomeTable: ...
+    ) -> OutcomeTable | list[ActionTree]: ...
     def evaluate(self, actor: nn.Module) -> dict[str, float]: ...
     def policy(self, actor: nn.Module, algo: str, seed: int) -> StopPolicy | NumpyPolicy: ...
 
@@ -62,9 +66,9 @@ def check_outcome_table(task: Task) -> None:
     if not task.has_outcome_table():
         raise OrchestraceError(
             "OT650",
-            f"exact PG needs the reward of every outcome of an episode (stopping over replayed samples: "
-            f"StopVote, RetryStop; one-step with an outcome table: Delegate routing); {task.name} has "
-            "none (its actions change what comes next): use reinforce, ppo or grpo",
+            f"exact PG needs the reward of every outcome of an episode (an outcome table or the "
+            f"action tree); {task.name} has neither (a PettingZoo env without ``action_tree``): use "
+            "reinforce, ppo or grpo",
         )
 
 
@@ -205,6 +209,7 @@ class GymTask:
     on_iter: Callable[[int], None] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     _tables: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, init=False, repr=False)
+    _trees: dict[int, ActionTree] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         from pettingzoo import ParallelEnv
@@ -241,9 +246,10 @@ class GymTask:
         return play(self.env, to_numpy(actor, self.meta), [self.options[i] for i in starts], rng)
 
     def has_outcome_table(self) -> bool:
-        return not self.parallel and (
-            hasattr(self.env, "stop_now_reward") or hasattr(self.env, "action_rewards")
-        )
+        return not self.parallel or hasattr(self.env, "action_tree")
+
+    def _has_table(self) -> bool:
+        return hasattr(self.env, "stop_now_reward") or hasattr(self.env, "action_rewards")
 
     def _table_row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Start ``i`` played to its end without stopping (stopping envs: action 1 stops, 0 goes
@@ -271,9 +277,23 @@ class GymTask:
                 self._tables[i] = (np.asarray(seen, np.float32), np.asarray(rewards, np.float32))
         return self._tables[i]
 
+    def _tree(self, i: int, choose: Callable[[np.ndarray], int]) -> ActionTree:
+        """Start ``i``'s action tree: the env's own, or replayed (cached unless the env's reward
+        weights change during training)."""
+        if hasattr(self.env, "action_tree"):
+            return self.env.action_tree(self.options[i], choose)
+        if hasattr(self.env, "set_weights"):
+            return replay_tree(self.env, self.options[i], self.name)
+        if i not in self._trees:
+            self._trees[i] = replay_tree(self.env, self.options[i], self.name)
+        return self._trees[i]
+
     def outcome_table(
         self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator, it: int
-    ) -> OutcomeTable:
+    ) -> OutcomeTable | list[ActionTree]:
+        if not self._has_table():  # actions change what comes next: the action tree of each start
+            pol = to_numpy(actor, self.meta)
+            return [self._tree(int(i), lambda x: pol.act(x, rng)) for i in starts]
         rows = [self._table_row(int(i)) for i in starts]
         if hasattr(self.env, "action_rewards"):
             return OutcomeTable(np.concatenate([o for o, _ in rows]), np.stack([r for _, r in rows]), None)

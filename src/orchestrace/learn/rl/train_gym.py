@@ -13,8 +13,9 @@ training items and plays each ``group`` times with the current policy:
   (:mod:`.ppo`);
 * ``grpo``: the ``group`` rollouts of one start form a group, every decision of an episode gets
   ``R - mean_g`` scaled by ``adv_scale`` (:mod:`.grpo`);
-* ``exact``: the exact policy gradient over the env's outcome table (RetryStop, Delegate routing;
-  refused elsewhere, :mod:`.exact`).
+* ``exact``: the exact policy gradient over the env's outcome table (RetryStop, Delegate routing)
+  or the episode's action tree (Swarm, the cascade; the Parallel Swarm's last stage after a
+  sampled prefix), :mod:`.exact`.
 
 For a PettingZoo ``ParallelEnv`` every agent's trajectory is an episode of the batch (its reward is
 the one the env hands that agent, read from the trace: the team reward or its own credit); the
