@@ -296,12 +296,13 @@ class ImportStaging:
         self.events.append(ev)
         self.ts.append(ts)
         prev = self._last.get(agent)
+        spawn = self._spawn_of.get(agent)
         if chain and prev is not None:
             self.edges.append((prev, i, "temporal"))
-        elif prev is None and agent in self._spawn_of:
-            self.edges.append((self._spawn_of[agent], i, "spawn"))
-        if agent in self._spawn_of:
-            self._implicit.append((self._spawn_of[agent], i))
+        elif prev is None and spawn is not None:
+            self.edges.append((spawn, i, "spawn"))
+        if spawn is not None:
+            self._implicit.append((spawn, i))
         if chain or prev is None:
             self._last[agent] = i
         return i
@@ -403,9 +404,11 @@ class ImportStaging:
             if x is None:
                 raw[i] = last
             last = raw[i]
-        order = topological_order(
-            successor_lists(n, [(a, b) for a, b, _ in self.edges] + self._implicit), break_cycles=True
-        )
+        pairs = [(a, b) for a, b, _ in self.edges] + self._implicit
+        # with every pair pointing forward (nearly always), the lowest-index-first order is the
+        # insertion order itself: no walk
+        forward = all(a < b for a, b in pairs)
+        order = list(range(n)) if forward else topological_order(successor_lists(n, pairs), break_cycles=True)
         t = list(raw)
         preds: list[list[int]] = [[] for _ in range(n)]
         for a, b, _ in self.edges:
@@ -416,9 +419,15 @@ class ImportStaging:
             for a in preds[i]:
                 if t[a] > t[i]:
                     t[i] = t[a]
-        pos = {v: k for k, v in enumerate(order)}
-        ranked = sorted(range(n), key=lambda i: (t[i], pos[i]))
-        new_id = {old: f"e{k}" for k, old in enumerate(ranked)}
+        pos = [0] * n
+        for k, v in enumerate(order):
+            pos[v] = k
+        ranked = sorted(order, key=t.__getitem__)  # stable: equal times keep the dependency order
+        new_id = [""] * n
+        rank = [0] * n
+        for k, old in enumerate(ranked):
+            new_id[old] = f"e{k}"
+            rank[old] = k
         built = TraceBuilder()
         for old in ranked:
             ev = self.events[old]
@@ -434,7 +443,6 @@ class ImportStaging:
             if pos[a] < pos[b] and (a, b, ty) not in seen:
                 seen.add((a, b, ty))
                 built.edge(new_id[a], new_id[b], ty)
-        rank = {old: k for k, old in enumerate(ranked)}
         for a, b, ty in _message_links(ranked, self.events):  # kept only when forward in time
             if t[a] <= t[b] and rank[a] < rank[b] and (a, b, ty) not in seen:
                 seen.add((a, b, ty))

@@ -274,7 +274,7 @@ class _Session:
         self.metas = metas
         self.seen: set[str] = set()
         self.pending: dict[str, dict[str, Any]] = {}
-        self.usage: dict[str, tuple[int, dict[str, int]]] = {}
+        self.usage: dict[str, tuple[int, tuple[int, int, int, int]]] = {}  # message id -> (event, counts)
         self.label_of_id: dict[str, str] = {}
         self.label_of_name: dict[str, str] = {}
         self.used_labels: set[str] = {MAIN, USER}
@@ -309,34 +309,42 @@ class _Session:
     # -- records
     def run(self, records: list[dict], agent: str, *, is_main: bool) -> None:
         first_user = True
+        stats = self.b.stats
+        counts = stats.records
+        seen = self.seen
+        events = self.b.events
         for r in records:
             uid = r.get("uuid")
             if isinstance(uid, str):
-                if uid in self.seen:
-                    self.b.stats.records["duplicate"] += 1
+                if uid in seen:
+                    counts["duplicate"] += 1
                     continue
-                self.seen.add(uid)
+                seen.add(uid)
+            else:
+                uid = None
             typ = r.get("type")
-            if not isinstance(typ, str | None):  # unhashable or a number: not a record we know
-                self.b.stats.bad_values["record type that is not a string"] += 1
+            if typ is None:
+                typ = "None"  # counted under that name, as before
+            elif not isinstance(typ, str):  # unhashable or a number: not a record we know
+                stats.bad_values["record type that is not a string"] += 1
                 continue
-            self.b.stats.records[str(typ)] += 1
-            n0 = len(self.b.events)
+            counts[typ] += 1
+            n0 = len(events)
             if typ == "assistant":
                 self._assistant(r, agent, is_main)
             elif typ == "user":
                 self._user(r, agent, is_main, first_user)
                 first_user = False
             elif typ not in BOOKKEEPING:
-                self.b.stats.unknown[str(typ)] += 1
-            if isinstance(uid, str):  # keep the record id; nested sub-agent events keep their own
-                events = self.b.events
+                stats.unknown[typ] += 1
+            if uid is not None:  # keep the record id; nested sub-agent events keep their own
                 for j in range(n0, len(events)):
                     ev = events[j]
-                    if not ev.attrs:
+                    attrs = ev.attrs
+                    if not attrs:
                         ev.attrs = {"uuid": uid}
-                    elif "uuid" not in ev.attrs:
-                        ev.attrs = {**ev.attrs, "uuid": uid}
+                    elif "uuid" not in attrs:
+                        ev.attrs = {**attrs, "uuid": uid}
 
     def _assistant(self, r: dict, agent: str, is_main: bool) -> None:
         b = self.b
@@ -457,32 +465,37 @@ class _Session:
         """Usage of one API call, on the last event it produced (its action): streamed records of
         the same call move it forward and keep the largest value per field."""
         stats = self.b.stats
-        fields = {}
-        for k in _USAGE_FIELDS:
-            v = usage.get(k)  # nearly always a plain count: as_count only for anything else
-            fields[k] = v if type(v) is int and 0 <= v <= INT64_MAX else as_count(v, stats, k)
-        if mid in self.usage:
-            held, old = self.usage[mid]
-            fields = {k: max(v, old[k]) for k, v in fields.items()}
-            if idx is None or idx == held:
-                idx = held
+        get = usage.get
+        n_in, n_out, n_read, n_made = [  # nearly always plain counts: as_count only for anything else
+            v if type(v := get(k)) is int and 0 <= v <= INT64_MAX else as_count(v, stats, k)
+            for k in _USAGE_FIELDS
+        ]
+        held = self.usage.get(mid)
+        if held is not None:
+            at, (o_in, o_out, o_read, o_made) = held
+            n_in, n_out, n_read, n_made = (
+                max(n_in, o_in),
+                max(n_out, o_out),
+                max(n_read, o_read),
+                max(n_made, o_made),
+            )
+            if idx is None or idx == at:
+                idx = at
             else:
-                prev = self.b.events[held]
+                prev = self.b.events[at]
                 prev.tokens_in = prev.tokens_out = None
                 prev.attrs = {k: v for k, v in (prev.attrs or {}).items() if k not in _USAGE_ATTRS} or None
         if idx is None:
             return
-        self.usage[mid] = (idx, fields)
+        self.usage[mid] = (idx, (n_in, n_out, n_read, n_made))
         ev = self.b.events[idx]
-        ev.tokens_in = (
-            fields["input_tokens"] + fields["cache_read_input_tokens"] + fields["cache_creation_input_tokens"]
-        )
-        ev.tokens_out = fields["output_tokens"]
+        ev.tokens_in = n_in + n_read + n_made
+        ev.tokens_out = n_out
         ev.attrs = {
             **(ev.attrs or {}),
             "message_id": mid,
-            "cache_read_tokens": fields["cache_read_input_tokens"],
-            "cache_creation_tokens": fields["cache_creation_input_tokens"],
+            "cache_read_tokens": n_read,
+            "cache_creation_tokens": n_made,
         }
 
     def _user(self, r: dict, agent: str, is_main: bool, first_user: bool) -> None:
