@@ -1,7 +1,7 @@
 """Ingest's struct path (msgspec structs -> columns) stores exactly what the dict path stores.
 
 A clean .json/.jsonl trace is decoded into validation's structs and its rows are pulled from
-them; anything else (and, here, everything when ``decode_clean`` is patched out) takes the
+them; anything else (and, here, everything when ``decode_structs`` is patched out) takes the
 dict path. The rows of a hand-made trace are written out below; the two paths must give them,
 and the same tables and digests on generated traces and on awkward values.
 """
@@ -15,6 +15,7 @@ import duckdb
 import orjson
 import pytest
 
+from orchestrace.core.fastcheck import decode_clean
 from orchestrace.core.io import dumps, save
 from orchestrace.gen import generate_corpus
 from orchestrace.store import ingest, rows
@@ -92,7 +93,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 
 def _dict_path_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rows, "decode_clean", lambda data: None)
+    monkeypatch.setattr(rows, "decode_structs", lambda data: None)
 
 
 def _select(store: Path, sql: str) -> list[tuple]:
@@ -216,7 +217,7 @@ def test_store_of_the_dict_path_is_unchanged_for_the_struct_path(
 def test_struct_path_digest_is_the_dict_digest() -> None:
     for line in _awkward():
         text = line.removeprefix(b"\xef\xbb\xbf")
-        tr = rows.decode_clean(text)
+        tr = decode_clean(text)
         assert tr is not None
         canonical = rows._SORTED.encode(tr)
         if not rows._POS_EXPONENT.search(canonical):  # the others take the dict path

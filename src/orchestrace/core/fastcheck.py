@@ -119,17 +119,29 @@ _SPECIAL = frozenset(("spawn", "return", "tool_call", "tool_result", "despawn"))
 
 def decode_clean(data: bytes) -> VTrace | None:
     """The trace as structs when it is structurally clean and every key was kept; else None."""
+    tr = decode_structs(data)
+    if tr is None or not kept_every_key(data, _colons(tr)):
+        return None
+    return tr
+
+
+def decode_structs(data: bytes) -> VTrace | None:
+    """The trace as structs when it is structurally clean; else None. Whether a key was dropped
+    (a duplicate, or a field the structs skip) is ``kept_every_key``'s question."""
     try:
         tr = _DECODER.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None  # the dict path says exactly what is wrong and where
     if any(k not in tr.costs for k in REQUIRED_COSTS):
         return None
-    # One colon per key in canonical output; fewer than in the input means a key was dropped
-    # (a duplicate or a field we skip). Escaped colons would be written literally: exact path.
-    if b"\\u003" in data or data.count(b":") != _colons(tr):
-        return None
     return tr
+
+
+def kept_every_key(data: bytes, colons: int) -> bool:
+    """True when decoding ``data`` kept every key: ``colons`` is the colon count of the structs'
+    encoding (in any key order), one per key; fewer than in the input means a key was dropped.
+    Escaped colons would be written literally: the exact path then."""
+    return b"\\u003" not in data and data.count(b":") == colons
 
 
 def _colons(tr: VTrace) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from ..core.errors import Finding, LoadError
-from ..core.fastcheck import VEvent, VTrace, decode_clean
+from ..core.fastcheck import VEvent, VTrace, decode_structs, kept_every_key
 from ..core.fastload import trace_of_structs
 from ..core.limits import may_hold_long_string, needs_exact_check
 from ..core.model import EVENT_FIELD_TYPES, TRACE_HEADER_FIELDS, Trace
@@ -398,12 +398,12 @@ def _from_structs(doc: bytes, path: str, line: int | None, r: _Rows) -> _Ready |
     """The struct path for a clean trace (no Python dict per event, a third of the dict path's
     time); None sends the document to the dict path (anything unusual, any finding of error)."""
     text = doc[3:] if doc[:3] == _BOM else doc  # parse_json drops one BOM too
-    tr = None if needs_exact_check(text) else decode_clean(text)
+    tr = None if needs_exact_check(text) else decode_structs(text)
     if tr is None:
         return None
     canonical = _SORTED.encode(tr)  # the bytes of ``sorted_json`` of the dict path's data ...
-    if _POS_EXPONENT.search(canonical):  # ... but for a positive exponent's '+'
-        return None
+    if _POS_EXPONENT.search(canonical) or not kept_every_key(text, canonical.count(b":")):
+        return None  # ... but for a positive exponent's '+'; and a key was dropped: dict path
     tid, dig = tr.trace_id, hashlib.blake2b(canonical, digest_size=16).hexdigest()
     if is_unchanged(r.known, tid, dig, r.measure):  # validated when it was stored
         return _Ready(tid, dig, None)
