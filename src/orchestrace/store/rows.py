@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from functools import partial
 from itertools import repeat
-from operator import attrgetter, is_
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import msgspec
@@ -136,14 +136,17 @@ def column(vals: list[Any], sql_type: str = "VARCHAR") -> np.ndarray:
     Python objects, which it converts itself. Arrow arrays (``pa.array``) cost as much to build
     and import pandas on first use (0.25-0.4 s)."""
     dtype = _NUMPY.get(sql_type)
-    if dtype is None:
-        out = np.empty(len(vals), dtype=object)
-        out[:] = vals
-        return out
+    if dtype is None:  # (fromiter: no looking into each value for a nested sequence)
+        return np.fromiter(vals, dtype=object, count=len(vals))
     if dtype is np.float64 or None not in vals:
         return np.array(vals, dtype=dtype)
-    missing = np.fromiter(map(is_, vals, repeat(None)), dtype=bool, count=len(vals))
-    return np.ma.array(np.array([0 if v is None else v for v in vals], dtype=dtype), mask=missing)
+    as_float = np.array(vals, dtype=np.float64)  # None is NaN
+    missing = np.isnan(as_float)
+    if dtype is np.bool_ or np.abs(as_float[~missing]).max(initial=0) < 2**53:
+        values = np.where(missing, 0, as_float).astype(dtype)
+    else:  # integers past 2**53 would lose digits as floats
+        values = np.array([0 if v is None else v for v in vals], dtype=dtype)
+    return np.ma.array(values, mask=missing)
 
 
 def _json(v: Any) -> str | None:
