@@ -70,9 +70,9 @@ def main() -> None:
     ci = bootstrap_ci(res, seed=a.seed)
     offline = {
         "accuracy": res.accuracy,
-        "accuracy_ci95": ci["accuracy"],
+        "accuracy_ci95": ci.accuracy,
         "mean_samples": float(res.n_used.mean()),
-        "mean_samples_ci95": ci["mean_samples"],
+        "mean_samples_ci95": ci.mean_samples,
     }
     print(
         f"trained in {train_s:.0f} s; offline {a.family} ({len(bank)} q x {a.orders} orders): {offline}",

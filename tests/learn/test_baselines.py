@@ -108,7 +108,7 @@ def test_run_methods_and_bootstrap_on_a_bank() -> None:
     res = run_methods(bank, [Method("fixed-1", "fixed-k", 1, fixed_k(1))], 4)[0]
     assert res.correct.tolist() == [True, False] and res.mean_samples == 1
     ci = bootstrap_ci(res, n_boot=200, seed=0)
-    assert 0.0 <= ci["accuracy"][0] <= 0.5 <= ci["accuracy"][1] <= 1.0
+    assert 0.0 <= ci.accuracy[0] <= 0.5 <= ci.accuracy[1] <= 1.0
 
 
 def test_paired_reward_ratio_ci_by_hand() -> None:

@@ -3,8 +3,31 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
+from orchestrace.learn.stopping.evaluation import MethodCI, ResultRow
+from orchestrace.learn.stopping.policy import PolicyConfig
 from orchestrace.learn.stopping.report import curve_series, policy_marks
+from orchestrace.learn.stopping.training import BootstrapSettings, GoalFigures, StopReport
+
+
+def _report(**fields: Any) -> StopReport:
+    """A report with the given fields; the others (which the figures do not read) placeholders."""
+    goal = GoalFigures(
+        front_reduction_x=8.0, front_accuracy_at_reduction=None, front_gap_points_at_reduction=None,
+        fixed_full_accuracy=0.0, learned_accuracy=0.0, accuracy_gap_points=0.0, accuracy_gap_ci95_points=[0.0, 0.0],
+        learned_mean_samples=1.0, sample_reduction_x=1.0, oracle_mean_samples=1.0, oracle_reduction_x=1.0,
+        gap_to_oracle_samples=0.0,
+    )  # fmt: skip
+    placeholders: dict[str, Any] = dict(
+        train_banks=[], train_questions=0, eval_bank="", eval_questions=0, calibration_questions=0, protocol="",
+        algorithm="exact", cost=0.003, sweep_costs=[], budget=40, seed=0, bootstrap=BootstrapSettings(1000, 0, 0.95),
+        policy="", policies_written={}, policy_config=PolicyConfig(), eval_orders=1, aggregator=None,
+        aggregator_file=None, goal=goal, goal_with_aggregator=None, target_samples=None, targets={},
+        learned_ci95=MethodCI((0.0, 0.0), (0.0, 0.0)), results=[], pareto={}, learning_curves={}, seconds=0.0,
+        report_dir="", files_written=[],
+    )  # fmt: skip
+    return StopReport(**(placeholders | fields))
 
 
 def test_learning_curves_show_the_main_policies_and_the_sweep_ends() -> None:
@@ -16,17 +39,17 @@ def test_learning_curves_show_the_main_policies_and_the_sweep_ends() -> None:
 
 
 def test_policy_marks_number_the_written_policies_at_their_points() -> None:
-    report = {
-        "results": [
-            {"method": "fixed-40", "accuracy": 0.7, "mean_samples": 40.0},
-            {"method": "learned", "accuracy": 0.69, "mean_samples": 4.5},
-            {"method": "learned+agg(target=5)", "accuracy": 0.71, "mean_samples": 4.9},
+    report = _report(
+        results=[
+            ResultRow("fixed-40", 0.7, 40.0, 9),
+            ResultRow("learned", 0.69, 4.5, 9),
+            ResultRow("learned+agg(target=5)", 0.71, 4.9, 9),
         ],
-        "policies_written": {
+        policies_written={
             "learned": "out/p.safetensors",
             "learned+agg(target=5)": "out/p-agg-target.safetensors",
         },
-    }
+    )
     marks = policy_marks(report)
     assert [(m.mark, m.method, m.path, m.mean_samples) for m in marks] == [
         ("1", "learned", "out/p.safetensors", 4.5),
@@ -34,32 +57,31 @@ def test_policy_marks_number_the_written_policies_at_their_points() -> None:
     ]
 
 
-def _report_with_sweep() -> dict:
+def _report_with_sweep() -> StopReport:
     hist = [{"iteration": i, "batch_reward": 0.1 * i, "eval_samples": 40.0 - i} for i in (1, 10, 20)]
     curves = {
         n: hist for n in ["learned", "learned+agg"] + [f"learned(c={c:g})" for c in (0.0005, 0.01, 0.03)]
     }
     curves.update({f"learned+agg(c={c:g})": hist for c in (0.0005, 0.03)})
-    report = {
-        "eval_bank": "plurals+comparatives",
-        "target_samples": 5,
-        "cost": 0.003,
-        "results": [
-            {"method": "fixed-1", "accuracy": 0.52, "mean_samples": 1.0},
-            {"method": "fixed-40", "accuracy": 0.615, "mean_samples": 40.0},
-            {"method": "consol-sprt", "accuracy": 0.61, "mean_samples": 8.3},
-            {"method": "learned", "accuracy": 0.607, "mean_samples": 5.67},
-            {"method": "learned(target=5)", "accuracy": 0.596, "mean_samples": 5.14},
-            {"method": "learned+agg", "accuracy": 0.641, "mean_samples": 8.31},
+    return _report(
+        eval_bank="plurals+comparatives",
+        target_samples=5,
+        cost=0.003,
+        results=[
+            ResultRow("fixed-1", 0.52, 1.0, 9),
+            ResultRow("fixed-40", 0.615, 40.0, 9),
+            ResultRow("consol-sprt", 0.61, 8.3, 9),
+            ResultRow("learned", 0.607, 5.67, 9),
+            ResultRow("learned(target=5)", 0.596, 5.14, 9),
+            ResultRow("learned+agg", 0.641, 8.31, 9),
         ],
-        "policies_written": {
+        policies_written={
             "learned": "out/policy.safetensors",
             "learned(target=5)": "out/policy-target.safetensors",
             "learned+agg": "out/policy-agg.safetensors",
         },
-        "learning_curves": curves,
-    }
-    return report
+        learning_curves=curves,
+    )
 
 
 def test_pareto_figure_names_every_written_policy_in_a_legend_outside_the_axes() -> None:
@@ -95,7 +117,7 @@ def test_learning_curves_figure_draws_four_named_series_with_the_legend_below() 
 
     from orchestrace.learn.stopping.report import learning_curves_figure
 
-    curves = _report_with_sweep()["learning_curves"]
+    curves = _report_with_sweep().learning_curves
     fig = learning_curves_figure(curves, cost=0.003)
     drawn = [line.get_label() for line in fig.axes[0].get_lines()]
     assert drawn == [

@@ -99,11 +99,11 @@ def test_goal_reads_the_front_at_the_reduction() -> None:
         res("learned+agg", "learned+agg", 4.5, 0.75),
     ]
     g = summarize_goal(results, reduction=8)  # 40 / 8 = 5 samples: the c=0.01 point
-    assert g["front_accuracy_at_reduction"] == 0.68
-    assert round(g["front_gap_points_at_reduction"], 6) == -2.0
-    assert round(g["sample_reduction_x"], 6) == round(40 / 6, 6)
-    assert summarize_goal(results, reduction=30)["front_accuracy_at_reduction"] is None
-    assert summarize_goal(results, "learned+agg")["front_accuracy_at_reduction"] == 0.75
+    assert g.front_accuracy_at_reduction == 0.68
+    assert g.front_gap_points_at_reduction is not None and round(g.front_gap_points_at_reduction, 6) == -2.0
+    assert round(g.sample_reduction_x, 6) == round(40 / 6, 6)
+    assert summarize_goal(results, reduction=30).front_accuracy_at_reduction is None
+    assert summarize_goal(results, "learned+agg").front_accuracy_at_reduction == 0.75
 
 
 def test_trace_checks_every_iteration_or_rarely_give_the_same_policy(pool) -> None:

@@ -10,13 +10,17 @@ import json
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import msgspec
 import typer
 
 from ..core.errors import OrchestraceError
 from .common import console, console_err
 from .ray_option import RayCommand, RayOption
+
+if TYPE_CHECKING:
+    from ..learn.stopping.evaluation import ResultRow
 
 train_app = typer.Typer(help="Train orchestration policies from traces.", no_args_is_help=True)
 eval_app = typer.Typer(
@@ -144,37 +148,37 @@ def train_stop_cmd(
             train_traces=traces or None,
             eval_traces=eval_traces or None,
         )
-    g = rep["goal"]
+    g = rep.goal
     console.print(
-        f"held-out [bold]{rep['eval_bank']}[/bold] ({rep['eval_questions']} reported questions x {orders} "
-        f"orders; budget and priors from {rep['calibration_questions']} other held-out questions): "
-        f"learned accuracy {g['learned_accuracy']:.3f} with {g['learned_mean_samples']:.2f} samples "
-        f"({g['sample_reduction_x']:.1f}x fewer) vs fixed-{budget} {g['fixed_full_accuracy']:.3f} "
-        f"({g['accuracy_gap_points']:+.1f} points, paired 95% CI of the difference [{g['accuracy_gap_ci95_points'][0]:+.1f}, "
-        f"{g['accuracy_gap_ci95_points'][1]:+.1f}] points); "
-        f"oracle {g['oracle_mean_samples']:.2f} samples"
+        f"held-out [bold]{rep.eval_bank}[/bold] ({rep.eval_questions} reported questions x {orders} "
+        f"orders; budget and priors from {rep.calibration_questions} other held-out questions): "
+        f"learned accuracy {g.learned_accuracy:.3f} with {g.learned_mean_samples:.2f} samples "
+        f"({g.sample_reduction_x:.1f}x fewer) vs fixed-{budget} {g.fixed_full_accuracy:.3f} "
+        f"({g.accuracy_gap_points:+.1f} points, paired 95% CI of the difference [{g.accuracy_gap_ci95_points[0]:+.1f}, "
+        f"{g.accuracy_gap_ci95_points[1]:+.1f}] points); "
+        f"oracle {g.oracle_mean_samples:.2f} samples"
     )
-    ga = rep.get("goal_with_aggregator")
+    ga = rep.goal_with_aggregator
     if ga:
         console.print(
-            f"with the learned aggregator: accuracy {ga['learned_accuracy']:.3f} with "
-            f"{ga['learned_mean_samples']:.2f} samples ({ga['sample_reduction_x']:.1f}x fewer; "
-            f"{ga['accuracy_gap_points']:+.1f} points, paired 95% CI [{ga['accuracy_gap_ci95_points'][0]:+.1f}, "
-            f"{ga['accuracy_gap_ci95_points'][1]:+.1f}])"
+            f"with the learned aggregator: accuracy {ga.learned_accuracy:.3f} with "
+            f"{ga.learned_mean_samples:.2f} samples ({ga.sample_reduction_x:.1f}x fewer; "
+            f"{ga.accuracy_gap_points:+.1f} points, paired 95% CI [{ga.accuracy_gap_ci95_points[0]:+.1f}, "
+            f"{ga.accuracy_gap_ci95_points[1]:+.1f}])"
         )
-    for name, t in rep["targets"].items():
+    for name, t in rep.targets.items():
         how = (  # the constrained optimum: a per-question coin between the two policies bracketing the budget
-            f"a mix: per question, the policy trained at sample price {t['mixture_cost']:.4g} with probability "
-            f"{100 * t['mixture_prob']:.0f}%, else the one trained at {t['cost']:.4g}"
-            if t["mixture_cost"] is not None
-            else f"trained at sample price {t['cost']:.4g}"
+            f"a mix: per question, the policy trained at sample price {t.mixture_cost:.4g} with probability "
+            f"{100 * t.mixture_prob:.0f}%, else the one trained at {t.cost:.4g}"
+            if t.mixture_cost is not None
+            else f"trained at sample price {t.cost:.4g}"
         )
         console.print(
-            f"{name} for a budget of {rep['target_samples']:g} samples ({how}): accuracy "
-            f"{t['learned_accuracy']:.3f} with {t['learned_mean_samples']:.2f} samples "
-            f"({t['sample_reduction_x']:.1f}x fewer, {t['accuracy_gap_points']:+.1f} points vs fixed-{budget}, "
-            f"paired 95% CI [{t['accuracy_gap_ci95_points'][0]:+.1f}, {t['accuracy_gap_ci95_points'][1]:+.1f}])"
-            + ("" if t["met"] else " [yellow](no cost in the search range keeps the budget)[/yellow]")
+            f"{name} for a budget of {rep.target_samples:g} samples ({how}): accuracy "
+            f"{t.learned_accuracy:.3f} with {t.learned_mean_samples:.2f} samples "
+            f"({t.sample_reduction_x:.1f}x fewer, {t.accuracy_gap_points:+.1f} points vs fixed-{budget}, "
+            f"paired 95% CI [{t.accuracy_gap_ci95_points[0]:+.1f}, {t.accuracy_gap_ci95_points[1]:+.1f}])"
+            + ("" if t.met else " [yellow](no cost in the search range keeps the budget)[/yellow]")
         )
     from ..learn.stopping.report import policy_marks
 
@@ -184,17 +188,17 @@ def train_stop_cmd(
             f"{m.mean_samples:.2f} samples)",
             highlight=False,
         )
-    for path in rep["files_written"]:
+    for path in rep.files_written:
         console.print(f"wrote {path}", highlight=False)
-    console.print(f"policy {rep['policy']}  report {rep['report_dir']}  ({rep['seconds']} s)")
+    console.print(f"policy {rep.policy}  report {rep.report_dir}  ({rep.seconds} s)")
 
 
-def _print_results(rows: list[dict[str, Any]]) -> None:
+def _print_results(rows: list[ResultRow]) -> None:
     from rich.table import Table
 
     t = Table("method", "accuracy", "mean samples", "questions")
     for r in rows:
-        t.add_row(r["method"], f"{r['accuracy']:.4f}", f"{r['mean_samples']:.2f}", str(r["questions"]))
+        t.add_row(r.method, f"{r.accuracy:.4f}", f"{r.mean_samples:.2f}", str(r.questions))
     console.print(t)
 
 
@@ -234,7 +238,7 @@ def eval_stop_cmd(
       orchestrace eval stop --bank countries --ray        # methods evaluated as Ray tasks
       orchestrace eval stop --leave-one-family-out       # transfer to unseen families (4-15 min)
     """
-    from ..learn.stopping.evaluation import results_json
+    from ..learn.stopping.evaluation import result_rows
     from ..learn.stopping.training import eval_stop
 
     if fmt not in ("table", "json"):
@@ -250,9 +254,9 @@ def eval_stop_cmd(
         raise OrchestraceError("OT666", "give --bank (or --leave-one-family-out)")
     map_fn = map if ray is None else partial(_ray_map, ray=ray)
     res = eval_stop(bank, policy, budget, bayes=bayes, map_fn=map_fn, orders=orders)
-    rows = results_json(res) if ci else [r.row() for r in res]
+    rows = result_rows(res) if ci else [r.row() for r in res]
     if fmt == "json":
-        print(json.dumps(rows, indent=1))
+        print(json.dumps(msgspec.to_builtins(rows), indent=1))
     else:
         _print_results(rows)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+import msgspec
 import numpy as np
 
 from ...core.stats import bootstrap_means, percentile_ci
@@ -37,13 +37,27 @@ class Result:
     def mean_samples(self) -> float:
         return float(self.n_used.mean())
 
-    def row(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "accuracy": round(self.accuracy, 6),
-            "mean_samples": round(self.mean_samples, 4),
-            "questions": len(self.correct),
-        }
+    def row(self) -> ResultRow:
+        return ResultRow(self.method, round(self.accuracy, 6), round(self.mean_samples, 4), len(self.correct))
+
+
+class ResultRow(msgspec.Struct, omit_defaults=True):
+    """One method's line in ``eval stop`` and the reports: rounded figures, with the bootstrap
+    CIs when they were asked for (``result_rows``)."""
+
+    method: str
+    accuracy: float
+    mean_samples: float
+    questions: int
+    accuracy_ci95: list[float] | None = None
+    mean_samples_ci95: list[float] | None = None
+
+
+class MethodCI(msgspec.Struct):
+    """Bootstrap 95% intervals of a method's accuracy and mean samples (or of a paired difference)."""
+
+    accuracy: tuple[float, float]
+    mean_samples: tuple[float, float]
 
 
 Replays = list[list[PrefixTable]]  # [question][order]
@@ -116,18 +130,16 @@ def run_methods(bank: Bank, methods: Sequence[Method], budget: int, orders: int 
     return [run_rule(bank, reps, m, budget) for m in methods]
 
 
-def bootstrap_ci(
-    res: Result, n_boot: int = 1000, seed: int = 0, level: float = 0.95
-) -> dict[str, tuple[float, float]]:
+def bootstrap_ci(res: Result, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> MethodCI:
     """Percentile bootstrap over questions for accuracy and mean samples."""
     acc, ns = bootstrap_means([res.correct, res.n_used], n_boot, seed)
-    return {"accuracy": percentile_ci(acc, level), "mean_samples": percentile_ci(ns, level)}
+    return MethodCI(percentile_ci(acc, level), percentile_ci(ns, level))
 
 
-def paired_diff_ci(a: Result, b: Result, n_boot: int = 1000, seed: int = 0) -> dict[str, tuple[float, float]]:
+def paired_diff_ci(a: Result, b: Result, n_boot: int = 1000, seed: int = 0) -> MethodCI:
     """Bootstrap CI of (a - b) on the same questions, for accuracy and mean samples."""
     acc_a, acc_b, n_a, n_b = bootstrap_means([a.correct, b.correct, a.n_used, b.n_used], n_boot, seed)
-    return {"accuracy": percentile_ci(acc_a - acc_b), "mean_samples": percentile_ci(n_a - n_b)}
+    return MethodCI(percentile_ci(acc_a - acc_b), percentile_ci(n_a - n_b))
 
 
 def paired_reward_ratio_ci(
@@ -153,12 +165,13 @@ def dominates(
     return all(accuracy_at(front_a, s) >= a - tol for s, a in front_b)
 
 
-def results_json(results: Sequence[Result], n_boot: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
+def result_rows(results: Sequence[Result], n_boot: int = 1000, seed: int = 0) -> list[ResultRow]:
+    """Every result's row with its bootstrap CIs (``n_boot`` resamples of the questions)."""
     out = []
     for r in results:
         row = r.row()
         ci = bootstrap_ci(r, n_boot=n_boot, seed=seed)
-        row["accuracy_ci95"] = [round(x, 4) for x in ci["accuracy"]]
-        row["mean_samples_ci95"] = [round(x, 3) for x in ci["mean_samples"]]
+        row.accuracy_ci95 = [round(x, 4) for x in ci.accuracy]
+        row.mean_samples_ci95 = [round(x, 3) for x in ci.mean_samples]
         out.append(row)
     return out

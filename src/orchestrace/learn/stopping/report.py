@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from .training import StopReport
 
 STYLE = {
     "fixed-k": ("#888888", "o", "fixed-k majority"),
@@ -33,12 +38,12 @@ class PolicyMark:
     mean_samples: float
 
 
-def policy_marks(report: dict[str, Any]) -> list[PolicyMark]:
-    """The written policies (``report["policies_written"]``) at their measured points, numbered."""
-    by = {r["method"]: r for r in report["results"]}
-    written = report.get("policies_written", {})
+def policy_marks(report: StopReport) -> list[PolicyMark]:
+    """The written policies (``report.policies_written``) at their measured points, numbered."""
+    by = {r.method: r for r in report.results}
+    written = report.policies_written
     return [
-        PolicyMark(str(i), m, path, by[m]["accuracy"], by[m]["mean_samples"])
+        PolicyMark(str(i), m, path, by[m].accuracy, by[m].mean_samples)
         for i, (m, path) in enumerate(written.items(), 1)
         if m in by
     ]
@@ -47,7 +52,7 @@ def policy_marks(report: dict[str, Any]) -> list[PolicyMark]:
 MAX_CURVES = 4
 
 
-def curve_series(curves: dict[str, Any]) -> list[str]:
+def curve_series(curves: dict[str, list[dict[str, float]]]) -> list[str]:
     """At most ``MAX_CURVES`` learning curves worth reading: the main policies (default cost, with
     and without the aggregator), then the cheapest and the dearest cost of the sweep."""
     main = [n for n in ("learned", "learned+agg") if n in curves]
@@ -56,7 +61,7 @@ def curve_series(curves: dict[str, Any]) -> list[str]:
     return (main + extra)[:MAX_CURVES] or list(curves)[:MAX_CURVES]
 
 
-def curve_labels(curves: dict[str, Any], cost: float | None) -> dict[str, str]:
+def curve_labels(curves: dict[str, list[dict[str, float]]], cost: float | None) -> dict[str, str]:
     """What a reader sees in the legend for each shown curve (the method keys are for code)."""
     shown = curve_series(curves)
     swept = [n for n in shown if n.startswith("learned(c=")]
@@ -75,19 +80,19 @@ def curve_labels(curves: dict[str, Any], cost: float | None) -> dict[str, str]:
     return labels
 
 
-def pareto_figure(report: dict[str, Any]) -> Any:
+def pareto_figure(report: StopReport) -> Any:
     """Accuracy against mean samples: every method's points and front, fixed-40 and the budget as
     lines, and a numbered star per policy file the job wrote; the legend sits right of the axes."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 5))
     fam_of = {}
-    for r in report["results"]:
-        m = r["method"]
+    for r in report.results:
+        m = r.method
         fam = "fixed-k" if m.startswith("fixed-") else m.split("(")[0]
         fam = {"hindsight-oracle": "oracle", "bayes-optimal": "bayes"}.get(fam, fam)
-        fam_of.setdefault(fam, []).append((r["mean_samples"], r["accuracy"]))
-    fronts = report.get("pareto", {})
+        fam_of.setdefault(fam, []).append((r.mean_samples, r.accuracy))
+    fronts = report.pareto
     for fam, pts in fam_of.items():
         color, marker, label = STYLE.get(fam, ("#333333", ".", fam))
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=color, marker=marker, s=14, alpha=0.35)
@@ -107,7 +112,7 @@ def pareto_figure(report: dict[str, Any]) -> Any:
     if fixed:  # the reference every goal is stated against
         full = max(fixed)
         ax.axhline(full[1], color="#888888", ls="--", lw=0.8, label=f"fixed-{full[0]:g} majority accuracy")
-    budget = report.get("target_samples")
+    budget = report.target_samples
     if budget:
         ax.axvline(budget, color="#555555", ls=":", lw=0.8, label=f"budget: {budget:g} samples")
     for m in policy_marks(report):
@@ -119,13 +124,13 @@ def pareto_figure(report: dict[str, Any]) -> Any:
     ax.set_xscale("log")
     ax.set_xlabel("mean samples per question (log)")
     ax.set_ylabel("accuracy")
-    ax.set_title(f"held-out {report.get('eval_bank', '')}: accuracy vs samples")
+    ax.set_title(f"held-out {report.eval_bank}: accuracy vs samples")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return fig
 
 
-def learning_curves_figure(curves: dict[str, Any], cost: float | None = None) -> Any:
+def learning_curves_figure(curves: dict[str, list[dict[str, float]]], cost: float | None = None) -> Any:
     """Training objective and greedy mean samples per iteration for the ``curve_series`` only,
     with one legend below both panels."""
     import matplotlib.pyplot as plt
@@ -152,7 +157,7 @@ def learning_curves_figure(curves: dict[str, Any], cost: float | None = None) ->
     return fig
 
 
-def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
+def write_report(report: StopReport, out_dir: str) -> list[str]:
     """Write pareto.png, learning_curves.png and their JSON next to them; return every path written.
 
     The JSON is what ``orchestrace report`` redraws: pareto.json carries the numbered marks, and
@@ -172,19 +177,18 @@ def write_report(report: dict[str, Any], out_dir: str) -> list[str]:
     marks = [asdict(m) for m in policy_marks(report)]
     p = os.path.join(out_dir, "pareto.json")
     with open(p, "w") as f:
-        json.dump(
-            {"points": report["results"], "fronts": report.get("pareto", {}), "marks": marks}, f, indent=1
-        )
+        points = msgspec.to_builtins(report.results)
+        json.dump({"points": points, "fronts": report.pareto, "marks": marks}, f, indent=1)
     paths.append(p)
 
-    curves = report.get("learning_curves", {})
+    curves = report.learning_curves
     if curves:
-        fig = learning_curves_figure(curves, report.get("cost"))
+        fig = learning_curves_figure(curves, report.cost)
         p = os.path.join(out_dir, "learning_curves.png")
         fig.savefig(p, dpi=120, bbox_inches="tight")
         plt.close(fig)
         paths.append(p)
-        labels = curve_labels(curves, report.get("cost"))
+        labels = curve_labels(curves, report.cost)
         records = [{**h, "run": name} for name, hist in curves.items() for h in hist]
         p = os.path.join(out_dir, "learning_curves.json")
         with open(p, "w") as f:

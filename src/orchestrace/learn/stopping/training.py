@@ -11,23 +11,26 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict
 from functools import partial
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import UNSET, UnsetType
 
 from ...core.errors import OrchestraceError
 from ...core.stats import pareto_front
 from .aggregate import Aggregator, answer_prior, fit_aggregator, priors_to_json, save_aggregator
 from .banks import Bank, calibrate, load_bank
 from .evaluation import (
+    MethodCI,
     Replays,
     Result,
+    ResultRow,
     accuracy_at,
     bootstrap_ci,
     paired_diff_ci,
-    results_json,
+    result_rows,
     run_rule,
     run_stopper,
     tables,
@@ -292,9 +295,34 @@ def eval_stop(
     return eval_methods(bank, budget, pols, bayes=bayes, map_fn=map_fn, orders=orders)
 
 
+class GoalFigures(msgspec.Struct, kw_only=True):
+    """A learned policy against fixed-k (the full budget) and the hindsight oracle on the same
+    held-out questions. A policy calibrated to a sample budget (``train_stop``'s ``targets``) also
+    says how: its cost, its calibration-half mean samples, whether it met the budget and its mix."""
+
+    cost: float | UnsetType = UNSET
+    calibration_mean_samples: float | UnsetType = UNSET
+    met: bool | UnsetType = UNSET
+    mixture_prob: float | UnsetType = UNSET
+    mixture_cost: float | None | UnsetType = UNSET
+    front_reduction_x: float
+    front_accuracy_at_reduction: float | None
+    front_gap_points_at_reduction: float | None
+    fixed_full_accuracy: float
+    learned_accuracy: float
+    accuracy_gap_points: float
+    #: paired bootstrap over the reported questions (seed 0, 1000 resamples), in points
+    accuracy_gap_ci95_points: list[float]
+    learned_mean_samples: float
+    sample_reduction_x: float
+    oracle_mean_samples: float
+    oracle_reduction_x: float
+    gap_to_oracle_samples: float
+
+
 def summarize_goal(
     results: Sequence[Result], learned: str = "learned", reduction: float = 8.0
-) -> dict[str, Any]:
+) -> GoalFigures:
     """The issue's goal figures: learned vs fixed-40 and vs the hindsight oracle, and the best
     accuracy of the policy family's Pareto front with ``reduction`` times fewer samples."""
     by = {r.method: r for r in results}
@@ -303,21 +331,20 @@ def summarize_goal(
     oracle = by["hindsight-oracle"]
     front = pareto_front([(r.mean_samples, r.accuracy) for r in results if r.family == ours.family])
     at = accuracy_at(front, full.mean_samples / reduction)
-    return {
-        "front_reduction_x": reduction,
-        "front_accuracy_at_reduction": None if at == float("-inf") else at,
-        "front_gap_points_at_reduction": None if at == float("-inf") else 100 * (at - full.accuracy),
-        "fixed_full_accuracy": full.accuracy,
-        "learned_accuracy": ours.accuracy,
-        "accuracy_gap_points": 100 * (ours.accuracy - full.accuracy),
-        # paired bootstrap over the reported questions (seed 0, 1000 resamples), in points
-        "accuracy_gap_ci95_points": [100 * x for x in paired_diff_ci(ours, full)["accuracy"]],
-        "learned_mean_samples": ours.mean_samples,
-        "sample_reduction_x": full.mean_samples / ours.mean_samples,
-        "oracle_mean_samples": oracle.mean_samples,
-        "oracle_reduction_x": full.mean_samples / oracle.mean_samples,
-        "gap_to_oracle_samples": ours.mean_samples - oracle.mean_samples,
-    }
+    return GoalFigures(
+        front_reduction_x=reduction,
+        front_accuracy_at_reduction=None if at == float("-inf") else at,
+        front_gap_points_at_reduction=None if at == float("-inf") else 100 * (at - full.accuracy),
+        fixed_full_accuracy=full.accuracy,
+        learned_accuracy=ours.accuracy,
+        accuracy_gap_points=100 * (ours.accuracy - full.accuracy),
+        accuracy_gap_ci95_points=[100 * x for x in paired_diff_ci(ours, full).accuracy],
+        learned_mean_samples=ours.mean_samples,
+        sample_reduction_x=full.mean_samples / ours.mean_samples,
+        oracle_mean_samples=oracle.mean_samples,
+        oracle_reduction_x=full.mean_samples / oracle.mean_samples,
+        gap_to_oracle_samples=ours.mean_samples - oracle.mean_samples,
+    )
 
 
 def fronts(results: Sequence[Result]) -> dict[str, list[tuple[float, float]]]:
@@ -325,6 +352,59 @@ def fronts(results: Sequence[Result]) -> dict[str, list[tuple[float, float]]]:
     for r in results:
         fam.setdefault(r.family, []).append((r.mean_samples, r.accuracy))
     return {k: pareto_front(v) for k, v in fam.items()}
+
+
+class BootstrapSettings(msgspec.Struct):
+    resamples: int
+    seed: int
+    level: float
+
+
+class StopReport(msgspec.Struct, kw_only=True):
+    """What ``train_stop`` did and measured; its ``report.json`` (``files_written``'s last path)."""
+
+    train_banks: list[str]
+    train_questions: int
+    eval_bank: str
+    eval_questions: int
+    calibration_questions: int
+    protocol: str
+    algorithm: str
+    cost: float
+    sweep_costs: list[float]
+    budget: int
+    seed: int
+    bootstrap: BootstrapSettings
+    policy: str
+    policies_written: dict[str, str]  # method name -> policy file, marked on pareto.png
+    policy_config: PolicyConfig
+    eval_orders: int
+    #: the aggregator's weights and feature names (``Aggregator.to_dict``)
+    aggregator: dict[str, list[float] | list[str]] | None
+    aggregator_file: str | None
+    goal: GoalFigures
+    goal_with_aggregator: GoalFigures | None
+    target_samples: float | None
+    targets: dict[str, GoalFigures]  # per policy family, its policy for the sample budget
+    learned_ci95: MethodCI
+    results: list[ResultRow]
+    pareto: dict[str, list[list[float]]]
+    learning_curves: dict[str, list[dict[str, float]]]  # per policy, training's per-iteration rows
+    seconds: float
+    report_dir: str
+    files_written: list[str]
+
+
+def write_report_json(report: StopReport, path: str) -> None:
+    """``report`` as indented JSON (numpy scalars as plain numbers)."""
+    with open(path, "w") as f:
+        json.dump(msgspec.to_builtins(report, enc_hook=_plain_number), f, indent=1)
+
+
+def _plain_number(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    raise NotImplementedError(f"cannot write {type(x).__name__} into a report")
 
 
 DEFAULT_TRAIN = ("antonyms", "countries", "continents", "capitals", "languages")
@@ -351,12 +431,12 @@ def train_stop(
     target_samples: float | None = TARGET_SAMPLES,
     train_traces: Sequence[str] | None = None,
     eval_traces: Sequence[str] | None = None,
-) -> dict[str, Any]:
+) -> StopReport:
     """Train on ``bank_paths`` (default: five embedded families) or on the vote traces matching
     ``train_traces`` (globs; ``traces.bank_from_traces``), evaluate on ``eval_paths`` / ``eval_traces``
     (default: the embedded plurals and comparatives, families never trained on; with
     ``bank_paths`` alone, a held-out 30% of the training questions), write the policy and a
-    report. Returns the report dict.
+    report. Returns the report (``report.json``).
 
     Two policy families are trained over the same costs: ``learned`` stops and answers by
     majority vote (pure O5, comparable with every published rule), ``learned+agg`` stops and
@@ -402,7 +482,8 @@ def train_stop(
     agg = fit_aggregator([train_bank], budget, seed=seed) if aggregate else None
     policies: list[tuple[str, StopPolicy]] = []
     curves: dict[str, list[dict[str, float]]] = {}
-    targets: dict[str, dict[str, float]] = {}
+    # per policy family, the calibration fields of its GoalFigures
+    calibrations: dict[str, dict[str, float | bool | None]] = {}
     for prefix, aggregator in [("learned", None)] + ([("learned+agg", agg)] if agg else []):
         pool = build_pool(train_bank, budget, 16, seed, aggregator=aggregator)
         common: dict[str, Any] = dict(algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool)
@@ -432,7 +513,7 @@ def train_stop(
             )
             pol.config.trained_on = [b.name for b in train_banks]
             mix = pol.config.mixture or {}
-            targets[prefix] = {
+            calibrations[prefix] = {
                 "cost": c,
                 "calibration_mean_samples": used,
                 "met": used <= target_samples,
@@ -468,44 +549,45 @@ def train_stop(
         test_bank, budget, policies, sweeps=True, orders=orders, seed=seed, reference=calib_bank
     )
     train_time = time.time() - t0
-    report = {
-        "train_banks": [b.name for b in train_banks],
-        "train_questions": len(train_bank),
-        "eval_bank": test_bank.name,
-        "eval_questions": len(test_bank),
-        "calibration_questions": len(calib_bank),
-        "protocol": (
+    rdir = report_dir or os.path.join(os.path.dirname(out) or ".", "report")
+    report = StopReport(
+        train_banks=[b.name for b in train_banks],
+        train_questions=len(train_bank),
+        eval_bank=test_bank.name,
+        eval_questions=len(test_bank),
+        calibration_questions=len(calib_bank),
+        protocol=(
             "budget calibration and answer priors on a disjoint calibration half of the held-out"
             " questions (its samples counted apart); accuracy and mean samples on the other half"
         ),
-        "algorithm": algo,
-        "cost": cost,
-        "sweep_costs": list(costs),
-        "budget": budget,
-        "seed": seed,
-        "bootstrap": {"resamples": 1000, "seed": seed, "level": 0.95},
-        "policy": base + ".safetensors",
-        "policies_written": written,
-        "policy_config": asdict(policies[0][1].config),
-        "eval_orders": orders,
-        "aggregator": None if agg is None else agg.to_dict(),
-        "aggregator_file": None if agg is None else base + "-aggregator.safetensors",
-        "goal": summarize_goal(results),
-        "goal_with_aggregator": summarize_goal(results, "learned+agg") if agg else None,
-        "target_samples": target_samples or None,
-        "targets": {
-            k: {**v, **summarize_goal(results, f"{k}(target={target_samples:g})")} for k, v in targets.items()
+        algorithm=algo,
+        cost=cost,
+        sweep_costs=list(costs),
+        budget=budget,
+        seed=seed,
+        bootstrap=BootstrapSettings(resamples=1000, seed=seed, level=0.95),
+        policy=base + ".safetensors",
+        policies_written=written,
+        policy_config=policies[0][1].config,
+        eval_orders=orders,
+        aggregator=None if agg is None else agg.to_dict(),
+        aggregator_file=None if agg is None else base + "-aggregator.safetensors",
+        goal=summarize_goal(results),
+        goal_with_aggregator=summarize_goal(results, "learned+agg") if agg else None,
+        target_samples=target_samples or None,
+        targets={
+            k: msgspec.structs.replace(summarize_goal(results, f"{k}(target={target_samples:g})"), **v)
+            for k, v in calibrations.items()
         },
-        "learned_ci95": bootstrap_ci(next(r for r in results if r.method == "learned"), seed=seed),
-        "results": results_json(results, seed=seed),
-        "pareto": {k: [list(p) for p in v] for k, v in fronts(results).items()},
-        "learning_curves": curves,
-        "seconds": round(train_time, 1),
-    }
-    rdir = report_dir or os.path.join(os.path.dirname(out) or ".", "report")
+        learned_ci95=bootstrap_ci(next(r for r in results if r.method == "learned"), seed=seed),
+        results=result_rows(results, seed=seed),
+        pareto={k: [list(p) for p in v] for k, v in fronts(results).items()},
+        learning_curves=curves,
+        seconds=round(train_time, 1),
+        report_dir=rdir,
+        files_written=[],
+    )
     files += write_report(report, rdir)
-    report["report_dir"] = rdir
-    report["files_written"] = [*files, os.path.join(rdir, "report.json")]
-    with open(report["files_written"][-1], "w") as f:
-        json.dump(report, f, indent=1)
+    report.files_written = [*files, os.path.join(rdir, "report.json")]
+    write_report_json(report, report.files_written[-1])
     return report

@@ -95,7 +95,7 @@ def dominating_rules(ours: Result, rules: Sequence[Result]) -> list[str]:
 
 
 def _row(family: str, ours: Result, full: Result, rules: Sequence[Result], seed: int) -> MethodRow:
-    ci = paired_diff_ci(ours, full, seed=seed)["accuracy"]
+    ci = paired_diff_ci(ours, full, seed=seed).accuracy
     return MethodRow(
         family,
         ours.method,

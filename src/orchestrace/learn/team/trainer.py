@@ -403,7 +403,7 @@ def save_policy(model: TeamModel, optimizer: Any, folder: Path, cfg: TeamConfig,
     return str(folder)
 
 
-def load_policy(model: TeamModel, folder: str, optimizer: Any | None = None) -> dict[str, Any]:
+def load_policy(model: TeamModel, folder: str, optimizer: Any | None = None) -> None:
     """Load adapters (and the optimizer state) written by :func:`save_policy`; refuses another base
     model, LoRA shape or adapter set."""
     from safetensors.torch import load_file
@@ -434,7 +434,6 @@ def load_policy(model: TeamModel, folder: str, optimizer: Any | None = None) -> 
         model.load_adapter_state(name, load_file(str(p / f"{name}.safetensors")))
     if optimizer is not None and (p / "optimizer.pt").is_file():
         optimizer.load_state_dict(model.torch.load(p / "optimizer.pt"))
-    return info
 
 
 # ------------------------------------------------------------------ the loop step
