@@ -33,6 +33,7 @@ import re
 from collections import defaultdict
 from functools import lru_cache
 from itertools import islice
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,7 @@ _NET_COMMAND = re.compile(
 )
 _REJECTED = "doesn't want to proceed with this tool use"
 _USAGE_ATTRS = frozenset({"message_id", "cache_read_tokens", "cache_creation_tokens"})
+_event_type = attrgetter("type")
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
@@ -203,13 +205,20 @@ def _beside(folder: Path) -> list[tuple[str, Path, frozenset[str]]]:
     folder. Every session of the folder asks; the heads are read once per folder and state of
     its agent files (name, size, mtime), not once per session: a project folder with S sessions
     and A agent files costs A reads, not S x A."""
+    try:  # what folder.glob("agent-*.jsonl") lists, without a Path per entry
+        with os.scandir(folder) as entries:
+            names = sorted(
+                e.name for e in entries if e.name.startswith("agent-") and e.name.endswith(".jsonl")
+            )
+    except OSError:
+        names = []
     state = []
-    for f in sorted(folder.glob("agent-*.jsonl")):
+    for name in names:
         try:
-            st = f.stat()
-            state.append((f.name, st.st_size, st.st_mtime_ns))
+            st = os.stat(os.path.join(folder, name))
+            state.append((name, st.st_size, st.st_mtime_ns))
         except OSError:  # gone since the listing: read as empty, as before
-            state.append((f.name, -1, -1))
+            state.append((name, -1, -1))
     heads = _sessions_of_agents(os.path.abspath(folder), tuple(state))
     return [(aid, folder / name, ids) for aid, name, ids in heads]
 
@@ -760,7 +769,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
         meta["git_branch"] = branch
     if cwd:
         meta["cwd"] = cwd
-    has_spawn = any(e.type == "spawn" for e in b.events)
+    has_spawn = "spawn" in map(_event_type, b.events)
     yield b.build(
         trace_id=f"claude-code:{sid}" + (f":{m.group(1)}" if standalone else ""),
         task_id=sid,
