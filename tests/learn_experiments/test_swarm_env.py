@@ -45,7 +45,7 @@ def test_measured_critical_steps_equal_the_schedule() -> None:
         tr, run = swarm_trace(task, ks, cfg)
         assert [f for f in validate_trace(tr) if f.severity == "error"] == []
         m = swarm_reward(tr, measure=True)
-        assert m["critical_steps"] == run["critical"]
+        assert m["critical_steps"] == run.critical
         # the light PARL terms equal R7's own (Kimi forms, useful = >= 2 steps)
         r7 = r7_orchestration(tr, parallel_cap=cfg.parallel_cap, min_steps=2).channels
         light = swarm_reward(tr)
@@ -73,11 +73,11 @@ def test_budget_cuts_the_episode() -> None:
     # serial Critical Steps 2 x 22 = 44, budget ceil(26.4) = 27; serial stage 1 already takes 22,
     # stage 2 would end at 44 > 27: late, not counted
     tr, run = swarm_trace(task, [0, 0], cfg)
-    assert run["late"] and run["stages_run"] == 2
+    assert run.late and run.stages_run == 2
     r = swarm_reward(tr, l1=0.5, l2=0.5)
     assert r["r_perf"] == pytest.approx(4 / 8)  # stage 1 ok (20 own steps <= 24), stage 2 late
     tr, run = swarm_trace(task, [4, 4], cfg)  # 2 x (2 + 4 + 1 + 5 + 1) = 26 <= 27
-    assert not run["late"] and swarm_reward(tr)["r_perf"] == 1.0
+    assert not run.late and swarm_reward(tr)["r_perf"] == 1.0
 
 
 def test_heuristic_never_spawns_idle_agents() -> None:

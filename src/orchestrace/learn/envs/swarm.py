@@ -27,7 +27,7 @@ l1, l2 annealed to 0 during training. Critical Steps is the budget, not a reward
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -336,9 +336,18 @@ def swarm_reward(
     return out
 
 
-def swarm_trace(
-    task: SwarmTask, ks: list[int], cfg: SwarmConfig, tag: str = ""
-) -> tuple[Trace, dict[str, Any]]:
+@dataclass(frozen=True)
+class SwarmRun:
+    """How a recorded episode went: its Critical Steps, whether its last stage ended past the
+    budget, the subtasks done in time and the stages run."""
+
+    critical: int
+    late: bool
+    ok: int
+    stages_run: int
+
+
+def swarm_trace(task: SwarmTask, ks: list[int], cfg: SwarmConfig, tag: str = "") -> tuple[Trace, SwarmRun]:
     """Run the stages with spawn counts ``ks`` (stops after a late stage) and record the trace."""
     b = TraceBuilder()
     budget = budget_of(task, cfg)
@@ -367,7 +376,7 @@ def swarm_trace(
         metadata={"env": "Swarm", "n_subtasks": task.n_subtasks, "budget_critical_steps": budget,
                   "stages": len(task.stages), "stages_run": stages_run, "spawn": list(ks[:stages_run])},
     )  # fmt: skip
-    return tr, {"critical": crit, "late": late, "ok": n_ok, "stages_run": stages_run}
+    return tr, SwarmRun(crit, late, n_ok, stages_run)
 
 
 def observation_space(cfg: SwarmConfig, leads: int = 0) -> gym.spaces.Box:
@@ -496,7 +505,7 @@ class SwarmEnv(gym.Env):
         if late or len(self._ks) == len(self._task.stages):
             tr, run = swarm_trace(self._task, self._ks, self.cfg)
             rw = swarm_reward(tr, self.l1, self.l2, self.cfg.parallel_cap)
-            info = {"trace": tr, **rw, **run, "serial_critical": serial_critical(self._task),
+            info = {"trace": tr, **rw, **asdict(run), "serial_critical": serial_critical(self._task),
                     "spawned": sum(self._ks), "stages": len(self._task.stages)}  # fmt: skip
             return self._obs(), rw["reward"], True, False, info
         return self._obs(), 0.0, False, False, {}
