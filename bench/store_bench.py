@@ -88,6 +88,12 @@ def bench_ingest(work: str, n_traces: int, size: int) -> tuple[str, int]:
     assert con.execute("SELECT count(*) FROM events").fetchall()[0][0] == n_events
     con.close()
     print("\n== ingest (events/s) ==")
+    print(
+        "ingest: read, parse, validate every rule (duplicate keys, ids, edges, time, limits), digest each\n"
+        "  trace, write traces/events/edges/rewards/credits/metrics and derive agents, one transaction,\n"
+        "  then CHECKPOINT; read_json: parse into one events table (schema inferred from every record,\n"
+        "  sample_size = -1), no validation, no other table, 2 DuckDB threads; CPU s: this process, all threads"
+    )
     rows = [
         ("orchestrace ingest --no-measure", dt_plain, cpu_plain),
         ("orchestrace ingest (with measure metrics)", dt_meas, cpu_meas),
