@@ -30,8 +30,9 @@ import msgspec
 import numpy as np
 
 from orchestrace.core.io import load_one
+from orchestrace.core.stats import mean_ci
 from orchestrace.learn import load_policy
-from orchestrace.learn.experiments.common import SPLIT_SEED, bootstrap_ci, split, write_trained
+from orchestrace.learn.experiments.common import SPLIT_SEED, split, write_trained
 from orchestrace.learn.experiments.delegate import train_delegate
 from orchestrace.learn.experiments.swarm import SWARM_TEST_SEED, train_swarm
 from orchestrace.measure import critical_steps
@@ -40,7 +41,7 @@ from orchestrace.runtime.runner import run
 
 
 def _ci(x: np.ndarray) -> list[float]:
-    return [round(v, 4) for v in bootstrap_ci(np.asarray(x, float), seed=0)]
+    return [round(v, 4) for v in mean_ci(np.asarray(x, float), seed=0)[1]]
 
 
 def delegate(a: argparse.Namespace, out: Path) -> dict:

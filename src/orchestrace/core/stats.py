@@ -27,6 +27,17 @@ def percentile_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float
     return float(np.quantile(values, alpha / 2)), float(np.quantile(values, 1 - alpha / 2))
 
 
+def mean_ci(
+    x: np.ndarray, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, tuple[float, float]]:
+    """The mean of ``x`` over items (or of a paired difference) and its percentile bootstrap CI;
+    NaN for no items."""
+    x = np.asarray(x, dtype=np.float64)
+    if not len(x):
+        return float("nan"), (float("nan"), float("nan"))
+    return float(x.mean()), percentile_ci(bootstrap_means([x], n_boot, seed)[0], level)
+
+
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     """Non-dominated (cost, quality) points by increasing cost: lower cost and higher quality win."""
     front: list[tuple[float, float]] = []

@@ -17,28 +17,11 @@ import msgspec
 import numpy as np
 
 from ...core.errors import OrchestraceError
-from ...core.stats import bootstrap_means, percentile_ci
+from ...core.stats import mean_ci
 from ..rl.rollouts import NumpyPolicy
 from ..rl.train_gym import check_algo
 
 SPLIT_SEED = 0
-
-
-def bootstrap_ci(
-    x: np.ndarray, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean over items (queries, tasks)."""
-    x = np.asarray(x, float)
-    if len(x) == 0:
-        return (float("nan"), float("nan"))
-    return percentile_ci(bootstrap_means([x], n_boot, seed)[0], level=1 - alpha)
-
-
-def paired_ci(a: np.ndarray, b: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of a - b over the same items, with its bootstrap CI."""
-    d = np.asarray(a, float) - np.asarray(b, float)
-    lo, hi = bootstrap_ci(d, n_boot, seed)
-    return float(d.mean()), lo, hi
 
 
 @dataclass(frozen=True)
@@ -85,14 +68,13 @@ def split(n: int, frac: float = 0.6, seed: int = SPLIT_SEED) -> tuple[np.ndarray
 
 
 def summary(x: np.ndarray, seed: int) -> MeanCI:
-    lo, hi = bootstrap_ci(x, seed=seed)
-    return MeanCI(float(np.mean(x)), (lo, hi))
+    """The mean over held-out items (in their own dtype) and its bootstrap CI (``core.stats.mean_ci``)."""
+    return MeanCI(float(np.mean(x)), mean_ci(x, seed=seed)[1])
 
 
 def paired_summary(a: np.ndarray, b: np.ndarray, seed: int) -> MeanCI:
-    """``learned - baseline`` on the same items: :func:`paired_ci` as a :class:`MeanCI`."""
-    d, lo, hi = paired_ci(a, b, seed=seed)
-    return MeanCI(d, (lo, hi))
+    """``learned - baseline`` on the same items, with its bootstrap CI."""
+    return MeanCI(*mean_ci(np.asarray(a, float) - np.asarray(b, float), seed=seed))
 
 
 def algo_kwargs(defaults: dict[str, AlgoSettings], algo: str, **given: float | None) -> AlgoSettings:

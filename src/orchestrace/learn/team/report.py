@@ -20,7 +20,7 @@ import numpy as np
 
 from ...core.io import load_one
 from ...core.model import Trace
-from ...core.stats import bootstrap_means, percentile_ci
+from ...core.stats import mean_ci
 from ..loop import completed, iteration_dir
 from .program import AGGREGATOR, BadInput, answer_correct, trace_question
 from .trainer import CONFIG_FILE
@@ -158,11 +158,6 @@ def agent_changes(before: dict[str, Answers], after: dict[str, Answers]) -> list
     return out
 
 
-def _paired(a: np.ndarray, b: np.ndarray, resamples: int, seed: int) -> tuple[float, tuple[float, float]]:
-    d = b - a
-    return float(d.mean()), percentile_ci(bootstrap_means([d], resamples, seed)[0])
-
-
 def _config(folder: Path) -> dict:
     p = folder / CONFIG_FILE
     try:
@@ -201,7 +196,7 @@ def team_report(
         qs = sorted(set(before) & set(after))
         b = np.array([before[q].team_right for q in qs], dtype=float)
         a = np.array([after[q].team_right for q in qs], dtype=float)
-        diff, ci = _paired(b, a, resamples, seed)
+        diff, ci = mean_ci(a - b, resamples, seed)
         trained = [r for r in completed(f) if r.train]
         s_it = (
             float(np.mean([r.train["rollout_s"] + r.train["update_s"] for r in trained])) if trained else 0.0
@@ -246,10 +241,10 @@ def team_report(
     credits = []
     for c in order:
         b, a = per_question(c, 0), per_question(c, 1)
-        diff, ci = _paired(b, a, resamples, seed)
+        diff, ci = mean_ci(a - b, resamples, seed)
         vs, vs_ci = None, None
         if c != "broadcast" and "broadcast" in acc:
-            vs, vs_ci = _paired(per_question("broadcast", 1), a, resamples, seed)
+            vs, vs_ci = mean_ci(a - per_question("broadcast", 1), resamples, seed)
         credits.append(
             CreditSummary(c, sorted(acc[c]), float(b.mean()), float(a.mean()), diff, ci, vs, vs_ci)
         )

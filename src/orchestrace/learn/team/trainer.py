@@ -255,7 +255,7 @@ def _tokens(path: str, cache: CallCache, ref: str, event: str) -> TokenSample | 
         ) from None
 
 
-def credit_options(method: str) -> dict[str, Any]:
+def credit_options(method: str) -> dict[str, str]:
     """Broadcast uses the shared per-question mean baseline (MAPoRL-style), so that it and the
     per-agent methods differ only in how the team's reward is split, not in having a baseline."""
     return {"baseline": "mean"} if method == "broadcast" else {}
@@ -747,7 +747,7 @@ def _per_question(folder: Path) -> dict[str, float]:
 def summarise(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> HeldOut:
     import numpy as np
 
-    from ...core.stats import bootstrap_means, percentile_ci
+    from ...core.stats import mean_ci
     from ..loop import completed, iteration_dir
 
     recs = [r for r in completed(out) if r.eval]
@@ -758,12 +758,11 @@ def summarise(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> HeldO
     b = _per_question(iteration_dir(out, last.iteration))
     qs = sorted(set(a) & set(b))
     d = np.array([b[q] - a[q] for q in qs])
-    boots = bootstrap_means([d], resamples, seed)[0] if len(d) else np.zeros(1)
     return HeldOut(
         before=float(np.mean([a[q] for q in qs])) if qs else 0.0,
         after=float(np.mean([b[q] for q in qs])) if qs else 0.0,
         difference=float(d.mean()) if len(d) else 0.0,
-        ci95=percentile_ci(boots),
+        ci95=mean_ci(d, resamples, seed)[1] if len(d) else (0.0, 0.0),
         questions=len(qs),
         iteration=last.iteration,
     )
