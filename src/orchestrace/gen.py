@@ -25,8 +25,9 @@ _TOOLS = (
 _MODELS = ("gpt-4o-mini", "claude-haiku", "qwen2.5-7b")
 
 
-class _Builder(TraceBuilder):
-    """Appends events with per-agent clocks (an agent's events chained by causal edges)."""
+class _SyntheticRun(TraceBuilder):
+    """One generated run: the trace builder plus the seeded draws and per-agent clocks that time
+    its events (an agent's events chained by causal edges)."""
 
     def __init__(self, rng: np.random.Generator, error_rate: float) -> None:
         super().__init__()
@@ -101,7 +102,7 @@ class _Builder(TraceBuilder):
         return self.ev("return", child, to=parent, role=role, trusted=True)
 
 
-def _centralized(b: _Builder, size: int, width: int) -> None:
+def _centralized(b: _SyntheticRun, size: int, width: int) -> None:
     rng = b.rng
     orch = "orchestrator"
     rnd = 0
@@ -122,7 +123,7 @@ def _centralized(b: _Builder, size: int, width: int) -> None:
     b.ev("orchestrator_decision", orch, after=pending, role="lead", attrs={"decision": "stop"})
 
 
-def _hierarchical(b: _Builder, size: int, width: int) -> None:
+def _hierarchical(b: _SyntheticRun, size: int, width: int) -> None:
     rng = b.rng
     root = "orchestrator"
     rnd = 0
@@ -148,7 +149,7 @@ def _hierarchical(b: _Builder, size: int, width: int) -> None:
     b.ev("orchestrator_decision", root, after=pending, role="lead", attrs={"decision": "stop"})
 
 
-def _swarm(b: _Builder, size: int, width: int) -> None:
+def _swarm(b: _SyntheticRun, size: int, width: int) -> None:
     rng = b.rng
     root = "orchestrator"
     dec = b.ev("orchestrator_decision", root, role="lead")
@@ -170,7 +171,7 @@ def _swarm(b: _Builder, size: int, width: int) -> None:
     b.ev("aggregate", root, after=tuple((r, "aggregate") for r in rets), role="lead")
 
 
-def _debate(b: _Builder, size: int, width: int) -> None:
+def _debate(b: _SyntheticRun, size: int, width: int) -> None:
     judge = "judge"
     dec = b.ev("orchestrator_decision", judge, role="judge")
     debaters = [f"debater_{j}" for j in range(max(2, min(width, 4)))]
@@ -194,7 +195,7 @@ def _debate(b: _Builder, size: int, width: int) -> None:
     )
 
 
-def _pec(b: _Builder, size: int, width: int) -> None:
+def _pec(b: _SyntheticRun, size: int, width: int) -> None:
     orch = "orchestrator"
     dec = b.ev("orchestrator_decision", orch, role="lead")
     for name in ("planner", "executor", "critic"):
@@ -221,7 +222,7 @@ def _pec(b: _Builder, size: int, width: int) -> None:
     b.ev("aggregate", orch, after=((r, "aggregate"),), role="lead")
 
 
-def _harness(b: _Builder, size: int, width: int) -> None:
+def _harness(b: _SyntheticRun, size: int, width: int) -> None:
     agent = "agent"
     while len(b.events) < size - 1:
         dec = b.ev("orchestrator_decision", agent, role="agent")
@@ -229,7 +230,7 @@ def _harness(b: _Builder, size: int, width: int) -> None:
     b.ev("aggregate", agent, role="agent")
 
 
-_GENERATORS: dict[str, Callable[[_Builder, int, int], None]] = {
+_GENERATORS: dict[str, Callable[[_SyntheticRun, int, int], None]] = {
     "centralized": _centralized,
     "hierarchical": _hierarchical,
     "swarm": _swarm,
@@ -257,7 +258,7 @@ def generate(
         )
     assert topology in TOPOLOGIES
     rng = np.random.default_rng(seed)
-    b = _Builder(rng, error_rate)
+    b = _SyntheticRun(rng, error_rate)
     _GENERATORS[topology](b, max(4, size), max(1, width))
     errors = sum(1 for e in b.events if e.status == "error")
     success = float(rng.random() < 0.9 * (0.8**errors))
