@@ -20,7 +20,7 @@ import orjson
 
 from .errors import LoadError
 from .fastload import load_clean
-from .model import TRACE_HEADER_FIELDS, Edge, Event, Trace, event_to_dict, trace_to_dict
+from .model import TRACE_HEADER_FIELDS, TRACE_NUMBER_MAPS, Edge, Event, Trace, event_to_dict, trace_to_dict
 from .read import REC, RawTrace, iter_raw, parse_json, raw_to_trace, split_format
 from .validate import check_raw
 
@@ -67,7 +67,7 @@ def dumps(trace: Trace, *, indent: bool = False) -> bytes:
 def _check_finite(trace: Trace) -> None:
     import math
 
-    for name in ("rewards", "costs", "metrics"):
+    for name in TRACE_NUMBER_MAPS:
         for k, v in (getattr(trace, name) or {}).items():
             if isinstance(v, float) and not math.isfinite(v):
                 raise LoadError(

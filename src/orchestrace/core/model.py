@@ -217,6 +217,14 @@ TRACE_JSON_FIELDS: Final = (
     "metrics",
     "metadata",
 )
+#: Top-level fields holding an object (an event log's header and updates merge them key by key).
+TRACE_OBJECT_FIELDS: Final = tuple(
+    f.name for f in msgspec.structs.fields(Trace) if _value_type(f.type) is dict
+)
+#: Top-level fields holding numbers by name (rewards, costs, metrics).
+TRACE_NUMBER_MAPS: Final = tuple(
+    f.name for f in msgspec.structs.fields(Trace) if value_annotation(f.type) == dict[str, float]
+)
 _TRACE_OPTIONAL: Final = frozenset(f.name for f in msgspec.structs.fields(Trace) if f.default is None)
 #: The top-level fields besides events and edges: what an event log's header and updates carry.
 TRACE_HEADER_FIELDS: Final = tuple(k for k in TRACE_JSON_FIELDS if k not in ("events", "edges"))

@@ -26,7 +26,7 @@ import orjson
 
 from .errors import LoadError
 from .limits import MAX_DEPTH, MAX_STRING_CHARS, LimitViolation, check_text, needs_exact_check
-from .model import Trace, derived_costs, trace_from_dict
+from .model import TRACE_OBJECT_FIELDS, Trace, derived_costs, trace_from_dict
 
 Format = Literal["json", "jsonl", "events"]
 #: what a damaged gzip stream raises (zlib.error is no OSError)
@@ -451,11 +451,7 @@ def merge_log_header(top: dict[str, Any], rec: dict[str, Any]) -> None:
     """Fold a header or update record of an event log into the trace's top-level fields: the
     rewards, costs, metrics and metadata objects merge key by key; any other field is replaced."""
     for k, v in rec.items():
-        if (
-            k in ("rewards", "costs", "metrics", "metadata")
-            and isinstance(v, dict)
-            and isinstance(top.get(k), dict)
-        ):
+        if k in TRACE_OBJECT_FIELDS and isinstance(v, dict) and isinstance(top.get(k), dict):
             top[k].update(v)
         else:
             top[k] = v
