@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 
+import msgspec
+
 from ..core.io import save
-from ..core.model import Trace, derived_costs
+from ..core.model import REQUIRED_COSTS, Trace, derived_costs
 
 
 def _stderr(msg: str) -> None:
@@ -21,25 +23,15 @@ def to_survey(trace: Trace, warn: Callable[[str], None] = _stderr) -> Trace:
     required costs are derived from the events.
     """
     costs = dict(trace.costs)
-    if "tokens" not in costs or "wall_clock_s" not in costs:
+    if any(k not in costs for k in REQUIRED_COSTS):
         d = derived_costs(trace.events)
-        costs.setdefault("tokens", d["tokens"])
-        costs.setdefault("wall_clock_s", d["wall_clock_s"])
+        for k in REQUIRED_COSTS:
+            costs.setdefault(k, d[k])
     if trace.metadata:
         warn(
             f"{trace.trace_id}: top-level metadata ({', '.join(sorted(trace.metadata))}) dropped: the reference schema is closed at the top level"
         )
-    return Trace(
-        trace_id=trace.trace_id,
-        task_id=trace.task_id,
-        system=trace.system,
-        topology=trace.topology,
-        events=trace.events,
-        edges=trace.edges,
-        rewards=trace.rewards,
-        costs=costs,
-        metrics=trace.metrics,
-    )
+    return msgspec.structs.replace(trace, costs=costs, schema_version=None, metadata=None)
 
 
 def export_survey(
