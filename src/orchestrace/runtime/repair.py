@@ -18,7 +18,14 @@ import orjson
 
 from ..core.errors import OrchestraceError
 from ..core.io import save
-from ..core.model import SCHEMA_VERSION, TRACE_HEADER_FIELDS, Trace, derived_costs, trace_from_dict
+from ..core.model import (
+    REQUIRED_COSTS,
+    SCHEMA_VERSION,
+    TRACE_HEADER_FIELDS,
+    Trace,
+    derived_costs,
+    trace_from_dict,
+)
 from ..core.read import REC, merge_log_header, split_format
 from ..core.validate import validate_trace
 
@@ -165,7 +172,7 @@ def repair_log(path: str) -> tuple[Trace, RepairReport]:
 
 
 def _costs_ok(c: Any) -> bool:
-    return _num_map(c) and "tokens" in c and "wall_clock_s" in c and all(x >= 0 for x in c.values())
+    return _num_map(c) and all(k in c for k in REQUIRED_COSTS) and all(x >= 0 for x in c.values())
 
 
 def _derived(d: dict[str, Any]) -> dict[str, float]:
