@@ -57,3 +57,20 @@ def test_long_integer_scan_flags_numbers_not_digits_in_strings() -> None:
     ]
     assert all(limits.needs_exact_check(t) for t in long_numbers)
     assert not any(limits.needs_exact_check(t) for t in no_long_number)
+
+
+def test_long_integer_scan_of_large_texts_finds_every_run() -> None:
+    """Texts past 16 KB are scanned by array blocks of 64 KB: a run of 19 digits is found at
+    either end of the text and across a block edge; 18 digits are never a run."""
+    size = 3 * 65536 + 7
+    filler = b'{"a": "xy", "b": [true, null]}, ' * (size // 32 + 1)  # no digits
+    for start in (0, 1, 65517, 65518, 65535, 65536, 131071, size - 25, size - 19):
+        for length, found in ((18, False), (19, True), (25, True)):
+            if start + length > size:
+                continue
+            text = filler[:start] + b"7" * length + filler[start + length : size]
+            assert len(text) == size
+            assert limits._has_digit_run(text) is found, (start, length)
+    edge = filler[:65530] + b"[" + b"7" * 19 + b"]" + filler[:65536]
+    assert limits.needs_exact_check(edge)
+    assert not limits.needs_exact_check(edge.replace(b"[7", b"x7"))  # inside a word: no number

@@ -29,6 +29,7 @@ from operator import is_not
 from typing import Any
 
 import msgspec
+import numpy as np
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -46,9 +47,32 @@ def needs_exact_check(data: bytes) -> bool:
     """True when the text may hold an integer past 64 bits: a run of 19 or more digits where a
     JSON number can start (at the start, or after ``:``, ``,`` or ``[`` and blanks). Runs
     elsewhere are inside strings (hex digests hold some). False proves the text holds none."""
-    if _LONG_INT not in data.translate(_DIGITS):
+    if not _has_digit_run(data):
         return False
     return _LONG_NUMBER.search(data) is not None or _LONG_FIRST.match(data) is not None
+
+
+_SMALL = 16 << 10  # below this, one translate costs less than the array calls
+_BLOCK = 64 << 10  # the masks of one block stay in the cache
+
+
+def _has_digit_run(data: bytes) -> bool:
+    """Does ``data`` hold 19 ASCII digits in a row? Vectorised for all but small texts: the digit
+    mask ANDed with itself shifted by 1, 2, 4, 8 and 3 places is true where such a run starts
+    (2, 4, 8, 16, then 19 digits), block by block, each block reaching 18 bytes into the next."""
+    n = len(data)
+    if n < _SMALL:
+        return _LONG_INT in data.translate(_DIGITS)
+    codes = np.frombuffer(data, np.uint8)
+    for lo in range(0, n - 18, _BLOCK):
+        m = codes[lo : lo + _BLOCK + 18] - 48 < 10
+        m = m[:-1] & m[1:]
+        m = m[:-2] & m[2:]
+        m = m[:-4] & m[4:]
+        m = m[:-8] & m[8:]
+        if (m[:-3] & m[3:]).any():
+            return True
+    return False
 
 
 def may_hold_long_string(data: bytes) -> bool:
