@@ -267,3 +267,33 @@ def test_columns_null_until_late_keep_their_values(tmp_path: Path) -> None:
         "SELECT count(model), min(tokens_in), max(tokens_in), count(trusted), sum(cost_usd), "
         "sum(turn), count(t_end) FROM events",
     ) == [(500, 1500, 2**62, 500, 250.0, sum(range(1500, 2000)), 0)]
+
+
+def test_integer_and_boolean_columns_with_gaps(tmp_path: Path) -> None:
+    """An integer or boolean column with gaps (a masked array), with none, and with no value at
+    all (all masked) holds each trace's values and NULLs."""
+
+    def trace(tid: str, tokens: list[int | None]) -> bytes:
+        events = [
+            {"id": f"e{i}", "t": i, "type": "orchestrator_decision", "agent": "o"}
+            | ({} if v is None else {"tokens_in": v, "trusted": v % 2 == 0})
+            for i, v in enumerate(tokens)
+        ]
+        return orjson.dumps({**HAND, "trace_id": tid, "events": events, "edges": [], "rewards": {}})
+
+    files = []
+    for name, tokens in (("gaps", [1, None, 3]), ("full", [4, 5]), ("none", [None, None])):
+        f = tmp_path / f"{name}.json"
+        f.write_bytes(trace(name, tokens))
+        files.append(str(f))
+    store = tmp_path / "s.duckdb"
+    assert ingest(str(store), files, measure=False).inserted == 3
+    assert _select(store, "SELECT trace_id, idx, tokens_in, trusted FROM events ORDER BY trace_id, idx") == [
+        ("full", 0, 4, True),
+        ("full", 1, 5, False),
+        ("gaps", 0, 1, False),
+        ("gaps", 1, None, None),
+        ("gaps", 2, 3, False),
+        ("none", 0, None, None),
+        ("none", 1, None, None),
+    ]
