@@ -190,6 +190,10 @@ def test_exact_gradient_is_the_gradient_of_the_expected_return_by_hand(env: str)
     for a, b in zip(_grads(actor, surrogate), by_hand, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
     assert any(g.abs().max() > 1e-3 for g in by_hand)
+    # the entropy bonus: the mean entropy of the policy over the trees' decision nodes
+    ent = [-(p * p.log()).sum() for t in trees for p in (_probs(actor, o) for o in t.obs)]
+    with_bonus, _ = exact.tree_objective(actor, trees, entropy=0.3)
+    assert with_bonus.item() - j.item() == pytest.approx(0.3 * torch.stack(ent).mean().item(), rel=1e-4)
     if env == "Swarm":  # some episodes end early on a late stage, and widths change the reward
         assert any(len(t.reward) < 3 ** int((t.node >= 0).sum(1).max()) for t in trees)
 

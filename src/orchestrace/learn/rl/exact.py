@@ -22,7 +22,11 @@ expected reward of the enumerated rest given the sampled prefix and b the batch'
 mean of V: unbiased, exact over the last d stages' actions, REINFORCE over the prefix's. An
 episode whose sampled prefix already ended it is one leaf. Trees beyond
 :data:`~..envs.tree.MAX_LEAVES` leaves, one stage of the Parallel Swarm included, are refused
-(``OT650``, with the size).
+(``OT650``, with the size). On trees an entropy bonus (``Args.entropy``, the mean entropy over the
+trees' decision nodes; ``train_policy`` passes its ``ent_coef``) keeps a first action from locking
+in before the later decisions are learned: without it the GSM8K cascade learned to go straight to
+the priciest model (median P over the training queries 0.985 after 50 iterations, 0.997 after
+200), so its accept / escalate decision stopped mattering and was never learned. The tables' closed forms run without one.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class Args:
     eval_every: int = 10
     threads: int = 1
     seed: int = 0
+    entropy: float = 0.0  # entropy bonus on action trees (the tables' closed forms have none)
 
 
 def stop_distribution(p: torch.Tensor) -> torch.Tensor:
@@ -67,9 +72,12 @@ def expected_reward(actor: torch.nn.Module, tab: OutcomeTable) -> torch.Tensor:
     return (stop_distribution(p) * reward).sum(1).mean()
 
 
-def tree_objective(actor: torch.nn.Module, trees: list[ActionTree]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(surrogate, J): the surrogate's gradient is the estimator above; J is the mean over the
-    trees of the policy's expected reward of the enumerated part given the sampled prefix."""
+def tree_objective(
+    actor: torch.nn.Module, trees: list[ActionTree], entropy: float = 0.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(surrogate, J): the surrogate's gradient is the estimator above (plus ``entropy`` x the
+    mean entropy of the policy over the trees' decision nodes); J is the mean over the trees of the
+    policy's expected reward of the enumerated part given the sampled prefix."""
     depth = max(t.node.shape[1] for t in trees)
     obs, node, act, rew, ep, pre, pre_act, pre_ep = [], [], [], [], [], [], [], []
     n = 0
@@ -91,15 +99,16 @@ def tree_objective(actor: torch.nn.Module, trees: list[ActionTree]) -> tuple[tor
     lp = torch.where(on, logp[nd.clamp(min=0), torch.from_numpy(np.concatenate(act))], 0.0).sum(1)
     idx = torch.from_numpy(np.concatenate(ep))
     v = torch.zeros(len(trees)).index_add(0, idx, lp.exp() * torch.from_numpy(np.concatenate(rew)))
+    bonus = -entropy * (logp.exp() * logp).sum(-1).mean() if entropy and n else 0.0
     pi = torch.from_numpy(np.concatenate(pre))
     if not len(pi):  # every tree whole: J itself
-        return v.mean(), v.mean()
+        return v.mean() + bonus, v.mean()
     pre_lp = torch.zeros(len(trees)).index_add(
         0, torch.from_numpy(np.concatenate(pre_ep)), logp[pi, torch.from_numpy(np.concatenate(pre_act))]
     )
     vd = v.detach()
     base = (vd.sum() - vd) / max(len(trees) - 1, 1)  # leave-one-out: independent of the episode's own prefix
-    return (v + pre_lp * (vd - base)).mean(), v.mean()
+    return (v + pre_lp * (vd - base)).mean() + bonus, v.mean()
 
 
 def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | None = None) -> TrainResult:
@@ -115,7 +124,7 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
         if isinstance(out, OutcomeTable):
             surrogate = j = expected_reward(actor, out)
         else:
-            surrogate, j = tree_objective(actor, out)
+            surrogate, j = tree_objective(actor, out, args.entropy)
         opt.zero_grad()
         (-surrogate).backward()
         opt.step()

@@ -87,7 +87,7 @@ def train_policy(
         args = mod.Args(**common, group=group, adv_scale=adv_scale, epochs=epochs, minibatches=minibatches,
                         clip=clip, entropy=ent_coef, shuffle=True)  # fmt: skip
     else:
-        args = mod.Args(**common)
+        args = mod.Args(**common, entropy=ent_coef)
     bar = None
     if progress:
         from tqdm import tqdm
