@@ -3,31 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
-from orchestrace.learn.stopping.evaluation import MethodCI, ResultRow
-from orchestrace.learn.stopping.policy import PolicyConfig
+from stopkit import stop_report
+
+from orchestrace.learn.stopping.evaluation import ResultRow
 from orchestrace.learn.stopping.report import curve_series, policy_marks
-from orchestrace.learn.stopping.training import BootstrapSettings, GoalFigures, StopReport
-
-
-def _report(**fields: Any) -> StopReport:
-    """A report with the given fields; the others (which the figures do not read) placeholders."""
-    goal = GoalFigures(
-        front_reduction_x=8.0, front_accuracy_at_reduction=None, front_gap_points_at_reduction=None,
-        fixed_full_accuracy=0.0, learned_accuracy=0.0, accuracy_gap_points=0.0, accuracy_gap_ci95_points=[0.0, 0.0],
-        learned_mean_samples=1.0, sample_reduction_x=1.0, oracle_mean_samples=1.0, oracle_reduction_x=1.0,
-        gap_to_oracle_samples=0.0,
-    )  # fmt: skip
-    placeholders: dict[str, Any] = dict(
-        train_banks=[], train_questions=0, eval_bank="", eval_questions=0, calibration_questions=0, protocol="",
-        algorithm="exact", cost=0.003, sweep_costs=[], budget=40, seed=0, bootstrap=BootstrapSettings(1000, 0, 0.95),
-        policy="", policies_written={}, policy_config=PolicyConfig(), eval_orders=1, aggregator=None,
-        aggregator_file=None, goal=goal, goal_with_aggregator=None, target_samples=None, targets={},
-        learned_ci95=MethodCI((0.0, 0.0), (0.0, 0.0)), results=[], pareto={}, learning_curves={}, seconds=0.0,
-        report_dir="", files_written=[],
-    )  # fmt: skip
-    return StopReport(**(placeholders | fields))
+from orchestrace.learn.stopping.training import StopReport
 
 
 def test_learning_curves_show_the_main_policies_and_the_sweep_ends() -> None:
@@ -39,7 +20,7 @@ def test_learning_curves_show_the_main_policies_and_the_sweep_ends() -> None:
 
 
 def test_policy_marks_number_the_written_policies_at_their_points() -> None:
-    report = _report(
+    report = stop_report(
         results=[
             ResultRow("fixed-40", 0.7, 40.0, 9),
             ResultRow("learned", 0.69, 4.5, 9),
@@ -63,7 +44,7 @@ def _report_with_sweep() -> StopReport:
         n: hist for n in ["learned", "learned+agg"] + [f"learned(c={c:g})" for c in (0.0005, 0.01, 0.03)]
     }
     curves.update({f"learned+agg(c={c:g})": hist for c in (0.0005, 0.03)})
-    return _report(
+    return stop_report(
         eval_bank="plurals+comparatives",
         target_samples=5,
         cost=0.003,

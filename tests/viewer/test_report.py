@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 from PIL import Image
@@ -163,18 +164,21 @@ def test_pareto_marks_read_and_checked(tmp_path: Path):
 
 
 def test_learn_package_output_reads(tmp_path: Path):
-    learn = pytest.importorskip("orchestrace.learn.stopping.report")
-    report = {
-        "results": eval_rows()[:-1],
-        "pareto": {},
-        "learning_curves": {
+    from stopkit import stop_report
+
+    from orchestrace.learn.stopping.evaluation import ResultRow
+    from orchestrace.learn.stopping.report import write_report
+
+    report = stop_report(
+        results=msgspec.convert(eval_rows()[:-1], list[ResultRow]),
+        learning_curves={
             "ppo": [
                 {"iteration": i, "batch_reward": i / 10, "eval_reward": 0.5, "eval_samples": 10 - i / 5}
                 for i in range(10)
             ]
         },
-    }
-    learn.write_report(report, str(tmp_path / "learnrun"))
+    )
+    write_report(report, str(tmp_path / "learnrun"))
     res = build_report(tmp_path / "learnrun")
     assert {p.name for p in res.pngs} == {"pareto.png", "learning_curve__learning_curves.png"}
     assert "curves: ac-beta, fixed-k ·" in res.html.read_text()
