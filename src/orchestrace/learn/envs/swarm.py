@@ -230,12 +230,12 @@ def sub_agents(events: list[Event]) -> dict[str, SubAgent]:
     return {a: SubAgent(steps[a], ok_ret[a], err[a]) for a in subs}  # type: ignore[index]
 
 
-def parl_rates(spawned: int, useful: int, finished: int, parallel_cap: int) -> tuple[float, float]:
+def parl_rates(spawned: Any, useful: Any, finished: Any, parallel_cap: int) -> tuple[Any, Any]:
     """(r_parallel, r_finish) from counts of spawned agents, useful ones (>= 2 steps) and finished
-    ones (an ok return, no error)."""
-    if not spawned:
-        return 0.0, 0.0
-    return (min(useful, parallel_cap) / parallel_cap if parallel_cap > 0 else 0.0), finished / spawned
+    ones (an ok return, no error); numbers or numpy arrays of them (exact PG's joint choices)."""
+    some = np.asarray(spawned) > 0
+    par = np.minimum(useful, parallel_cap) / parallel_cap if parallel_cap > 0 else np.zeros(np.shape(spawned))
+    return np.where(some, par, 0.0), np.where(some, np.asarray(finished) / np.maximum(spawned, 1), 0.0)
 
 
 def parl_terms(trace: Trace, parallel_cap: int = 8) -> tuple[float, float]:
@@ -245,7 +245,10 @@ def parl_terms(trace: Trace, parallel_cap: int = 8) -> tuple[float, float]:
     against R7)."""
     subs = sub_agents(trace.events).values()
     useful = sum(1 for a in subs if a.steps >= 2)
-    return parl_rates(len(subs), useful, sum(1 for a in subs if a.ok_return and not a.error), parallel_cap)
+    r_par, r_fin = parl_rates(
+        len(subs), useful, sum(1 for a in subs if a.ok_return and not a.error), parallel_cap
+    )
+    return float(r_par), float(r_fin)
 
 
 @dataclass(frozen=True)
@@ -281,33 +284,35 @@ def stage_outcome(durations: tuple[int, ...], k: int, ctx_sub: int, own_ctx_left
     )  # fmt: skip
 
 
-def spawn_tree(task: SwarmTask, cfg: SwarmConfig) -> tuple[list[np.ndarray], list[tuple[list[int], list[int], tuple[float, float, float]]]]:  # fmt: skip
+def spawn_tree(task: SwarmTask, cfg: SwarmConfig) -> tuple[list[np.ndarray], list[tuple[list[int], list[int]]], np.ndarray]:  # fmt: skip
     """Every spawn sequence of ``task`` as :class:`SwarmEnv` plays it (an episode ends after its
-    last or its first late stage): the observation at each decision node and, per leaf, its path
-    (nodes, widths) and reward terms (r_perf, r_parallel, r_finish), summed from each stage's
-    :func:`stage_outcome` exactly as :func:`swarm_reward` reads them from the whole trace."""
+    last or its first late stage): the observation at each decision node, each leaf's path
+    (nodes, widths) and its reward terms ``[L, 3]`` (r_perf, r_parallel, r_finish), summed from
+    each stage's :func:`stage_outcome` exactly as :func:`swarm_reward` reads them from the trace."""
     budget, n_sub, n = budget_of(task, cfg), task.n_subtasks, len(task.stages)
     obs: list[np.ndarray] = []
-    leaves: list[tuple[list[int], list[int], tuple[float, float, float]]] = []
+    paths: list[tuple[list[int], list[int]]] = []
+    counts: list[tuple[int, int, int, int]] = []  # per leaf: subtasks ok on time, spawned, useful, finished
 
-    def visit(s: int, crit: int, ctx: int, nodes: list[int], ks: list[int], counts: tuple[int, int, int, int]) -> None:  # fmt: skip
+    def visit(s: int, crit: int, ctx: int, nodes: list[int], ks: list[int], so_far: tuple[int, int, int, int]) -> None:  # fmt: skip
         i = len(obs)
         obs.append(stage_features(task, s, crit, ctx, cfg))
         durs = tuple(task.stages[s])
         for k in range(cfg.max_agents + 1):
             o = stage_outcome(durs, k, cfg.ctx_sub, cfg.ctx_main - ctx)
             late = crit + o.critical > budget
-            ok, sp, us, fin = counts
+            ok, sp, us, fin = so_far
             c = (ok + (0 if late else o.ok), sp + o.spawned, us + o.useful, fin + o.finished)
             if late or s == n - 1:
-                leaves.append(
-                    ([*nodes, i], [*ks, k], (c[0] / n_sub, *parl_rates(c[1], c[2], c[3], cfg.parallel_cap)))
-                )
+                paths.append(([*nodes, i], [*ks, k]))
+                counts.append(c)
             else:
                 visit(s + 1, crit + o.critical, ctx + o.used, [*nodes, i], [*ks, k], c)
 
     visit(0, 0, 0, [], [], (0, 0, 0, 0))
-    return obs, leaves
+    c = np.array(counts)
+    r_par, r_fin = parl_rates(c[:, 1], c[:, 2], c[:, 3], cfg.parallel_cap)
+    return obs, paths, np.stack([c[:, 0] / n_sub, r_par, r_fin], axis=1)
 
 
 def swarm_reward(
@@ -487,9 +492,8 @@ class SwarmEnv(gym.Env):
                 raise too_large(
                     "Swarm", size, f"{self.cfg.max_agents + 1} widths ^ {len(task.stages)} stages"
                 )
-            obs, leaves = spawn_tree(task, self.cfg)
-            t = paths_tree(obs, [(n, k, 0.0) for n, k, _ in leaves])
-            self._trees[i] = (t, np.array([r for _, _, r in leaves], np.float32))
+            obs, paths, terms = spawn_tree(task, self.cfg)
+            self._trees[i] = (paths_tree(obs, [(n, k, 0.0) for n, k in paths]), terms.astype(np.float32))
         t, terms = self._trees[i]
         reward = (terms @ np.array([1.0, self.l1, self.l2], np.float32)).astype(np.float32)
         return ActionTree(t.obs, t.node, t.act, reward, t.prefix, t.prefix_act)

@@ -31,7 +31,6 @@ from ...core.model import Event, Trace
 from .swarm import (
     N_FEATURES,
     ORCH,
-    SubAgent,
     SwarmConfig,
     SwarmTask,
     make_task,
@@ -85,7 +84,12 @@ def lead_rewards(
 
 def hier_stage_critical(durs: list[list[int]], ks: list[int]) -> int:
     """Top decision, message b to lead b, lead b's stage, its return; then the top aggregate."""
-    return 2 + max(b + 1 + stage_critical(d, k) + 1 for b, (d, k) in enumerate(zip(durs, ks, strict=True)))
+    return int(hier_critical(np.array([stage_critical(d, k) for d, k in zip(durs, ks, strict=True)])))
+
+
+def hier_critical(lead_critical: np.ndarray) -> np.ndarray:
+    """:func:`hier_stage_critical` from each lead's stage Critical Steps ``[..., leads]``."""
+    return 2 + (np.arange(lead_critical.shape[-1]) + 2 + lead_critical).max(axis=-1)
 
 
 class SwarmParallelEnv(ParallelEnv):
@@ -214,54 +218,68 @@ class SwarmParallelEnv(ParallelEnv):
                           tree.act, tree.reward, np.arange(len(pre_obs)), np.asarray(pre_act, np.int64))  # fmt: skip
 
     def _enumerate(self, offset: int) -> ActionTree:
-        """Every joint width choice from the current stage to the end (node ids from ``offset``)."""
-        cfg, n_lead = self.cfg, self.branches
+        """Every joint width choice from the current stage to the end (node ids from ``offset``),
+        a stage's joint choices at once: each lead's :func:`~.swarm.stage_outcome` per width, picked
+        for every joint choice, summed as :func:`swarm_reward` reads the trace (:func:`parl_rates`)."""
+        cfg, n_lead, k1 = self.cfg, self.branches, self.cfg.max_agents + 1
         n_sub = sum(len(st) for t in self._tasks for st in t.stages)
         subs = sub_agents(self._b.events)
-        leads = [subs[a] for a in self.possible_agents]
         workers = [v for a, v in subs.items() if a not in self.possible_agents]
+        leads = [subs[a] for a in self.possible_agents]
+        joint = np.array(list(itertools.product(range(k1), repeat=n_lead)), np.int64)  # [J, leads]
+        lanes = np.arange(n_lead)
         obs: list[np.ndarray] = []
-        paths: list[tuple[list[int], list[int], float]] = []
+        blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # leaves' nodes, actions, rewards
 
         def visit(s: int, crit: int, ctx: tuple[int, ...], nodes: list[int], acts: list[int], ok: int,
-                  w: tuple[int, int, int], lead: tuple[SubAgent, ...]) -> None:  # fmt: skip
-            ids = list(range(offset + len(obs), offset + len(obs) + n_lead))
+                  w: np.ndarray, steps: np.ndarray, ok_ret: np.ndarray, err: np.ndarray) -> None:  # fmt: skip
+            """``w``: workers spawned, useful, finished so far; ``steps``, ``ok_ret``, ``err``: each
+            lead's steps, whether it returned ok, whether it recorded an error."""
+            ids = [offset + len(obs) + b for b in range(n_lead)]
             obs.extend(self._lead_obs(s, crit, ctx))
             durs = [t.stages[s] for t in self._tasks]
-            for ks in itertools.product(range(cfg.max_agents + 1), repeat=n_lead):
-                outs = [stage_outcome(tuple(d), k, cfg.ctx_sub, cfg.ctx_main - c) for d, k, c in zip(durs, ks, ctx, strict=True)]  # fmt: skip
-                crit2 = crit + hier_stage_critical(durs, list(ks))
-                late = crit2 > self._budget_steps
-                ok2 = ok + (0 if late else sum(o.ok for o in outs))
-                w2 = (w[0] + sum(o.spawned for o in outs), w[1] + sum(o.useful for o in outs),
-                      w[2] + sum(o.finished for o in outs))  # fmt: skip
-                # each lead: its stage events, then its return (ok iff every subtask of its part is)
-                lead2 = tuple(
-                    SubAgent(
-                        a.steps + o.owner_steps + 1,
-                        a.ok_return or o.ok == len(d),
-                        a.error or o.owner_error or o.ok != len(d),
-                    )
-                    for a, o, d in zip(lead, outs, durs, strict=True)
-                )
-                if late or s + 1 >= self._n:
-                    useful = w2[1] + sum(1 for a in lead2 if a.steps >= 2)
-                    done = w2[2] + sum(1 for a in lead2 if a.ok_return and not a.error)
-                    r_par, r_fin = parl_rates(w2[0] + n_lead, useful, done, cfg.parallel_cap)
-                    paths.append(
-                        ([*nodes, *ids], [*acts, *ks], ok2 / n_sub + self.l1 * r_par + self.l2 * r_fin)
-                    )
-                else:
-                    visit(s + 1, crit2, tuple(c + o.used for c, o in zip(ctx, outs, strict=True)),
-                          [*nodes, *ids], [*acts, *ks], ok2, w2, lead2)  # fmt: skip
+            outs = [[stage_outcome(tuple(d), k, cfg.ctx_sub, cfg.ctx_main - c) for k in range(k1)]
+                    for d, c in zip(durs, ctx, strict=True)]  # fmt: skip
 
-        w0 = (
-            len(workers),
-            sum(1 for v in workers if v.steps >= 2),
-            sum(1 for v in workers if v.ok_return and not v.error),
+            def pick(field: str) -> np.ndarray:  # [J, leads]: each lead's value under each joint choice
+                return np.array([[getattr(o, field) for o in row] for row in outs])[lanes, joint]
+
+            crit2 = crit + hier_critical(pick("critical"))
+            late = crit2 > self._budget_steps
+            ok_b = pick("ok")
+            full = ok_b == np.array([len(d) for d in durs])  # a lead returns ok iff every subtask is
+            ok2 = ok + np.where(late, 0, ok_b.sum(1))
+            w2 = w + np.stack(
+                [pick("spawned").sum(1), pick("useful").sum(1), pick("finished").sum(1)], axis=1
+            )
+            steps2 = steps + pick("owner_steps") + 1  # the lead's stage events, then its return
+            ok_ret2, err2 = ok_ret | full, err | pick("owner_error") | ~full
+            done = late | (s + 1 >= self._n)
+            d = np.flatnonzero(done)
+            if len(d):
+                useful = w2[d, 1] + (steps2[d] >= 2).sum(1)
+                finished = w2[d, 2] + (ok_ret2[d] & ~err2[d]).sum(1)
+                r_par, r_fin = parl_rates(w2[d, 0] + n_lead, useful, finished, cfg.parallel_cap)
+                blocks.append((np.tile([*nodes, *ids], (len(d), 1)),
+                               np.concatenate([np.tile(np.array(acts, np.int64), (len(d), 1)), joint[d]], axis=1),
+                               ok2[d] / n_sub + self.l1 * r_par + self.l2 * r_fin))  # fmt: skip
+            for r in np.flatnonzero(~done):
+                ctx2 = tuple(c + outs[b][joint[r, b]].used for b, c in enumerate(ctx))
+                visit(s + 1, int(crit2[r]), ctx2, [*nodes, *ids], [*acts, *joint[r].tolist()], int(ok2[r]), w2[r],
+                      steps2[r], ok_ret2[r], err2[r])  # fmt: skip
+
+        w0 = np.array([len(workers), sum(1 for v in workers if v.steps >= 2),
+                       sum(1 for v in workers if v.ok_return and not v.error)])  # fmt: skip
+        visit(self._s, self._crit, tuple(self._ctx), [], [], self._ok, w0, np.array([a.steps for a in leads]),
+              np.array([a.ok_return for a in leads]), np.array([a.error for a in leads]))  # fmt: skip
+        depth = max(b[0].shape[1] for b in blocks)
+        node = np.concatenate(
+            [np.pad(n, ((0, 0), (0, depth - n.shape[1])), constant_values=-1) for n, _, _ in blocks]
         )
-        visit(self._s, self._crit, tuple(self._ctx), [], [], self._ok, w0, tuple(leads))
-        return paths_tree(obs, paths)
+        act = np.concatenate([np.pad(a, ((0, 0), (0, depth - a.shape[1]))) for _, a, _ in blocks])
+        empty = np.zeros(0, np.int64)
+        reward = np.concatenate([r for _, _, r in blocks]).astype(np.float32)
+        return ActionTree(np.asarray(obs, np.float32), node.astype(np.int64), act, reward, empty, empty)
 
     def step(self, actions: dict[str, int]) -> tuple[dict, dict, dict, dict, dict]:
         ks = [int(actions.get(a, 0)) for a in self.possible_agents]
