@@ -203,3 +203,28 @@ def test_agg_stop_policy_without_priors_or_for_another_family(
     code, text = cli("--set", 'family="antonyms"', "--policy", f"stop={agg_stop_path}")
     assert code == 0, text
     assert load_one(str(out)).events
+
+
+def test_train_stop_saves_priors_of_training_and_calibration_questions_only(tmp_path: Path) -> None:
+    """``train stop`` writes the -agg policy with the answer priors of its training bank and of the
+    calibration half of the held-out bank, never of the reported half (no free samples), under the
+    family name a run's config gives; the policy then acts in a run of that family."""
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import app
+    from orchestrace.learn.stopping.banks import save_bank
+    from orchestrace.learn.stopping.training import split
+
+    train, held = default_bank("antonyms").subset(range(30)), default_bank("plurals").subset(range(40))
+    save_bank(train, str(tmp_path / "antonyms.jsonl"))
+    save_bank(held, str(tmp_path / "plurals.jsonl"))
+    out = str(tmp_path / "p" / "stop")
+    r = CliRunner().invoke(app, ["train", "stop", "--bank", str(tmp_path / "antonyms.jsonl"), "--eval-bank",
+                                 str(tmp_path / "plurals.jsonl"), "--budget", "6", "--iterations", "3", "--sweep", "",
+                                 "--target-samples", "0", "--orders", "1", "-o", out])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    pol = load_policy(out + "-agg.safetensors")
+    calib, reported = split(held, 0.5, 1)  # the seed + 1 split train stop makes (default seed 0)
+    assert pol.priors["plurals"] == answer_prior(calib.questions) != answer_prior(reported.questions)
+    assert pol.priors["antonyms"] == answer_prior(train.questions)
+    pol.check("vote", {"family": "plurals"})  # a held-out family's run is accepted
