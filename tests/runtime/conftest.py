@@ -2,7 +2,9 @@
 
 Replies are scripted by substring of the last user message: ``plan[substr]`` is a list of
 actions consumed one per matching request (``ok``, ``429``, ``500``, ``slow``, ``malformed``,
-``close``); answers come from ``answers[substr]``, else ``"same"``.
+``close``); answers come from ``answers[substr]``, else ``"same"``. A request with
+``logprobs: true`` gets ``logprobs[substr]`` (one log-probability per word of the answer) back in
+the Chat Completions shape.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.plan: dict[str, list[str]] = {}
         self.answers: dict[str, str] = {}
+        self.logprobs: dict[str, list[float]] = {}
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         fake = self
@@ -53,6 +56,7 @@ class FakeOpenAI:
                     self._send(200, b'{"choices": [{"message": ')
                     return
                 text = next((v for k, v in fake.answers.items() if k in last), "same")
+                lps = next((v for k, v in fake.logprobs.items() if k in last), [-0.5] * len(text.split()))
                 n_in = sum(len(m["content"].split()) for m in body["messages"])
                 out = {
                     "id": "x",
@@ -71,6 +75,14 @@ class FakeOpenAI:
                         "total_tokens": 0,
                     },
                 }
+                if body.get("logprobs"):
+                    words = text.split()
+                    out["choices"][0]["logprobs"] = {
+                        "content": [
+                            {"token": w, "logprob": lp, "top_logprobs": []}
+                            for w, lp in zip(words, lps, strict=True)
+                        ]
+                    }
                 self._send(200, json.dumps(out).encode())
 
             def _send(self, status, data, headers=None):

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .backends.base import BackendError, ChatRequest, ChatResponse
+from .backends.base import BackendError, ChatRequest, ChatResponse, logprob_attrs, summarise_logprobs
 from .cache import Calls
 from .recorder import Recorder
 
@@ -427,6 +427,8 @@ class Orchestrator:
             attrs["dropped"] = True
         if out.tokens is not None:  # a trainable backend: which adapter answered (token ids in the cache)
             attrs["adapter"] = out.tokens.adapter
+        if (lp := summarise_logprobs(out.logprobs)) is not None:
+            attrs.update(logprob_attrs(lp))
         extra: dict[str, Any] = {}
         if out.cost_usd:
             extra["cost_usd"] = out.cost_usd

@@ -82,7 +82,10 @@ def make_backend(spec: dict[str, Any], setup: Setup) -> Backend:
         from .backends.openai_compat import OpenAICompatBackend
 
         return OpenAICompatBackend(
-            spec["base_url"], model=spec.get("model", "default"), timeout=float(spec.get("timeout", 60.0))
+            spec["base_url"],
+            model=spec.get("model", "default"),
+            timeout=float(spec.get("timeout", 60.0)),
+            logprobs=bool(spec.get("logprobs", False)),
         )
     if kind == "local":
         from .backends.smollm2 import SmolLM2Backend

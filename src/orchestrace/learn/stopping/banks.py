@@ -3,10 +3,12 @@
 Format (JSONL, one question per line, optionally ``.gz``)::
 
     {"id": str, "question": str, "gold": str | null, "samples": [str | null, ...],
-     "correct": [bool, ...] (optional), "cost": [number, ...] (optional)}
+     "correct": [bool, ...] (optional), "cost": [number, ...] (optional),
+     "logprob": [{"mean": number, "min": number, "tokens": int} | null, ...] (optional)}
 
 A null sample is an unparsable answer. ``correct[i]`` says whether sample i is right (used when
-``gold`` is null); ``cost[i]`` is the cost of drawing sample i (default 1 per sample).
+``gold`` is null); ``cost[i]`` is the cost of drawing sample i (default 1 per sample);
+``logprob[i]`` summarises the model's token log-probabilities of sample i (null: not given).
 
 Banks come from three places: files (``load_bank``), the calibrated synthetic generator
 (``synthetic_bank``, parameters in ``SynthParams``) and a real model (``build_bank``).
@@ -22,10 +24,12 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 
 from ...core.errors import BadInput, OrchestraceError
+from ...runtime.backends.base import LogprobSummary, ScoredText, summarise_logprobs
 
 NULL = -1
 
@@ -40,6 +44,7 @@ class BankQuestion:
     samples: list[str | None]
     correct: list[bool] | None = None
     cost: list[float] | None = None
+    logprob: list[LogprobSummary | None] | None = None
     answers: np.ndarray = field(init=False, repr=False)
     labels: list[str] = field(init=False, repr=False)
     answer_correct: np.ndarray = field(init=False, repr=False)
@@ -79,6 +84,8 @@ class BankQuestion:
             d["correct"] = self.correct
         if self.cost is not None:
             d["cost"] = self.cost
+        if self.logprob is not None:
+            d["logprob"] = [None if x is None else msgspec.to_builtins(x) for x in self.logprob]
         return d
 
 
@@ -117,7 +124,7 @@ def _question_from(d: Any, path: str, line: int) -> BankQuestion:
             raise _fail(f"missing field {key!r}", path, line, f"/{key}")
         if not isinstance(d[key], kind):
             raise _fail(f"{key!r} must be a {kind.__name__}", path, line, f"/{key}")
-    unknown = set(d) - {"id", "question", "gold", "samples", "correct", "cost"}
+    unknown = set(d) - {"id", "question", "gold", "samples", "correct", "cost", "logprob"}
     if unknown:
         raise _fail(f"unknown field(s) {sorted(unknown)}", path, line)
     gold = d.get("gold")
@@ -142,7 +149,34 @@ def _question_from(d: Any, path: str, line: int) -> BankQuestion:
         for i, c in enumerate(cost):
             if isinstance(c, bool) or not isinstance(c, int | float) or not np.isfinite(c) or c < 0:
                 raise _fail("a cost must be a finite number >= 0", path, line, f"/cost/{i}")
-    return BankQuestion(d["id"], d["question"], gold, list(samples), correct, cost)
+    logprob = d.get("logprob")
+    if logprob is not None:
+        logprob = _logprobs_from(logprob, len(samples), path, line)
+    return BankQuestion(d["id"], d["question"], gold, list(samples), correct, cost, logprob)
+
+
+def _logprobs_from(raw: Any, n: int, path: str, line: int) -> list[LogprobSummary | None]:
+    if not isinstance(raw, list) or len(raw) != n:
+        raise _fail("'logprob' must be a list as long as 'samples'", path, line, "/logprob")
+    out: list[LogprobSummary | None] = []
+    for i, x in enumerate(raw):
+        if x is None:
+            out.append(None)
+            continue
+        try:
+            s = msgspec.convert(x, LogprobSummary)
+        except msgspec.ValidationError as e:
+            raise _fail(
+                f"a logprob must be {{mean, min, tokens}} or null: {e}", path, line, f"/logprob/{i}"
+            ) from None
+        if not (
+            np.isfinite(s.mean) and np.isfinite(s.min) and s.mean <= 0 and s.min <= s.mean and s.tokens > 0
+        ):
+            raise _fail(
+                "a logprob needs min <= mean <= 0 (finite) and tokens > 0", path, line, f"/logprob/{i}"
+            )
+        out.append(s)
+    return out
 
 
 def parse_bank(data: bytes, path: str, name: str | None = None) -> Bank:
@@ -315,6 +349,7 @@ def build_bank(
     *,
     samples: int = 40,
     limit: int | None = None,
+    question_ids: Sequence[str] | None = None,
     temperature: float = 0.7,
     seed: int = 0,
     model: Any = None,
@@ -323,7 +358,9 @@ def build_bank(
 ) -> Bank:
     """Sample every question of a task family ``samples`` times from ``model`` (default: the
     offline SmolLM2-135M). ``model`` needs ``.sample(messages, n, max_new_tokens=, temperature=,
-    seed=) -> list[str]``; the per-question seed is derived from ``seed`` and the question id.
+    seed=) -> list[str]``, or ``.sample_scored`` (same arguments) -> ``list[ScoredText]`` when it
+    gives token log-probabilities, which the bank then keeps per sample (``logprob``); the
+    per-question seed is derived from ``seed`` and the question id.
 
     With ``traces_dir`` every question's samples are recorded there as a vote run (the raw texts
     as worker returns, the canonical answers beside them, the prompt, seed and model in the
@@ -337,16 +374,21 @@ def build_bank(
 
         model = LocalModel()
     model_name = getattr(model, "name", type(model).__name__)
-    questions = fam.questions[:limit] if limit else fam.questions
+    questions = fam.questions
+    if question_ids is not None:  # a chosen subset, in the family's order
+        wanted = set(question_ids)
+        questions = tuple(q for q in questions if q.id in wanted)
+    questions = questions[:limit] if limit else questions
     out: list[BankQuestion] = []
     paths: list[str] = []
     for i, q in enumerate(questions):
         qseed = seed * 1_000_003 + int(hashlib.sha256(q.id.encode()).hexdigest()[:8], 16)
         messages = fam.messages(q)
-        texts = model.sample(
-            messages, samples, max_new_tokens=fam.max_new_tokens, temperature=temperature, seed=qseed
-        )
-        bq = BankQuestion(q.id, q.question, q.gold, [fam.canonical(t, q) for t in texts])
+        scored = _draw(model, messages, samples, fam.max_new_tokens, temperature, qseed)
+        texts = [s.text for s in scored]
+        logprob = [summarise_logprobs(s.logprobs) for s in scored]
+        bq = BankQuestion(q.id, q.question, q.gold, [fam.canonical(t, q) for t in texts],
+                          logprob=logprob if any(x is not None for x in logprob) else None)  # fmt: skip
         out.append(bq)
         if traces_dir is not None:
             from .traces import record_question
@@ -373,6 +415,15 @@ def build_bank(
     return bank
 
 
+def _draw(
+    model: Any, messages: list[dict[str, str]], n: int, max_new_tokens: int, temperature: float, seed: int
+) -> list[ScoredText]:
+    kw = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
+    if hasattr(model, "sample_scored"):
+        return list(model.sample_scored(messages, n, **kw))
+    return [ScoredText(t, None) for t in model.sample(messages, n, **kw)]
+
+
 class BackendSampler:
     """n samples of one prompt from a runtime chat backend (an OpenAI-compatible server, the
     scripted backend): one request per sample, seeded ``seed + i``; a failed call is an empty text."""
@@ -380,30 +431,32 @@ class BackendSampler:
     def __init__(self, backend: Any, name: str = "default") -> None:
         self.backend, self.name = backend, name
 
-    def sample(
+    def sample_scored(
         self, messages: list[dict[str, str]], n: int, *, max_new_tokens: int, temperature: float, seed: int
-    ) -> list[str]:
+    ) -> list[ScoredText]:
+        """The texts with the token log-probabilities the backend gave (None where it gave none)."""
         import asyncio
 
         from ...runtime.backends.base import BackendError, ChatRequest
 
-        async def one(i: int) -> str:
+        async def one(i: int) -> ScoredText:
             req = ChatRequest(
                 messages=messages, temperature=temperature, max_tokens=max_new_tokens, seed=seed + i
             )
             try:
-                return (await self.backend.chat(req)).text
+                r = await self.backend.chat(req)
             except BackendError:
-                return ""
+                return ScoredText("", None)
+            return ScoredText(r.text, r.logprobs)
 
-        async def all_() -> list[str]:
+        async def all_() -> list[ScoredText]:
             return list(await asyncio.gather(*(one(i) for i in range(n))))
 
         return asyncio.run(all_())
 
 
-def remote_sampler(base_url: str, model: str = "default") -> BackendSampler:
-    """Samples from an OpenAI-compatible server."""
+def remote_sampler(base_url: str, model: str = "default", logprobs: bool = False) -> BackendSampler:
+    """Samples from an OpenAI-compatible server (asking for token log-probabilities with ``logprobs``)."""
     from ...runtime.backends.openai_compat import OpenAICompatBackend
 
-    return BackendSampler(OpenAICompatBackend(base_url, model=model), model)
+    return BackendSampler(OpenAICompatBackend(base_url, model=model, logprobs=logprobs), model)

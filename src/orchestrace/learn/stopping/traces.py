@@ -18,6 +18,7 @@ from typing import Any
 
 from ...core.errors import BadInput, OrchestraceError
 from ...core.model import Event, Trace
+from ...runtime.backends.base import LogprobSummary, logprob_attrs, logprob_from_attrs
 from .banks import Bank, BankQuestion
 
 VOTE_PROGRAM = "vote"
@@ -48,6 +49,7 @@ class VoteEpisode:
     answer_index: list[int]  # trace position of each answer's return event
     costs: list[float] | None
     correct: list[bool] | None  # per-answer verifier marks, when the trace has them instead of a gold
+    logprob: list[LogprobSummary | None] | None  # per-answer token log-probabilities, when recorded
     decisions: list[StopDecisionEvent]
     budget: int | None
     bank: str | None  # the bank the trace was written from (``bank_to_traces``), if any
@@ -117,6 +119,7 @@ def episode_from_trace(tr: Trace, path: str = "<trace>") -> VoteEpisode:
                     str(a.get("features_hash")), int(a.get("samples", 0)),
                 )
             )  # fmt: skip
+    logprob = [logprob_from_attrs(tr.events[i].attrs or {}) for i in order]
     has_cost = any("sample_cost" in (tr.events[i].attrs or {}) for i in order)
     budget = cfg.get("budget")
     return VoteEpisode(
@@ -130,6 +133,7 @@ def episode_from_trace(tr: Trace, path: str = "<trace>") -> VoteEpisode:
         answer_index=order,
         costs=costs if has_cost else None,
         correct=[bool(m) for m in marks] if marks and all(m is not None for m in marks) else None,
+        logprob=logprob if any(x is not None for x in logprob) else None,
         decisions=decisions,
         budget=budget if isinstance(budget, int) else None,
         bank=cfg.get("bank"),
@@ -168,7 +172,9 @@ def bank_from_episodes(episodes: Sequence[VoteEpisode], name: str) -> Bank:
         if not ep.answers:
             raise BadInput("OT614", "the trace has no worker answer to learn from", path=ep.path)
         questions.append(
-            BankQuestion(ep.question_id, ep.question, ep.gold, list(ep.answers), ep.correct, ep.costs)
+            BankQuestion(
+                ep.question_id, ep.question, ep.gold, list(ep.answers), ep.correct, ep.costs, ep.logprob
+            )
         )
     families = sorted({ep.family for ep in episodes if ep.family})
     return Bank(name, questions, {"family": families[0]} if len(families) == 1 else {})
@@ -224,6 +230,8 @@ def record_question(
                 attrs["sample_cost"] = float(q.cost[k])
             if q.correct is not None:
                 attrs["correct"] = bool(q.correct[k])
+            if q.logprob is not None and q.logprob[k] is not None:
+                attrs.update(logprob_attrs(q.logprob[k]))
             last = rec.ret(s if texts is None else texts[k], frm=name, role="worker", attrs=attrs)
             rec.despawn(name, parent=rec.root_agent, after=[last])
         rec.stop("budget")

@@ -8,6 +8,7 @@ each failed attempt into an error event and decides about retries, so backends n
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -42,6 +43,48 @@ class ChatResponse(msgspec.Struct, kw_only=True, omit_defaults=True):
     finish_reason: str | None = None
     cost_usd: float | None = None
     tokens: TokenSample | None = None  # trainable backends only; kept in the call cache
+    logprobs: list[float] | None = None  # the model's log-probability of each sampled token, when given
+
+
+@dataclass(frozen=True)
+class ScoredText:
+    """One completion and the model's log-probability of each of its tokens (None: not given)."""
+
+    text: str
+    logprobs: list[float] | None
+
+
+class LogprobSummary(msgspec.Struct, frozen=True):
+    """What a trace or a bank keeps of a completion's token log-probabilities: their mean (the
+    per-token confidence), their minimum (the least sure token) and how many there were."""
+
+    mean: float
+    min: float
+    tokens: int
+
+
+LOGPROB_ATTRS = ("orchestrace.logprob_mean", "orchestrace.logprob_min", "orchestrace.logprob_tokens")
+"""Event attributes for ``LogprobSummary``: OpenTelemetry's GenAI conventions name none for
+log-probabilities, so they carry the project prefix."""
+
+
+def summarise_logprobs(logprobs: list[float] | None) -> LogprobSummary | None:
+    if not logprobs:
+        return None
+    return LogprobSummary(round(sum(logprobs) / len(logprobs), 6), round(min(logprobs), 6), len(logprobs))
+
+
+def logprob_attrs(s: LogprobSummary) -> dict[str, Any]:
+    return dict(zip(LOGPROB_ATTRS, (s.mean, s.min, s.tokens), strict=True))
+
+
+def logprob_from_attrs(attrs: dict[str, Any]) -> LogprobSummary | None:
+    """The summary an event recorded, or None when it has none (or a malformed one)."""
+    mean, low, n = (attrs.get(k) for k in LOGPROB_ATTRS)
+    ok = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (mean, low)) and (
+        isinstance(n, int) and not isinstance(n, bool) and n > 0
+    )
+    return LogprobSummary(float(mean), float(low), n) if ok else None  # type: ignore[arg-type]
 
 
 class BackendError(Exception):

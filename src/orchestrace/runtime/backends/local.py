@@ -16,10 +16,21 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...core.errors import OrchestraceError
+from .base import ScoredText
+
+
+@dataclass(frozen=True)
+class ScoredTokens:
+    """Sampled token ids and the model's log-probability of each."""
+
+    ids: list[int]
+    logprobs: list[float]
+
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -92,8 +103,10 @@ class LocalModel:
 
     def _generate(
         self, prompt: list[int], n: int, max_new_tokens: int, temperature: float, seed: int
-    ) -> list[list[int]]:
-        """Encode once, repeat the KV cache n times, then sample token by token."""
+    ) -> list[ScoredTokens]:
+        """Encode once, repeat the KV cache n times, then sample token by token. Each sampled
+        token's log-probability is the model's own (softmax of the raw logits, temperature 1), the
+        confidence signal a stopping rule reads; the terminating end token is included."""
         torch = self.torch
         gen = torch.Generator().manual_seed(int(seed))
         with torch.inference_mode():
@@ -104,6 +117,7 @@ class LocalModel:
             logits = out.logits[:, -1, :].float().repeat(n, 1)
             done = torch.zeros(n, dtype=torch.bool)
             seqs: list[list[int]] = [[] for _ in range(n)]
+            lps: list[list[float]] = [[] for _ in range(n)]
             eos = torch.tensor(sorted(self.eos_ids))
             pos = len(prompt)
             for _ in range(max_new_tokens):
@@ -112,9 +126,11 @@ class LocalModel:
                 else:
                     probs = torch.softmax(logits / temperature, dim=-1)
                     nxt = torch.multinomial(probs, 1, generator=gen).squeeze(1)
+                lp = torch.log_softmax(logits, dim=-1).gather(1, nxt.unsqueeze(1)).squeeze(1).tolist()
                 for i in range(n):
                     if not done[i]:
                         seqs[i].append(int(nxt[i]))
+                        lps[i].append(float(lp[i]))
                 done |= torch.isin(nxt, eos)
                 if bool(done.all()):
                     break
@@ -127,7 +143,7 @@ class LocalModel:
                 pos += 1
                 cache = step.past_key_values
                 logits = step.logits[:, -1, :].float()
-        return seqs
+        return [ScoredTokens(s, p) for s, p in zip(seqs, lps, strict=True)]
 
     def _decode(self, toks: list[int]) -> str:
         toks = [t for t in toks if t not in self.eos_ids]
@@ -140,11 +156,11 @@ class LocalModel:
         max_new_tokens: int = 64,
         temperature: float = 0.7,
         seed: int = 0,
-    ) -> tuple[str, int, int]:
-        """One completion: (text, tokens_in, tokens_out)."""
+    ) -> tuple[str, int, ScoredTokens]:
+        """One completion: (text, tokens_in, the sampled tokens with their log-probabilities)."""
         prompt = self.encode(messages)
-        (toks,) = self._generate(prompt, 1, max_new_tokens, temperature, seed)
-        return self._decode(toks), len(prompt), len(toks)
+        (out,) = self._generate(prompt, 1, max_new_tokens, temperature, seed)
+        return self._decode(out.ids), len(prompt), out
 
     def sample(
         self,
@@ -156,5 +172,23 @@ class LocalModel:
         seed: int = 0,
     ) -> list[str]:
         """n independent completions of one prompt (same seed, same samples)."""
+        scored = self.sample_scored(
+            messages, n, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+        )
+        return [s.text for s in scored]
+
+    def sample_scored(
+        self,
+        messages: list[dict[str, str]],
+        n: int,
+        *,
+        max_new_tokens: int = 16,
+        temperature: float = 0.7,
+        seed: int = 0,
+    ) -> list[ScoredText]:
+        """``sample`` with each completion's per-token log-probabilities (same seed, same texts)."""
         prompt = self.encode(messages)
-        return [self._decode(s) for s in self._generate(prompt, n, max_new_tokens, temperature, seed)]
+        return [
+            ScoredText(self._decode(s.ids), s.logprobs)
+            for s in self._generate(prompt, n, max_new_tokens, temperature, seed)
+        ]

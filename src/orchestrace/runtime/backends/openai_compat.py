@@ -6,6 +6,7 @@ Every way the call can go wrong is mapped to a ``BackendError`` so the runtime c
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -25,16 +26,30 @@ class OpenAICompatBackend:
         timeout: float = 60.0,
         price_in: float = 0.0,
         price_out: float = 0.0,
+        logprobs: bool = False,
     ) -> None:
-        """``price_in``/``price_out`` are USD per million tokens, for the USD budget."""
+        """``price_in``/``price_out`` are USD per million tokens, for the USD budget; ``logprobs``
+        asks the server for each sampled token's log-probability (not every server accepts it)."""
         self.name = "openai"
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout = timeout
         self.price_in, self.price_out = price_in, price_out
+        self.logprobs = logprobs
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.AsyncClient(timeout=timeout, headers=headers)
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """One connection pool per event loop: a backend reused by several ``asyncio.run`` (``bank
+        build --base-url`` samples each question in its own) must not use connections of a closed loop."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self._client = httpx.AsyncClient(timeout=self.timeout, headers=self._headers)
+            self._client_loop = loop
+        return self._client
 
     def body(self, req: ChatRequest) -> dict[str, Any]:
         b: dict[str, Any] = {
@@ -46,12 +61,14 @@ class OpenAICompatBackend:
         }
         if req.stop:
             b["stop"] = req.stop
+        if self.logprobs:
+            b["logprobs"] = True
         return b
 
     async def chat(self, req: ChatRequest) -> ChatResponse:
         url = f"{self.base_url}/chat/completions"
         try:
-            r = await self._client.post(
+            r = await self.client.post(
                 url, content=orjson.dumps(self.body(req)), headers={"Content-Type": "application/json"}
             )
         except httpx.TimeoutException as e:
@@ -72,7 +89,8 @@ class OpenAICompatBackend:
             text = choice["message"]["content"]
             if not isinstance(text, str):
                 raise TypeError("message.content is not a string")
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as e:
+            logprobs = _token_logprobs(choice.get("logprobs"))
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
             raise BackendError(
                 "malformed", f"not a chat completion ({type(e).__name__}: {e})", retryable=True
             ) from None
@@ -86,10 +104,23 @@ class OpenAICompatBackend:
             model=str(d.get("model") or req.model or self.model),
             finish_reason=choice.get("finish_reason"),
             cost_usd=cost if cost else None,
+            logprobs=logprobs,
         )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._client is not None and self._client_loop is asyncio.get_running_loop():
+            await self._client.aclose()
+        self._client = None
+
+
+def _token_logprobs(block: Any) -> list[float] | None:
+    """``choices[0].logprobs.content[*].logprob`` (the Chat Completions shape); None when absent."""
+    if block is None or block.get("content") is None:
+        return None
+    out = [float(t["logprob"]) for t in block["content"]]
+    if any(x != x or x > 0 for x in out):
+        raise TypeError("a token logprob is NaN or positive")
+    return out
 
 
 def _is_float(s: str) -> bool:

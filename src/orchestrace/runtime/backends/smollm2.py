@@ -43,14 +43,21 @@ class SmolLM2Backend:
 
     async def chat(self, req: ChatRequest) -> ChatResponse:
         model = await asyncio.to_thread(self.load)
-        text, tin, tout = await asyncio.to_thread(
+        text, tin, out = await asyncio.to_thread(
             model.chat,
             req.messages,
             max_new_tokens=req.max_tokens,
             temperature=req.temperature,
             seed=req.seed,
         )
-        return ChatResponse(text=text, tokens_in=tin, tokens_out=tout, model=model.name, finish_reason="stop")
+        return ChatResponse(
+            text=text,
+            tokens_in=tin,
+            tokens_out=len(out.ids),
+            model=model.name,
+            finish_reason="stop",
+            logprobs=out.logprobs,
+        )
 
 
 def available() -> bool:
