@@ -52,6 +52,7 @@ class PrefixTable:
     cost: np.ndarray  # [T] cumulative cost
     static: np.ndarray | None = None  # [A, 2] per-answer prior and echo (``aggregate.answer_statics``)
     ids: np.ndarray | None = None  # [A] the bank question's answer id of each id here
+    logprob: np.ndarray | None = None  # [T, 2] each sample's mean and min token log-prob (NaN: none)
     feature_cache: dict[tuple[int, tuple[float, ...] | None], np.ndarray] = field(
         default_factory=dict, repr=False, compare=False
     )  # ``replay_features`` by (budget, aggregator weights)
@@ -87,6 +88,10 @@ def replay_table(q: BankQuestion, order: np.ndarray, static: np.ndarray | None =
     pt = prefix_table(relabelled, cost)
     pt.ids = ids
     pt.static = None if static is None else static[ids]
+    if q.logprob is not None:
+        nan = (np.nan, np.nan)
+        lp = np.array([nan if x is None else (x.mean, x.min) for x in q.logprob], dtype=float)
+        pt.logprob = lp[order]
     return pt
 
 

@@ -11,6 +11,8 @@ never vote, in every rule.
 - ESC (Li et al. 2024, ``Yiwei98/ESC``): windows of w samples, stop on a unanimous window;
 - ConSol SPRT (arXiv 2503.17587; PyPI ``consol`` 0.3 ``SprtConfidenceModel`` and
   ``ConfidentSolver._determine_trials``), reimplemented on numpy;
+- confidence-weighted voting in the style of DeepConf (Fu et al. 2025) for banks with token
+  log-probabilities: stop on a weighted margin or a weighted leader share, answer the weighted leader;
 - the hindsight oracle and, for synthetic banks, the Bayes-optimal rule (``bayes.py``).
 """
 
@@ -23,6 +25,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import entr, gammainc, gammaln
 
+from .banks import NULL
 from .features import PrefixTable, beta_confidence
 
 Rule = Callable[[PrefixTable, int], int]
@@ -174,6 +177,62 @@ def entropy_rule(threshold: float = 0.75) -> Rule:
     return rule
 
 
+def confidence_counts(pt: PrefixTable, which: str = "mean") -> np.ndarray:
+    """[T, A] cumulative confidence-weighted votes: each sample votes with exp of its mean (or
+    min) token log-probability, the model's own probability per token (DeepConf, Fu et al. 2025,
+    weights votes by token confidence; we have only the sampled tokens' log-probabilities)."""
+    if pt.logprob is None:
+        raise ValueError("confidence rules need a bank with per-sample log-probabilities")
+    w = np.exp(pt.logprob[:, 0 if which == "mean" else 1])
+    ok = pt.answers != NULL
+    w = np.where(ok & np.isfinite(w), w, 0.0)
+    onehot = np.zeros(pt.counts.shape, dtype=float)
+    onehot[np.nonzero(ok)[0], pt.answers[ok]] = w[ok]
+    return np.cumsum(onehot, axis=0)
+
+
+def confidence_answer(which: str = "mean") -> Callable[[PrefixTable, int], int]:
+    """The confidence-weighted leader after k samples (ties: the answer seen first)."""
+
+    def answer(pt: PrefixTable, k: int) -> int:
+        c = confidence_counts(pt, which)[k - 1]
+        return int(c.argmax()) if c.max() > 0 else int(pt.majority[k - 1])
+
+    return answer
+
+
+def _top_two(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if c.shape[1] < 2:
+        return c[:, 0], np.zeros(len(c))
+    part = -np.partition(-c, 1, axis=1)
+    return part[:, 0], part[:, 1]
+
+
+def confidence_margin(margin: float, which: str = "mean") -> Rule:
+    """Stop once the confidence-weighted leader is ``margin`` weighted votes ahead of the runner-up
+    (with every weight 1 this is ConSol's default SPRT at margin 3)."""
+
+    def rule(pt: PrefixTable, budget: int) -> int:
+        w1, w2 = _top_two(confidence_counts(pt, which))
+        return _first(w1 - w2 >= margin, min(budget, pt.length))
+
+    return rule
+
+
+def confidence_share(threshold: float, which: str = "mean") -> Rule:
+    """DeepConf's online consensus stop: the leader's share of the confidence-weighted votes
+    reaches ``threshold``, from the second sample on."""
+
+    def rule(pt: PrefixTable, budget: int) -> int:
+        c = confidence_counts(pt, which)
+        total = c.sum(axis=1)
+        share = c.max(axis=1) / np.maximum(total, 1e-12)
+        t = np.arange(1, pt.length + 1)
+        return _first((share >= threshold) & (t >= 2) & (total > 0), min(budget, pt.length))
+
+    return rule
+
+
 def hindsight_oracle() -> Rule:
     """Fewest samples whose majority equals the full-budget majority (needs the future)."""
 
@@ -227,4 +286,18 @@ def sweep_methods() -> list[Method]:
         for e in SPRT_EPS
     ]
     out += [Method(f"majority-share({t})", "majority-share", t, majority_share(t)) for t in SHARE_THRESHOLDS]
+    return out
+
+
+CONF_MARGINS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
+CONF_SHARES = (0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
+
+
+def confidence_methods(which: str = "mean") -> list[Method]:
+    """The confidence rules over their sweeps; each answers with the weighted leader."""
+    ans = confidence_answer(which)
+    out = [Method(f"conf-margin-{which}({m:g})", f"conf-margin-{which}", m, confidence_margin(m, which), ans)
+           for m in CONF_MARGINS]  # fmt: skip
+    out += [Method(f"conf-share-{which}({t:g})", f"conf-share-{which}", t, confidence_share(t, which), ans)
+            for t in CONF_SHARES]  # fmt: skip
     return out

@@ -1,0 +1,68 @@
+"""Leave-one-family-out on the small log-probability bank (``bench/logprob_bank.py``): fixed-k
+majority, the published rules at their defaults, the learned policy, and every tuned rule (the
+rules and the confidence-weighted ones, each setting picked on the six training families only),
+each against fixed-budget voting with a paired 95% bootstrap CI over questions.
+
+    OMP_NUM_THREADS=1 nice python bench/stop_confidence.py [--orders 8] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from orchestrace.learn.stopping.banks import Bank, default_bank_names, load_bank
+from orchestrace.learn.stopping.confidence import ConfidenceRow, lofo_confidence
+from orchestrace.learn.stopping.rules import Method
+from orchestrace.learn.stopping.training import DEFAULT_COST, policy_method, train_policy
+
+DATA = Path(__file__).parent / "data" / "logprob_smollm2"
+
+
+def learned_methods(costs: tuple[float, ...], budget: int, seed: int):
+    def train(bank: Bank) -> list[Method]:
+        return [
+            policy_method(train_policy(bank, c, budget=budget, seed=seed)[0], f"learned(c={c:g})")
+            for c in costs
+        ]
+
+    return train
+
+
+def show(rows: list[ConfidenceRow]) -> None:
+    print(
+        "| family | method | setting | accuracy | mean samples | vs fixed-max, points [95% CI] | dominated by |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        dom = (
+            ", ".join(r.dominated_by[:2]) + (" ..." if len(r.dominated_by) > 2 else "")
+            if r.dominated_by
+            else "-"
+        )
+        ci = f"{r.diff_points:+.1f} [{r.diff_ci95[0]:+.1f}, {r.diff_ci95[1]:+.1f}]"
+        print(
+            f"| {r.family} | {r.method} | {r.setting} | {r.accuracy:.3f} | {r.mean_samples:.2f} | {ci} | {dom} |"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--orders", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data", default=str(DATA), help="folder of the seven FAMILY.jsonl.gz banks")
+    ap.add_argument("--costs", type=float, nargs="*", default=[DEFAULT_COST])
+    args = ap.parse_args()
+    banks = [load_bank(str(Path(args.data) / f"{n}.jsonl.gz")) for n in default_bank_names()]
+    budget = min(b.min_samples for b in banks)
+    print(f"{len(banks)} families, {sum(len(b) for b in banks)} questions, budget {budget}, "
+          f"{args.orders} orders, seed {args.seed}")  # fmt: skip
+    rows, _ = lofo_confidence(
+        banks, budget=budget, orders=args.orders, seed=args.seed,
+        learned=learned_methods(tuple(args.costs), budget, args.seed),
+    )  # fmt: skip
+    show(rows)
+
+
+if __name__ == "__main__":
+    main()
