@@ -13,6 +13,7 @@ from pathlib import Path
 
 from orchestrace.learn.stopping.banks import Bank, default_bank_names, load_bank
 from orchestrace.learn.stopping.confidence import ConfidenceRow, lofo_confidence
+from orchestrace.learn.stopping.evaluation import paired_diff_ci
 from orchestrace.learn.stopping.rules import Method
 from orchestrace.learn.stopping.training import DEFAULT_COST, policy_method, train_policy
 
@@ -57,11 +58,25 @@ def main() -> None:
     budget = min(b.min_samples for b in banks)
     print(f"{len(banks)} families, {sum(len(b) for b in banks)} questions, budget {budget}, "
           f"{args.orders} orders, seed {args.seed}")  # fmt: skip
-    rows, _ = lofo_confidence(
+    res = lofo_confidence(
         banks, budget=budget, orders=args.orders, seed=args.seed,
         learned=learned_methods(tuple(args.costs), budget, args.seed),
     )  # fmt: skip
-    show(rows)
+    show(res.rows)
+    print("\npooled, paired 95% CI of the difference (accuracy in points; mean samples):")
+    ref = [m for m in ("consol-sprt", "tuned:consol-sprt") if m in res.pooled]
+    for name in (m for m in res.pooled if m.startswith(("tuned:conf", "learned"))):
+        for other in ref:
+            ci = paired_diff_ci(res.pooled[name], res.pooled[other], seed=args.seed)
+            a, b = res.pooled[name], res.pooled[other]
+            print(
+                f"  {name} - {other}: accuracy {100 * (a.accuracy - b.accuracy):+.1f} "
+                f"[{100 * ci.accuracy[0]:+.1f}, {100 * ci.accuracy[1]:+.1f}], samples "
+                f"{a.mean_samples - b.mean_samples:+.2f} [{ci.mean_samples[0]:+.2f}, {ci.mean_samples[1]:+.2f}]"
+            )
+    print("\nsettings picked on the training families:")
+    for fam, chosen in res.settings.items():
+        print(f"  {fam}: " + ", ".join(chosen.values()))
 
 
 if __name__ == "__main__":

@@ -62,12 +62,14 @@ def _bank(name, seed, n=12, samples=8):
 
 def test_settings_are_picked_without_the_held_out_family():
     banks = [_bank("f0", 0), _bank("f1", 1), _bank("f2", 2)]
-    rows, settings = lofo_confidence(banks, budget=8, orders=2, seed=0)
+    first = lofo_confidence(banks, budget=8, orders=2, seed=0)
+    rows, settings = first.rows, first.settings
     # the held-out family turned into traps (two confident wrong answers, then six right ones):
     # its figures move, its chosen settings do not, while the families that train on it change
     trap = [_q(["w1", "w1"] + ["a"] * 6, [0.99, 0.99] + [0.6] * 6, f"t{i}") for i in range(40)]
     noisy = Bank("f0", trap)
-    rows2, settings2 = lofo_confidence([noisy, banks[1], banks[2]], budget=8, orders=2, seed=0)
+    second = lofo_confidence([noisy, banks[1], banks[2]], budget=8, orders=2, seed=0)
+    rows2, settings2 = second.rows, second.settings
     assert settings2["f0"] == settings["f0"]
     acc = {(r.family, r.method): r.accuracy for r in rows}
     acc2 = {(r.family, r.method): r.accuracy for r in rows2}

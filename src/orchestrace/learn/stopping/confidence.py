@@ -102,6 +102,13 @@ def held_out_methods(chosen: dict[str, Method], budget: int, learned: Sequence[M
     return fixed + defaults + list(learned) + tuned + weighted
 
 
+@dataclass
+class ConfidenceLofo:
+    rows: list[ConfidenceRow]  # per held-out family, then ``pooled``
+    settings: dict[str, dict[str, str]]  # held-out family -> tuned family -> setting picked
+    pooled: dict[str, Result]  # every reported method over all families (each question once)
+
+
 def lofo_confidence(
     banks: Sequence[Bank],
     *,
@@ -110,15 +117,16 @@ def lofo_confidence(
     seed: int = 0,
     learned: Callable[[Bank], list[Method]] | None = None,
     tol: float = 0.002,
-) -> tuple[list[ConfidenceRow], dict[str, dict[str, str]]]:
-    """Rows for every held-out family and for all families pooled (each question once), and the
-    setting each tuned method picked per family. ``learned(train)`` trains policies on the
-    training families and returns them as methods."""
+) -> ConfidenceLofo:
+    """Rows for every held-out family and for all families pooled (each question once; a pooled
+    row is dominated if a rule setting pooled the same way dominates it). ``learned(train)``
+    trains policies on the training families and returns them as methods."""
     from .transfer import _pool
 
     per_family: dict[str, list[Result]] = {}
     settings: dict[str, dict[str, str]] = {}
     rules_by_family: dict[str, list[Result]] = {}
+    sweep = [m for m in default_methods(budget) + sweep_methods() if m.family in RULE_FAMILIES]
     for k, held in enumerate(banks):
         train = merge([b for j, b in enumerate(banks) if j != k], f"all-but-{held.name}")
         chosen = pick_on_training(train, budget, orders, seed, tol)
@@ -126,28 +134,23 @@ def lofo_confidence(
         reps = tables(held, budget, orders, seed)
         methods = held_out_methods(chosen, budget, learned(train) if learned else [])
         per_family[held.name] = [run_rule(held, reps, m, budget) for m in methods]
-        rules_by_family[held.name] = [
-            run_rule(held, reps, m, budget)
-            for m in default_methods(budget) + sweep_methods()
-            if m.family in RULE_FAMILIES
-        ]
+        rules_by_family[held.name] = [run_rule(held, reps, m, budget) for m in sweep]
+    fams = list(per_family)
+    pooled = [_pool([per_family[f][i] for f in fams]) for i in range(len(per_family[fams[0]]))]
+    pooled_rules = [_pool([rules_by_family[f][i] for f in fams]) for i in range(len(sweep))]
+    groups = [(f, per_family[f], rules_by_family[f]) for f in fams] + [("pooled", pooled, pooled_rules)]
     rows: list[ConfidenceRow] = []
-    names = [r.method for r in next(iter(per_family.values()))]
-    groups = [(f, rs, rules_by_family[f]) for f, rs in per_family.items()]
-    pooled = [_pool([per_family[f][i] for f in per_family]) for i in range(len(names))]
-    groups.append(("pooled", pooled, []))
     for fam, results, rules in groups:
         full = next(r for r in results if r.method == f"fixed-{budget}")
         for r in results:
             ci = paired_diff_ci(r, full, seed=seed).accuracy
-            setting = (
-                settings[fam].get(r.method.removeprefix("tuned:"), r.method) if fam in settings else r.method
-            )
+            tuned = r.method.removeprefix("tuned:")
+            setting = settings[fam][tuned] if fam in settings and tuned != r.method else r.method
             rows.append(
                 ConfidenceRow(
                     fam,
                     r.method,
-                    setting if r.method.startswith("tuned:") else r.method,
+                    setting if fam != "pooled" or tuned == r.method else "per family",
                     r.accuracy,
                     r.mean_samples,
                     100 * (r.accuracy - full.accuracy),
@@ -155,4 +158,4 @@ def lofo_confidence(
                     dominating_rules(r, rules),
                 )
             )
-    return rows, settings
+    return ConfidenceLofo(rows, settings, {r.method: r for r in pooled})

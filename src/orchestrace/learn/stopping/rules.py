@@ -289,8 +289,8 @@ def sweep_methods() -> list[Method]:
     return out
 
 
-CONF_MARGINS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
-CONF_SHARES = (0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
+CONF_MARGINS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
+CONF_SHARES = (0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999)
 
 
 def confidence_methods(which: str = "mean") -> list[Method]:
