@@ -96,3 +96,34 @@ def test_loop_stop_two_iterations_scripted_and_resumes(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert (out / "iter-001" / "iteration.json").read_text() == first  # not redone
     assert [x.iteration for x in completed(out)] == [0, 1, 2, 3]
+
+
+def test_stop_update_moves_by_the_credit_not_past_the_clip() -> None:
+    """A batch whose only credit is the cost of one answer that changed nothing (continue at one
+    answer, stop at two agreeing ones: -0.01 each) may lower P(continue) at one answer by about
+    the clip at most. The Adam update it replaces took P(stop) there from 0.497 to 0.9999 in one
+    update, and a policy that always stops never moves again (every credit is 0)."""
+
+    from orchestrace.learn.stopping.features import feature_names, prefix_features
+    from orchestrace.learn.stopping.loop import clipped_update
+    from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
+    from orchestrace.learn.stopping.traces import StopDecisionEvent, VoteEpisode
+
+    pol = StopPolicy.init(PolicyConfig(features=feature_names(False), budget=8, cost=0.01), 0)
+    one, two = (float(pol.stop_prob(prefix_features(a, 8)[None])[0]) for a in (["x"], ["x", "x"]))
+
+    def episode(k: int) -> VoteEpisode:
+        decisions = [
+            StopDecisionEvent("c", 3, False, "p", 1 - one, "", 1),
+            StopDecisionEvent("s", 5, True, "p", two, "", 2),
+        ]
+        return VoteEpisode(f"run-{k}", f"t{k}", "f", f"q{k}", "?", "x", ["x", "x"], [2, 4], None, None, None,
+                           decisions, 8, None, None)  # fmt: skip
+
+    new, figures = clipped_update(
+        pol, [episode(k) for k in range(12)], cost=0.01, lr=1.0, epochs=20, clip=0.2
+    )
+    assert figures["reward"] == pytest.approx(0.98)
+    after = float(new.stop_prob(prefix_features(["x"], 8)[None])[0])
+    assert after > one  # the credit says: stop
+    assert 1 - after >= 0.75 * (1 - one)  # P(continue) kept near 1 - clip (a last step may pass it a little)

@@ -9,7 +9,7 @@ prefix: its majority against the gold, minus its cost), a baseline that depends 
 so the policy gradient stays unbiased while the question's difficulty and the sunk cost drop out
 (a stop gets 0, a "continue" what the later answers bought); recompute each decision's features
 from the trace prefix (the function training, offline evaluation and the runtime share); a few
-Adam steps on REINFORCE; save. The new policy is evaluated greedily on the family's
+plain gradient steps with the clip of PPO (``clipped_update``); save. The new policy is evaluated greedily on the family's
 held-out questions from its embedded bank (real SmolLM2-135M samples), offline.
 """
 
@@ -38,8 +38,9 @@ class StopLoopConfig:
     budget: int = 8
     width: int = 1
     cost: float = 0.01
-    lr: float = 0.01
+    lr: float = 1.0  # plain gradient step (clipped_update)
     epochs: int = 20
+    clip: float = 0.2  # trust region: P(recorded action) moves by at most this factor per update
     seed: int = 0
     backend: dict[str, Any] | None = None  # None: the local SmolLM2 (see runtime.runner.backend_spec)
     eval_questions: int = 60  # held-out questions of the embedded bank evaluated each iteration
@@ -72,10 +73,10 @@ def reward(ep: VoteEpisode, cost: float) -> tuple[float, bool]:
 
 def decision_batch(
     episodes: list[VoteEpisode], budget: int, cost: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Features, actions and credit (run reward minus stopping there) of every recorded stop
-    decision, all read from the trace."""
-    xs, acts, adv = [], [], []
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Features, actions, credit (run reward minus stopping there) and the recorded probability of
+    the action taken, of every recorded stop decision, all read from the trace."""
+    xs, acts, adv, probs = [], [], [], []
     for ep in episodes:
         if not ep.decisions:
             raise OrchestraceError(
@@ -87,32 +88,40 @@ def decision_batch(
             xs.append(prefix_features(seen, budget))
             acts.append(float(d.act))
             adv.append(r - stop_reward(seen, ep.gold, cost)[0])
-    return np.array(xs, np.float32), np.array(acts, np.float32), np.array(adv, np.float32)
+            probs.append(d.prob)
+    f32 = np.float32
+    return np.array(xs, f32), np.array(acts, f32), np.array(adv, f32), np.array(probs, f32)
 
 
-def reinforce_update(
-    policy: StopPolicy, episodes: list[VoteEpisode], cost: float, lr: float, epochs: int
+def clipped_update(
+    policy: StopPolicy, episodes: list[VoteEpisode], cost: float, lr: float, epochs: int, clip: float
 ) -> tuple[StopPolicy, dict[str, float]]:
-    """One REINFORCE update from recorded runs (stop-now baseline); returns the new policy."""
+    """``epochs`` plain gradient steps on the recorded runs (stop-now baseline), each decision's
+    probability kept within 1 +- ``clip`` of the one its run recorded (PPO's clip). Plain steps
+    because their size follows the credit: Adam's does not, so a batch whose only credit was the
+    cost of answers that changed nothing (-0.01 each) moved P(stop) from 0.497 to 0.9999 in one update,
+    past any clip (its momentum runs on), and a policy that always stops gets credit 0 on every
+    decision and never moves again (docs/learn_loop.md, "Why the loop collapsed")."""
     import torch
 
-    from ..rl.common import Adam
-
     rewards = np.array([reward(ep, cost)[0] for ep in episodes])
-    x, a, credit = decision_batch(episodes, policy.config.budget, cost)
+    x, a, credit, prob = decision_batch(episodes, policy.config.budget, cost)
     adv = torch.from_numpy(credit)
     actor = policy.torch_actor()
-    opt = Adam(actor.parameters(), lr=lr)
+    params = list(actor.parameters())
     xt, at = torch.from_numpy(x), torch.from_numpy(a)
+    old_logp = torch.from_numpy(np.log(np.clip(prob, 1e-6, 1.0)))
     for _ in range(epochs):
         logits = actor(xt).squeeze(-1)
         logp = at * torch.nn.functional.logsigmoid(logits) + (1 - at) * torch.nn.functional.logsigmoid(
             -logits
         )
-        loss = -(adv * logp).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        ratio = torch.exp(logp - old_logp)
+        loss = -torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for w, g in zip(params, grads, strict=True):
+                w -= lr * g
     new = StopPolicy.from_torch(policy.config, actor)
     acc = float(np.mean([reward(ep, cost)[1] for ep in episodes]))
     return new, {
@@ -198,8 +207,8 @@ class StopLoop:
 
         assert policy is not None
         episodes = [episode_from_trace(load_one(p), p) for p in traces]
-        new, figures = reinforce_update(
-            StopPolicy.load(policy), episodes, self.cfg.cost, self.cfg.lr, self.cfg.epochs
+        new, figures = clipped_update(
+            StopPolicy.load(policy), episodes, self.cfg.cost, self.cfg.lr, self.cfg.epochs, self.cfg.clip
         )
         new.save(str(out_dir / "policy"))
         return str(out_dir / "policy.safetensors"), figures
