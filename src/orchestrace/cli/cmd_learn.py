@@ -421,7 +421,7 @@ def loop_stop_cmd(
     budget: int = typer.Option(8, "--budget", min=2, help="most answers per run"),
     width: int = typer.Option(1, "--width", min=1, help="workers sampling at once (parallel waves)"),
     cost: float = typer.Option(0.01, "--cost", help="price of one answer in units of one correct answer"),
-    lr: float = typer.Option(1.0, "--lr", help="plain gradient step size"),
+    lr: float = typer.Option(0.1, "--lr", help="plain gradient step size"),
     seed: int = typer.Option(0, "--seed"),
     backend: str = typer.Option("local", "--backend", help="local (SmolLM2-135M) or scripted"),
     base_url: str = typer.Option(None, "--base-url", help="any OpenAI-compatible server instead"),

@@ -38,7 +38,7 @@ class StopLoopConfig:
     budget: int = 8
     width: int = 1
     cost: float = 0.01
-    lr: float = 1.0  # plain gradient step (clipped_update)
+    lr: float = 0.1  # plain gradient step (clipped_update): cost-only credits barely move it
     epochs: int = 20
     clip: float = 0.2  # trust region: P(recorded action) moves by at most this factor per update
     seed: int = 0
