@@ -5,7 +5,7 @@ questions per family x SAMPLES samples, float32 (the fastest for the packed GGUF
 transformers 5.23), temperature 0.7, the embedded banks' per-question
 seeds. Writes bench/data/logprob_smollm2/FAMILY.jsonl.gz; ``bench/stop_confidence.py`` reads them.
 
-    nice python bench/logprob_bank.py --questions 30 --samples 16
+    nice python bench/logprob_bank.py --questions 60 --samples 24
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def progress(name: str, total: int, t0: float):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--questions", type=int, default=30)
-    ap.add_argument("--samples", type=int, default=16)
+    ap.add_argument("--questions", type=int, default=60)
+    ap.add_argument("--samples", type=int, default=24)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--families", nargs="*", default=list(DEFAULT_BANKS))
