@@ -80,6 +80,23 @@ def test_bank_keeps_logprobs_through_its_traces(tmp_path, server):
     assert [q.logprob for q in load_bank(str(path)).questions] == [q.logprob for q in bank.questions]
 
 
+def test_bank_build_cli_asks_for_logprobs_only_with_the_flag(tmp_path, server):
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import app
+
+    server.answers = {"opposite": "cold"}
+    server.logprobs = {"opposite": [-0.2]}
+    base = ["bank", "build", "-f", "antonyms", "--limit", "1", "--samples", "2", "--base-url", server.url]
+    for flag, out in (([], "plain.jsonl"), (["--logprobs"], "lp.jsonl")):
+        r = CliRunner().invoke(app, [*base, *flag, "-o", str(tmp_path / out)])
+        assert r.exit_code == 0, r.output
+    plain, lp = load_bank(str(tmp_path / "plain.jsonl")), load_bank(str(tmp_path / "lp.jsonl"))
+    assert plain.questions[0].logprob is None
+    assert [(x.mean, x.tokens) for x in lp.questions[0].logprob] == [(-0.2, 1), (-0.2, 1)]
+    assert [bool(r.get("logprobs")) for r in server.requests] == [False, False, True, True]
+
+
 def test_old_banks_load_and_bad_logprobs_are_named():
     old = load_bank("antonyms")  # embedded, written before log-probabilities were kept
     assert old.questions[0].logprob is None and "logprob" not in old.questions[0].to_json()

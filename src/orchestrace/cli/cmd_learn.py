@@ -332,6 +332,11 @@ def bank_build_cmd(
         None, "--base-url", help="OpenAI-compatible server (default: offline SmolLM2-135M)"
     ),
     model: str = typer.Option("default", "--model", help="model name on the server"),
+    logprobs: bool = typer.Option(
+        False,
+        "--logprobs",
+        help="ask the server for token log-probabilities (the local model always gives them)",
+    ),
     traces: Path = typer.Option(
         None,
         "--traces",
@@ -339,7 +344,8 @@ def bank_build_cmd(
     ),
 ) -> None:
     """Sample every question of a task family from a real model into a bank, recording each
-    question's samples as a vote trace (the bank is what those traces read back as).
+    question's samples as a vote trace (the bank is what those traces read back as); each sample
+    keeps the model's token log-probabilities when the model gives them.
 
     Examples:
       orchestrace bank build -f antonyms -o antonyms.jsonl.gz --limit 50
@@ -349,7 +355,7 @@ def bank_build_cmd(
     from ..learn.stopping.families import family as get_family
 
     n = len(get_family(family).questions)
-    sampler = remote_sampler(base_url, model) if base_url else None
+    sampler = remote_sampler(base_url, model, logprobs) if base_url else None
     trace_dir = str(traces or out.parent / (out.name.removesuffix(".gz").removesuffix(".jsonl") + ".traces"))
     with _bars() as bars:
         tick = bars(f"{family} x{samples}", min(n, limit or n))
