@@ -133,3 +133,29 @@ def test_local_logprobs_equal_a_fresh_forward_pass():
         again = [float(logp[len(prompt) - 1 + i, t]) for i, t in enumerate(out.ids)]
         assert len(again) == len(out.logprobs) > 0
         assert all(math.isclose(a, b, abs_tol=1e-3) for a, b in zip(again, out.logprobs, strict=True))
+
+
+def test_run_cli_records_logprobs_only_with_the_flag(tmp_path, server):
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import app
+    from orchestrace.core.io import load_one
+
+    server.logprobs = {"": [-0.75]}  # every call: its one-word answer at -0.75
+    base = ["run", "centralized", "--base-url", server.url, "--clock", "logical"]
+    for flag, out in (([], "plain.events.jsonl"), (["--logprobs"], "lp.events.jsonl")):
+        r = CliRunner().invoke(app, [*base, *flag, "-o", str(tmp_path / out)])
+        assert r.exit_code == 0, r.output
+    plain, lp = (load_one(str(tmp_path / f)) for f in ("plain.events.jsonl", "lp.events.jsonl"))
+    assert not any("orchestrace.logprob_mean" in (e.attrs or {}) for e in plain.events)
+    summaries = [
+        (e.attrs["orchestrace.logprob_mean"], e.attrs["orchestrace.logprob_tokens"])
+        for e in lp.events
+        if "orchestrace.logprob_mean" in (e.attrs or {})
+    ]
+    assert len(summaries) >= 2 and set(summaries) == {(-0.75, 1)}
+    r = CliRunner().invoke(
+        app, ["run", "vote", "--backend", "scripted", "--logprobs", "-o", str(tmp_path / "x")]
+    )
+    assert isinstance(r.exception, OrchestraceError) and r.exception.code == "OT605"
+    assert "--base-url" in str(r.exception) and not (tmp_path / "x").exists()

@@ -55,6 +55,14 @@ def run(
         str | None, typer.Option(help="Any OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
     ] = None,
     model: Annotated[str, typer.Option(help="Model name sent to --base-url.")] = "default",
+    logprobs: Annotated[
+        bool,
+        typer.Option(
+            "--logprobs",
+            help="Ask --base-url for token log-probabilities, recorded on each call's return event "
+            "(the local model always records them).",
+        ),
+    ] = False,
     set_: Annotated[
         list[str], typer.Option("--set", help="Program option KEY=VALUE (JSON values), repeatable.")
     ] = [],  # noqa: B006
@@ -101,7 +109,7 @@ def run(
     if clock not in ("wall", "logical"):
         raise OrchestraceError("OT010", f"--clock must be wall or logical, got {clock!r}")
     out = out or os.path.join("runs", f"{example.replace(':', '_')}-s{seed}.events.jsonl")
-    spec = backend_spec(backend, base_url=base_url, model=model, seed=seed)
+    spec = backend_spec(backend, base_url=base_url, model=model, seed=seed, logprobs=logprobs)
     if explore and not policy:
         raise OrchestraceError("OT606", "--explore makes learned policies sample: give one with --policy")
     trace_policies = None

@@ -58,11 +58,23 @@ def load_program(name: str) -> Any:
 
 
 def backend_spec(
-    kind: str = "auto", *, base_url: str | None = None, model: str = "default", seed: int = 0
+    kind: str = "auto",
+    *,
+    base_url: str | None = None,
+    model: str = "default",
+    seed: int = 0,
+    logprobs: bool = False,
 ) -> dict[str, Any]:
-    """A JSON description of a backend (stored in the trace so forks can go live again)."""
+    """A JSON description of a backend (stored in the trace so forks can go live again).
+    ``logprobs`` asks an OpenAI-compatible server for token log-probabilities (the local model
+    always gives them)."""
     if base_url:
-        return {"kind": "openai", "base_url": base_url, "model": model}
+        return {"kind": "openai", "base_url": base_url, "model": model} | (
+            {"logprobs": True} if logprobs else {}
+        )
+    if logprobs:
+        raise OrchestraceError("OT605", "--logprobs asks an OpenAI-compatible server: give --base-url "
+                               "(the local model records log-probabilities without it)")  # fmt: skip
     if kind == "auto":
         from .backends.smollm2 import available
 
