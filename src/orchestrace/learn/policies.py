@@ -209,19 +209,25 @@ class LearnedStop:
         """The policy's features of the episode's answers so far (None: an -agg policy asked on a
         family it has no prior for)."""
         budget = self.policy.config.budget
-        agg = self.policy.aggregator
+        agg, confidence = self.policy.aggregator, self.policy.confidence
+        if confidence and ep.logprob is None:
+            raise BadInput("OT624", f"the stop policy's feature set (counts+confidence) reads token "
+                           f"log-probabilities, and the run's worker answers carry none (trace "
+                           f"{ep.trace_id!r}): give the run --logprobs, or use a counts policy",
+                           path=self.path)  # fmt: skip
         if agg is None:
-            return prefix_features(ep.answers, budget, ep.costs)
+            return prefix_features(ep.answers, budget, ep.costs, logprob=ep.logprob, confidence=confidence)
         if ep.family not in self.priors:
             return None
         from .stopping.aggregate import candidate_statics
-        from .stopping.features import features, prefix_table
+        from .stopping.features import features, logprob_array, prefix_table
 
         ids = answer_ids(ep.answers)
         labels = list(dict.fromkeys(a for a in ep.answers if a is not None))
         pt = prefix_table(ids, None if ep.costs is None else np.asarray(ep.costs, float))
         pt.static = candidate_statics(labels, ep.question, self.priors[ep.family], add_one=True)
-        return features(pt, budget, aggregator=agg)[-1]
+        pt.logprob = None if ep.logprob is None else logprob_array(ep.logprob)
+        return features(pt, budget, aggregator=agg, confidence=confidence)[-1]
 
     def decide(self, trace: Trace) -> TraceDecision | None:
         ep = episode_from_trace(trace)

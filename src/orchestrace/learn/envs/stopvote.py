@@ -164,6 +164,7 @@ class EpisodePool:
     question: np.ndarray  # [E] question index
     order: np.ndarray  # [E, budget] sample indices in draw order
     aggregator: Aggregator | None = None  # None: majority vote
+    confidence: bool = False  # features include ``CONF_FEATURE_NAMES`` (token log-probabilities)
 
     @property
     def episodes(self) -> int:
@@ -178,9 +179,11 @@ def build_pool(
     initial: int = 1,
     batch: int = 1,
     aggregator: Aggregator | None = None,
+    confidence: bool = False,
 ) -> EpisodePool:
     """Features of ``perms`` orders of every question; the answer at each decision is the
-    majority vote, or the learned ``aggregator``'s choice (whose features are then appended).
+    majority vote, or the learned ``aggregator``'s choice (whose features are then appended;
+    with ``confidence`` the token-confidence features last).
     A question without truth counts as answered right when the answer is its full-budget
     majority (as in evaluation), so unlabelled banks train too."""
     rng = np.random.default_rng(seed)
@@ -199,7 +202,7 @@ def build_pool(
         for k in range(perms):
             order = np.arange(n)[:budget] if k == 0 else rng.permutation(n)[:budget]
             pt = replay_table(q, order, statics[qi])
-            f = features(pt, budget, mean_cost, aggregator)
+            f = features(pt, budget, mean_cost, aggregator, confidence)
             rows = pts - 1
             local = pt.majority if aggregator is None else aggregator.answers(pt.counts, pt.valid, pt.static)
             assert pt.ids is not None
@@ -226,6 +229,7 @@ def build_pool(
         question=np.array(qidx),
         order=np.stack(orders),
         aggregator=aggregator,
+        confidence=confidence,
     )
 
 

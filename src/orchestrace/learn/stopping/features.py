@@ -2,6 +2,10 @@
 
 Every feature is a function of the answer counts seen so far, the number of samples and their
 cost, never of the answer strings, so a policy trained on one task family applies to another.
+The ``counts+confidence`` feature set adds ``CONF_FEATURE_NAMES``, read from each sample's token
+log-probabilities (a bank's ``logprob``, a trace's ``orchestrace.logprob_*`` attributes): only
+shares, differences and within-prefix ranks, never a raw log-probability level, since that
+level differs by family and a deployment knows nothing of the new family but the samples it drew.
 All prefixes of one answer sequence are computed at once (``PrefixTable``), vectorised over t.
 """
 
@@ -14,6 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import betainc
 
+from ...core.errors import OrchestraceError
+from ...runtime.backends.base import LogprobSummary
 from .aggregate import AGG_FEATURE_NAMES, Aggregator
 from .banks import NULL, BankQuestion
 
@@ -32,6 +38,18 @@ FEATURE_NAMES: tuple[str, ...] = (
     "log_margin",  # log1p(v1 - v2) / log1p(budget)
 )
 N_FEATURES = len(FEATURE_NAMES)
+
+# p_i = exp(mean token log-prob of sample i), the model's per-token probability of what it said;
+# L = the majority answer (what the policy answers); samples without log-probabilities never count
+CONF_FEATURE_NAMES: tuple[str, ...] = (
+    "conf_share",  # sum of p_i over L's samples / sum over all voting samples
+    "conf_margin",  # (that sum for L - the largest for another answer) / sqrt(valid)
+    "conf_agrees",  # 1 if the p-weighted leader is L (ties: the answer seen first)
+    "conf_gap_mean",  # mean p_i of L's samples - mean p_i of the others' (0 if either has none)
+    "conf_gap_min",  # the same with exp(min token log-prob)
+    "conf_rank",  # mean percentile of L's samples' mean log-prob among the prefix's (0.5: none)
+)
+FEATURE_SETS = ("counts", "counts+confidence")  # ``PolicyConfig.feature_set``
 
 
 @dataclass
@@ -53,9 +71,9 @@ class PrefixTable:
     static: np.ndarray | None = None  # [A, 2] per-answer prior and echo (``aggregate.answer_statics``)
     ids: np.ndarray | None = None  # [A] the bank question's answer id of each id here
     logprob: np.ndarray | None = None  # [T, 2] each sample's mean and min token log-prob (NaN: none)
-    feature_cache: dict[tuple[int, tuple[float, ...] | None], np.ndarray] = field(
+    feature_cache: dict[tuple[int, tuple[float, ...] | None, bool], np.ndarray] = field(
         default_factory=dict, repr=False, compare=False
-    )  # ``replay_features`` by (budget, aggregator weights)
+    )  # ``replay_features`` by (budget, aggregator weights, confidence)
 
     @property
     def length(self) -> int:
@@ -89,10 +107,14 @@ def replay_table(q: BankQuestion, order: np.ndarray, static: np.ndarray | None =
     pt.ids = ids
     pt.static = None if static is None else static[ids]
     if q.logprob is not None:
-        nan = (np.nan, np.nan)
-        lp = np.array([nan if x is None else (x.mean, x.min) for x in q.logprob], dtype=float)
-        pt.logprob = lp[order]
+        pt.logprob = logprob_array(q.logprob)[order]
     return pt
+
+
+def logprob_array(lp: Sequence[LogprobSummary | None]) -> np.ndarray:
+    """[T, 2] each sample's mean and min token log-prob (NaN where it has none)."""
+    nan = (np.nan, np.nan)
+    return np.array([nan if x is None else (x.mean, x.min) for x in lp], dtype=float).reshape(-1, 2)
 
 
 def prefix_table(answers: np.ndarray, cost: np.ndarray | None = None) -> PrefixTable:
@@ -129,10 +151,15 @@ def beta_confidence(v1: np.ndarray, v2: np.ndarray) -> np.ndarray:
 
 
 def features(
-    pt: PrefixTable, budget: int, mean_cost: float = 1.0, aggregator: Aggregator | None = None
+    pt: PrefixTable,
+    budget: int,
+    mean_cost: float = 1.0,
+    aggregator: Aggregator | None = None,
+    confidence: bool = False,
 ) -> np.ndarray:
     """[T, N_FEATURES] float32 features of every prefix of ``pt`` (plus the three
-    ``AGG_FEATURE_NAMES`` of a learned aggregator, which needs ``pt.static``)."""
+    ``AGG_FEATURE_NAMES`` of a learned aggregator, which needs ``pt.static``, then with
+    ``confidence`` the ``CONF_FEATURE_NAMES``, which need ``pt.logprob``)."""
     t = np.arange(1, pt.length + 1, dtype=float)
     valid = np.maximum(pt.valid, 1).astype(float)
     p = pt.counts / valid[:, None]
@@ -157,26 +184,90 @@ def features(
         ],
         axis=1,
     ).astype(np.float32)
-    if aggregator is None:
-        return out
-    if pt.static is None:
-        raise ValueError("a learned aggregator needs the per-answer statics of the prefix table")
-    return np.concatenate([out, aggregator.features(pt.counts, pt.valid, pt.static)], axis=1)
+    if aggregator is not None:
+        if pt.static is None:
+            raise ValueError("a learned aggregator needs the per-answer statics of the prefix table")
+        out = np.concatenate([out, aggregator.features(pt.counts, pt.valid, pt.static)], axis=1)
+    if confidence:
+        out = np.concatenate([out, confidence_features(pt)], axis=1)
+    return out
 
 
-def replay_features(pt: PrefixTable, budget: int, aggregator: Aggregator | None = None) -> np.ndarray:
-    """``features`` of a replayed table (mean cost 1), computed once per budget and aggregator:
-    every policy of a cost sweep and of a budget search replays the same tables. Read-only."""
-    key = (budget, None if aggregator is None else tuple(aggregator.weights))
+def confidence_features(pt: PrefixTable) -> np.ndarray:
+    """[T, 6] ``CONF_FEATURE_NAMES`` of every prefix; refuses a table without log-probabilities."""
+    if pt.logprob is None or not np.isfinite(pt.logprob[:, 0]).any():
+        raise OrchestraceError(
+            "OT624",
+            "this stop policy's feature set (counts+confidence) reads token log-probabilities, and "
+            "these samples have none (record them: run --logprobs, bank build --logprobs)",
+        )
+    t_len, n_ans = pt.counts.shape
+    ok = (pt.answers != NULL) & np.isfinite(pt.logprob[:, 0])
+    p_mean = np.where(ok, np.exp(np.where(ok, pt.logprob[:, 0], 0.0)), 0.0)
+    p_min = np.where(ok, np.exp(np.where(ok, pt.logprob[:, 1], 0.0)), 0.0)
+    ans = np.where(ok, pt.answers, 0)
+    onehot = np.zeros((t_len, n_ans))
+    onehot[np.arange(t_len), ans] = ok
+    w = np.cumsum(onehot * p_mean[:, None], axis=0)  # [T, A] p-weighted votes
+    lead = np.maximum(pt.majority, 0)
+    rows = np.arange(t_len)
+    w_lead = np.where(pt.majority != NULL, w[rows, lead], 0.0)
+    others = w.copy()
+    others[rows, lead] = -np.inf
+    w_other = np.maximum(others.max(axis=1), 0.0) if n_ans > 1 else np.zeros(t_len)
+    total = w.sum(axis=1)
+    # [t, i]: sample i is among the first t + 1, voting with a log-prob, for L (or for another)
+    upto = np.tri(t_len, dtype=bool)
+    is_lead = upto & ok[None, :] & (ans[None, :] == lead[:, None]) & (pt.majority[:, None] != NULL)
+    is_other = upto & ok[None, :] & ~is_lead
+
+    def gap(p: np.ndarray) -> np.ndarray:
+        n1, n2 = is_lead.sum(axis=1), is_other.sum(axis=1)
+        m1 = (is_lead * p).sum(axis=1) / np.maximum(n1, 1)
+        m2 = (is_other * p).sum(axis=1) / np.maximum(n2, 1)
+        return np.where((n1 > 0) & (n2 > 0), m1 - m2, 0.0)
+
+    # percentile of sample i among the first t + 1 samples' mean log-probs (ties count half)
+    m = np.where(ok, pt.logprob[:, 0], 0.0)
+    below = (m[None, :] < m[:, None]) & ok[None, :]  # [i, j]: j is below i
+    tied = (m[None, :] == m[:, None]) & ok[None, :] & ~np.eye(t_len, dtype=bool)
+    score = np.cumsum(below + 0.5 * tied, axis=1).T  # [t, i]
+    n_ok = np.cumsum(ok)
+    pct = np.where(n_ok[:, None] > 1, score / np.maximum(n_ok - 1, 1)[:, None], 0.5)
+    n_lead = is_lead.sum(axis=1)
+    rank = np.where(n_lead > 0, (is_lead * pct).sum(axis=1) / np.maximum(n_lead, 1), 0.5)
+    return np.stack(
+        [
+            np.where(total > 0, w_lead / np.where(total > 0, total, 1.0), 0.0),
+            (w_lead - w_other) / np.sqrt(np.maximum(pt.valid, 1)),
+            ((total > 0) & (w.argmax(axis=1) == lead)).astype(float),
+            gap(p_mean),
+            gap(p_min),
+            rank,
+        ],
+        axis=1,
+    ).astype(np.float32)
+
+
+def replay_features(
+    pt: PrefixTable, budget: int, aggregator: Aggregator | None = None, confidence: bool = False
+) -> np.ndarray:
+    """``features`` of a replayed table (mean cost 1), computed once per budget, aggregator and
+    feature set: every policy of a cost sweep and of a budget search replays the same tables."""
+    key = (budget, None if aggregator is None else tuple(aggregator.weights), confidence)
     f = pt.feature_cache.get(key)
     if f is None:
-        f = pt.feature_cache[key] = features(pt, budget, aggregator=aggregator)
+        f = pt.feature_cache[key] = features(pt, budget, aggregator=aggregator, confidence=confidence)
         f.flags.writeable = False
     return f
 
 
-def feature_names(aggregator: bool) -> list[str]:
-    return list(FEATURE_NAMES) + (list(AGG_FEATURE_NAMES) if aggregator else [])
+def feature_names(aggregator: bool, confidence: bool = False) -> list[str]:
+    return (
+        list(FEATURE_NAMES)
+        + (list(AGG_FEATURE_NAMES) if aggregator else [])
+        + (list(CONF_FEATURE_NAMES) if confidence else [])
+    )
 
 
 def answer_ids(answers: Sequence[str | None]) -> np.ndarray:
@@ -186,14 +277,21 @@ def answer_ids(answers: Sequence[str | None]) -> np.ndarray:
 
 
 def prefix_features(
-    answers: Sequence[str | None], budget: int, cost: Sequence[float] | None = None, mean_cost: float = 1.0
+    answers: Sequence[str | None],
+    budget: int,
+    cost: Sequence[float] | None = None,
+    mean_cost: float = 1.0,
+    logprob: Sequence[LogprobSummary | None] | None = None,
+    confidence: bool = False,
 ) -> np.ndarray:
-    """[N_FEATURES] features of a trace prefix: the workers' answers so far, in order. The same
-    :func:`prefix_table` and :func:`features` as training and offline evaluation, on one prefix."""
+    """Features of a trace prefix: the workers' answers so far, in order (with ``confidence``,
+    their token log-probabilities too). The same :func:`prefix_table` and :func:`features` as
+    training and offline evaluation, on one prefix."""
     if not answers:
         raise ValueError("features need at least one answer")
     pt = prefix_table(answer_ids(answers), None if cost is None else np.asarray(cost, float))
-    return features(pt, budget, mean_cost)[-1]
+    pt.logprob = None if logprob is None else logprob_array(logprob)
+    return features(pt, budget, mean_cost, confidence=confidence)[-1]
 
 
 def features_hash(x: np.ndarray) -> str:

@@ -16,12 +16,15 @@ import numpy as np
 
 from ...core.errors import BadInput, OrchestraceError
 from .aggregate import Aggregator
-from .features import FEATURE_NAMES, feature_names
+from .features import FEATURE_NAMES, FEATURE_SETS, feature_names
 
 
 @dataclass
 class PolicyConfig:
     features: list[str] = field(default_factory=lambda: list(FEATURE_NAMES))
+    # "counts" (answer counts only; every file written before feature sets had names) or
+    # "counts+confidence" (also token log-probabilities: refuses samples without them, OT624)
+    feature_set: str = "counts"
     hidden: list[int] = field(default_factory=lambda: [32, 32])
     activation: str = "tanh"
     budget: int = 40
@@ -59,6 +62,11 @@ class StopPolicy:
         """This policy, replaced by ``alt`` on a random share ``prob`` of questions."""
         cfg = replace(self.config, mixture={"prob": float(prob), "cost": alt.config.cost})
         return StopPolicy(cfg, self.weights, StopPolicy(replace(alt.config, mixture=None), alt.weights))
+
+    @property
+    def confidence(self) -> bool:
+        """Whether the policy reads token log-probabilities (feature set ``counts+confidence``)."""
+        return self.config.feature_set == "counts+confidence"
 
     @property
     def aggregator(self) -> Aggregator | None:
@@ -172,7 +180,11 @@ class StopPolicy:
             except KeyError as e:
                 raise BadInput("OT621", f"policy weights lack tensor {e}", path=st) from None
 
-        if list(config.features) != feature_names(config.aggregator is not None):
+        if config.feature_set not in FEATURE_SETS:
+            raise BadInput("OT622", f"unknown feature_set {config.feature_set!r}; known: "
+                           f"{', '.join(FEATURE_SETS)}", path=base + ".json")  # fmt: skip
+        confidence = config.feature_set == "counts+confidence"
+        if list(config.features) != feature_names(config.aggregator is not None, confidence):
             raise BadInput("OT622", "policy was trained on a different feature set", path=base + ".json")
         alt = None
         mix = config.mixture

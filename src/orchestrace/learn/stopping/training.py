@@ -71,11 +71,11 @@ def policy_rule(policy: StopPolicy, threshold: float | None = None) -> Callable[
 def _single_rule(policy: StopPolicy, threshold: float | None) -> Callable[[PrefixTable, int], int]:
     from ..envs.stopvote import decision_points
 
-    agg = policy.aggregator
+    agg, confidence = policy.aggregator, policy.confidence
 
     def rule(pt: PrefixTable, budget: int) -> int:
         pts = decision_points(min(budget, pt.length))
-        f = replay_features(pt, budget, agg)[pts - 1]
+        f = replay_features(pt, budget, agg, confidence)[pts - 1]
         stop = policy.stops(f, threshold)
         stop[-1] = True
         return int(pts[int(np.argmax(stop))])
@@ -135,9 +135,11 @@ def train_policy(
     progress: Callable[[int], None] | None = None,
     pool: Any = None,
     aggregator: Aggregator | None = None,
+    confidence: bool = False,
 ) -> tuple[StopPolicy, list[dict[str, float]]]:
     """Train one policy with one algorithm (module ``learn.rl.<algo>``); with an
-    ``aggregator`` the policy also sees its features and is rewarded for its answers."""
+    ``aggregator`` the policy also sees its features and is rewarded for its answers; with
+    ``confidence`` it also sees the token-confidence features (a bank with log-probabilities)."""
     from importlib import import_module
 
     from ..envs.stopvote import build_pool
@@ -146,13 +148,14 @@ def train_policy(
     check_algorithm(algo)
     mod = import_module(f"orchestrace.learn.rl.{algo}")
     if pool is not None:
-        aggregator = pool.aggregator
-    pool = pool or build_pool(bank, budget, perms, seed, aggregator=aggregator)
+        aggregator, confidence = pool.aggregator, pool.confidence
+    pool = pool or build_pool(bank, budget, perms, seed, aggregator=aggregator, confidence=confidence)
     args = mod.Args(seed=seed)
     if iterations is not None:
         args.iterations = iterations
     cfg = PolicyConfig(
-        features=feature_names(aggregator is not None),
+        features=feature_names(aggregator is not None, confidence),
+        feature_set="counts+confidence" if confidence else "counts",
         budget=budget,
         cost=cost,
         trained_on=[bank.name],
@@ -292,6 +295,13 @@ def eval_stop(
             path=bank_path,
         )
     pols = [("learned", StopPolicy.load(policy_path))] if policy_path else []
+    if pols and pols[0][1].confidence and any(q.logprob is None for q in bank.questions):
+        raise OrchestraceError(
+            "OT624",
+            "the policy's feature set (counts+confidence) reads token log-probabilities, and this bank "
+            "has questions without them (build it with bank build --logprobs)",
+            path=bank_path,
+        )
     return eval_methods(bank, budget, pols, bayes=bayes, map_fn=map_fn, orders=orders)
 
 

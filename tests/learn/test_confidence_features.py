@@ -1,0 +1,191 @@
+"""Token-confidence features of the learned stop policy (feature set ``counts+confidence``): their
+values on hand-made samples, one feature function live and offline (no train/serve skew), refusal
+of samples without log-probabilities, and old (``counts``) policy files unchanged."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+
+from orchestrace.cli import main
+from orchestrace.core.errors import OrchestraceError
+from orchestrace.core.io import load_one
+from orchestrace.learn import load_policy
+from orchestrace.learn.stopping.banks import Bank, BankQuestion, save_bank
+from orchestrace.learn.stopping.families import family
+from orchestrace.learn.stopping.features import (
+    CONF_FEATURE_NAMES,
+    features,
+    features_hash,
+    prefix_features,
+    replay_table,
+)
+from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
+from orchestrace.learn.stopping.traces import episode_from_trace
+from orchestrace.learn.stopping.training import eval_stop, train_policy
+from orchestrace.runtime.backends.base import ChatRequest, ChatResponse, LogprobSummary
+from orchestrace.runtime.backends.scripted import ScriptedBackend
+from orchestrace.runtime.runner import run
+
+BUDGET = 6
+E = math.exp(-1.0)
+
+
+def _lp(p: float) -> LogprobSummary:
+    """A sample whose mean token probability is p and whose least sure token has p / e."""
+    return LogprobSummary(math.log(p), math.log(p) - 1.0, 2)
+
+
+def test_features_on_four_hand_made_samples() -> None:
+    # answers a b a b, mean token probabilities 0.5 0.8 0.4 0.2; the majority (ties: first seen) is a
+    q = BankQuestion("q", "q", "a", ["a", "b", "a", "b"], logprob=[_lp(p) for p in (0.5, 0.8, 0.4, 0.2)])
+    f = features(replay_table(q, np.arange(4)), 4, confidence=True)[:, -len(CONF_FEATURE_NAMES) :]
+    # share, margin / sqrt(valid), weighted leader is a, gap of mean p, gap of min p, rank of a's
+    want = [
+        [1.0, 0.5, 1, 0.0, 0.0, 0.5],  # a alone
+        [0.5 / 1.3, (0.5 - 0.8) / math.sqrt(2), 0, 0.5 - 0.8, (0.5 - 0.8) * E, 0.0],
+        [0.9 / 1.7, (0.9 - 0.8) / math.sqrt(3), 1, 0.45 - 0.8, (0.45 - 0.8) * E, (1 / 2 + 0 / 2) / 2],
+        [0.9 / 1.9, (0.9 - 1.0) / 2, 0, 0.45 - 0.5, (0.45 - 0.5) * E, (2 / 3 + 1 / 3) / 2],
+    ]
+    assert np.allclose(f, want, atol=1e-6)
+
+
+def test_null_answers_and_samples_without_logprobs_do_not_count() -> None:
+    # a, an unparsable sample (its log-prob ignored), b without log-probabilities, a
+    q = BankQuestion("q", "q", "a", ["a", None, "b", "a"], logprob=[_lp(0.6), _lp(0.99), None, _lp(0.3)])
+    f = features(replay_table(q, np.arange(4)), 4, confidence=True)[-1, -len(CONF_FEATURE_NAMES) :]
+    # only a's two samples carry weight: share 1, margin 0.9 / sqrt(3 valid), no other sample to
+    # compare with (gaps 0), a's percentiles among {0.6, 0.3}: 1 and 0
+    assert np.allclose(f, [1.0, 0.9 / math.sqrt(3), 1, 0.0, 0.0, 0.5], atol=1e-6)
+
+
+def test_counts_features_are_unchanged_by_the_confidence_set() -> None:
+    q = BankQuestion("q", "q", "a", ["a", "a", "b"], logprob=[_lp(0.5)] * 3)
+    pt = replay_table(q, np.arange(3))
+    both = features(pt, 3, confidence=True)
+    assert np.array_equal(both[:, : both.shape[1] - len(CONF_FEATURE_NAMES)], features(pt, 3))
+
+
+def test_samples_without_logprobs_are_refused() -> None:
+    pt = replay_table(BankQuestion("q", "q", "a", ["a", "b"]), np.arange(2))
+    with pytest.raises(OrchestraceError, match="log-probabilities") as e:
+        features(pt, 2, confidence=True)
+    assert e.value.code == "OT624"
+    with pytest.raises(OrchestraceError, match="log-probabilities"):
+        prefix_features(["a", "b"], 2, confidence=True)
+
+
+def _bank(n: int = 30, seed: int = 0) -> Bank:
+    """Right answers are said with more confidence than wrong ones."""
+    rng = np.random.default_rng(seed)
+    qs = []
+    for i in range(n):
+        p = rng.uniform(0.3, 0.9)
+        s = ["cold" if rng.random() < p else str(rng.choice(["hot", "warm"])) for _ in range(BUDGET)]
+        lp = [_lp(rng.uniform(0.5, 1.0) if a == "cold" else rng.uniform(0.05, 0.6)) for a in s]
+        qs.append(BankQuestion(f"q{i}", f"q{i}", "cold", s, logprob=lp))
+    return Bank("synthetic", qs)
+
+
+@pytest.fixture(scope="module")
+def conf_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    pol, _ = train_policy(_bank(), 0.02, budget=BUDGET, iterations=25, seed=0, confidence=True)
+    path = str(tmp_path_factory.mktemp("pol") / "stop-conf")
+    pol.save(path)
+    return path
+
+
+def test_saved_policy_names_its_feature_set(conf_path: str) -> None:
+    cfg = json.loads(Path(conf_path + ".json").read_text())
+    assert cfg["feature_set"] == "counts+confidence" and cfg["features"][-1] == "conf_rank"
+    assert StopPolicy.load(conf_path).confidence
+
+
+# mean token log-probabilities the scripted workers report with each answer
+LOGPROBS = {"cold": [-0.1, -0.3], "hot": [-1.2], "warm": [-0.7, -2.5, -0.2]}
+MEANS = {"cold": -0.2, "hot": -1.2, "warm": -1.133333}  # as the trace keeps them (6 decimals)
+
+
+class _WithLogprobs(ScriptedBackend):
+    async def chat(self, req: ChatRequest) -> ChatResponse:
+        out = await super().chat(req)
+        return msgspec.structs.replace(out, logprobs=LOGPROBS.get(out.text))
+
+
+def _config(qi: int, width: int) -> dict:
+    fam = family("antonyms")
+    q = fam.questions[qi]
+    return {"question": q.question, "fewshot": [list(s) for s in fam.shots], "family": "antonyms",
+            "question_id": q.id, "gold": q.gold, "budget": BUDGET, "width": width}  # fmt: skip
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_live_confidence_decisions_recompute_from_the_trace(
+    conf_path: str, tmp_path: Path, width: int
+) -> None:
+    pol = load_policy(conf_path)
+    decided = 0
+    for qi, answers in enumerate((["cold", "hot"], ["cold", "hot", "warm"], ["warm", "hot", "hot"])):
+        out = str(tmp_path / f"q{qi}-w{width}.events.jsonl")
+        backend = _WithLogprobs(choices=answers, seed=qi, delay=lambda req: (req.seed % 97) / 97 * 0.02)
+        run("vote", out, config=_config(qi, width), backend=backend, trace_policies={"stop": pol})
+        ep = episode_from_trace(load_one(out), out)
+        assert ep.decisions and ep.logprob is not None
+        assert [x.mean for x in ep.logprob] == [MEANS[a] for a in ep.answers]
+        # offline: the same answers and log-probabilities as a bank question, replayed in trace order
+        q = BankQuestion("q", "q", ep.gold, ep.answers, logprob=ep.logprob)
+        offline = features(replay_table(q, np.arange(len(ep.answers))), BUDGET, confidence=True)
+        for d in ep.decisions:
+            n = d.samples
+            x = prefix_features(ep.answers[:n], BUDGET, logprob=ep.logprob[:n], confidence=True)
+            assert features_hash(x) == d.features_hash == features_hash(offline[n - 1])
+            p = float(pol.policy.stop_prob(x[None])[0])
+            assert d.act == (p >= 0.5)
+            decided += 1
+    assert decided >= 3
+
+
+def _cli(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    cap = capsys.readouterr()
+    return int(e.value.code or 0), " ".join((cap.out + cap.err).split())
+
+
+def test_a_run_without_logprobs_is_refused(
+    conf_path: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "run.events.jsonl"
+    args = [*"run vote --backend scripted --set".split(), 'question="q?"', "--policy", f"stop={conf_path}"]
+    code, text = _cli(capsys, [*args, "-o", str(out)])
+    assert code != 0 and "OT624" in text and "log-probabilities" in text and "stop-conf" in text
+    assert "Traceback" not in text
+
+
+def test_a_bank_without_logprobs_is_refused(conf_path: str, tmp_path: Path) -> None:
+    plain = Bank("plain", [BankQuestion(f"q{i}", "q", "cold", ["cold"] * BUDGET) for i in range(3)])
+    path = str(tmp_path / "plain.jsonl")
+    save_bank(plain, path)
+    with pytest.raises(OrchestraceError, match="log-probabilities") as e:
+        eval_stop(path, conf_path, budget=BUDGET)
+    assert e.value.code == "OT624" and e.value.path == path
+
+
+def test_a_policy_file_without_a_feature_set_is_a_counts_policy(tmp_path: Path) -> None:
+    """A file written before feature sets had names: loads as ``counts`` and scores as before."""
+    cfg = PolicyConfig(hidden=[], budget=4)
+    w = np.zeros((1, 12), np.float32)
+    w[0, 1] = 2.0  # 2 x top1_share - 1
+    StopPolicy(cfg, [(w, np.array([-1.0], np.float32))]).save(str(tmp_path / "old"))
+    raw = json.loads((tmp_path / "old.json").read_text())
+    del raw["feature_set"]
+    (tmp_path / "old.json").write_text(json.dumps(raw))
+    pol = StopPolicy.load(str(tmp_path / "old"))
+    assert pol.config.feature_set == "counts" and not pol.confidence
+    x = prefix_features(["a", "a", "b"], 4)  # no log-probabilities needed
+    assert pol.stop_prob(x[None])[0] == pytest.approx(1 / (1 + math.exp(-(2 * 2 / 3 - 1))), abs=1e-6)
