@@ -1,6 +1,7 @@
 """Leave-one-family-out on the small log-probability bank (``bench/logprob_bank.py``): fixed-k
-majority, the published rules at their defaults, the learned policies (answer counts only, and
-with token-confidence features: ``learned+conf``), and every tuned rule (the
+majority, the published rules at their defaults, the learned policies (answer counts only; with
+token-confidence features, ``learned+conf``; and those answering the confidence-weighted leader,
+``learned+conf+w``), and every tuned rule (the
 rules and the confidence-weighted ones, each setting picked on the six training families only),
 each against fixed-budget voting with a paired 95% bootstrap CI over questions.
 
@@ -15,23 +16,26 @@ from pathlib import Path
 from orchestrace.learn.stopping.banks import Bank, default_bank_names, load_bank
 from orchestrace.learn.stopping.confidence import ConfidenceRow, lofo_confidence
 from orchestrace.learn.stopping.evaluation import paired_diff_ci
-from orchestrace.learn.stopping.features import FEATURE_SETS
 from orchestrace.learn.stopping.rules import Method
 from orchestrace.learn.stopping.training import DEFAULT_COST, policy_method, train_policy
 
 DATA = Path(__file__).parent / "data" / "logprob_smollm2"
 
 
-def learned_methods(costs: tuple[float, ...], budget: int, seed: int, feature_sets: tuple[str, ...]):
-    """Per feature set and cost, the policy trained on the training families (majority answer)."""
+#: learned variants: name -> (token-confidence features, answer the confidence-weighted leader)
+VARIANTS = {"learned": (False, False), "learned+conf": (True, False), "learned+conf+w": (True, True)}
+
+
+def learned_methods(costs: tuple[float, ...], budget: int, seed: int, variants: tuple[str, ...]):
+    """Per variant and cost, the policy trained on the training families."""
 
     def train(bank: Bank) -> list[Method]:
         out = []
-        for fs in feature_sets:
-            conf = fs == "counts+confidence"
+        for v in variants:
+            conf, weighted = VARIANTS[v]
             for c in costs:
-                pol = train_policy(bank, c, budget=budget, seed=seed, confidence=conf)[0]
-                out.append(policy_method(pol, f"learned{'+conf' if conf else ''}(c={c:g})"))
+                pol = train_policy(bank, c, budget=budget, seed=seed, confidence=conf, weighted=weighted)[0]
+                out.append(policy_method(pol, f"{v}(c={c:g})"))
         return out
 
     return train
@@ -60,8 +64,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default=str(DATA), help="folder of the seven FAMILY.jsonl.gz banks")
     ap.add_argument("--costs", type=float, nargs="*", default=[DEFAULT_COST])
-    ap.add_argument("--features", nargs="*", default=list(FEATURE_SETS), choices=FEATURE_SETS,
-                    help="the learned policies' feature sets (counts+confidence reads log-probabilities)")  # fmt: skip
+    ap.add_argument("--learned", nargs="*", default=list(VARIANTS), choices=list(VARIANTS),
+                    help="learned variants: +conf sees token-confidence features, +w answers the "
+                         "confidence-weighted leader (and is trained for it)")  # fmt: skip
     args = ap.parse_args()
     banks = [load_bank(str(Path(args.data) / f"{n}.jsonl.gz")) for n in default_bank_names()]
     budget = min(b.min_samples for b in banks)
@@ -69,13 +74,13 @@ def main() -> None:
           f"{args.orders} orders, seed {args.seed}")  # fmt: skip
     res = lofo_confidence(
         banks, budget=budget, orders=args.orders, seed=args.seed,
-        learned=learned_methods(tuple(args.costs), budget, args.seed, tuple(args.features)),
+        learned=learned_methods(tuple(args.costs), budget, args.seed, tuple(args.learned)),
     )  # fmt: skip
     show(res.rows)
     print("\npooled, paired 95% CI of the difference (accuracy in points; mean samples):")
-    ref = [m for m in ("consol-sprt", "tuned:consol-sprt") if m in res.pooled]
+    ref = [m for m in ("consol-sprt", "tuned:consol-sprt", "tuned:conf-margin-mean") if m in res.pooled]
     for name in (m for m in res.pooled if m.startswith(("tuned:conf", "learned"))):
-        for other in ref:
+        for other in (o for o in ref if o != name):
             ci = paired_diff_ci(res.pooled[name], res.pooled[other], seed=args.seed)
             a, b = res.pooled[name], res.pooled[other]
             print(

@@ -189,3 +189,32 @@ def test_a_policy_file_without_a_feature_set_is_a_counts_policy(tmp_path: Path) 
     assert pol.config.feature_set == "counts" and not pol.confidence
     x = prefix_features(["a", "a", "b"], 4)  # no log-probabilities needed
     assert pol.stop_prob(x[None])[0] == pytest.approx(1 / (1 + math.exp(-(2 * 2 / 3 - 1))), abs=1e-6)
+
+
+def test_weighted_answer_training_rewards_the_weighted_leader() -> None:
+    """The pool's reward follows the answer the policy gives: the majority, or the leader of the
+    confidence-weighted votes."""
+    from orchestrace.learn.envs.stopvote import build_pool
+
+    # a (p 0.9), b (p 0.2), b (p 0.2): majority after 3 is b, the weighted leader a (0.9 vs 0.4)
+    q = BankQuestion("q", "q", "a", ["a", "b", "b"], logprob=[_lp(0.9), _lp(0.2), _lp(0.2)])
+    bank = Bank("one", [q])
+    plain = build_pool(bank, 3, perms=1, confidence=True)
+    weighted = build_pool(bank, 3, perms=1, confidence=True, weighted=True)
+    assert plain.correct[0].tolist() == [True, True, False]
+    assert weighted.correct[0].tolist() == [True, True, True]
+
+
+def test_a_weighted_answer_policy_does_not_run_live(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    pol, _ = train_policy(_bank(10), 0.02, budget=BUDGET, iterations=2, confidence=True, weighted=True)
+    assert pol.config.answer == "confidence"
+    pol.save(str(tmp_path / "w"))
+    out = tmp_path / "run.events.jsonl"
+    args = [
+        *"run vote --backend scripted --set".split(),
+        'question="q?"',
+        "--policy",
+        f"stop={tmp_path / 'w'}",
+    ]
+    code, text = _cli(capsys, [*args, "-o", str(out)])
+    assert code != 0 and "OT623" in text and "offline evaluation only" in text and not out.exists()

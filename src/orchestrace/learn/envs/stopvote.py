@@ -26,6 +26,7 @@ from ...core.model import Event, Trace
 from ..stopping.aggregate import Aggregator, answer_statics
 from ..stopping.banks import NULL, Bank
 from ..stopping.features import feature_names, features, replay_table
+from ..stopping.rules import confidence_counts
 from .spaces import data_box
 
 ORCH = "orchestrator"
@@ -165,6 +166,7 @@ class EpisodePool:
     order: np.ndarray  # [E, budget] sample indices in draw order
     aggregator: Aggregator | None = None  # None: majority vote
     confidence: bool = False  # features include ``CONF_FEATURE_NAMES`` (token log-probabilities)
+    weighted: bool = False  # the answer is the confidence-weighted leader, not the majority
 
     @property
     def episodes(self) -> int:
@@ -180,10 +182,12 @@ def build_pool(
     batch: int = 1,
     aggregator: Aggregator | None = None,
     confidence: bool = False,
+    weighted: bool = False,
 ) -> EpisodePool:
     """Features of ``perms`` orders of every question; the answer at each decision is the
-    majority vote, or the learned ``aggregator``'s choice (whose features are then appended;
-    with ``confidence`` the token-confidence features last).
+    majority vote, the learned ``aggregator``'s choice (whose features are then appended), or
+    with ``weighted`` the confidence-weighted leader (``rules.confidence_answer``); with
+    ``confidence`` the token-confidence features come last.
     A question without truth counts as answered right when the answer is its full-budget
     majority (as in evaluation), so unlabelled banks train too."""
     rng = np.random.default_rng(seed)
@@ -204,7 +208,13 @@ def build_pool(
             pt = replay_table(q, order, statics[qi])
             f = features(pt, budget, mean_cost, aggregator, confidence)
             rows = pts - 1
-            local = pt.majority if aggregator is None else aggregator.answers(pt.counts, pt.valid, pt.static)
+            if weighted:
+                w = confidence_counts(pt, "mean")
+                local = np.where(w.max(axis=1) > 0, w.argmax(axis=1), pt.majority)
+            elif aggregator is not None:
+                local = aggregator.answers(pt.counts, pt.valid, pt.static)
+            else:
+                local = pt.majority
             assert pt.ids is not None
             maj = np.append(pt.ids, NULL)[local[rows]]  # NULL (-1) picks the appended NULL
             feats.append(f[rows])
@@ -230,6 +240,7 @@ def build_pool(
         order=np.stack(orders),
         aggregator=aggregator,
         confidence=confidence,
+        weighted=weighted,
     )
 
 

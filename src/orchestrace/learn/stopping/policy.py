@@ -25,6 +25,9 @@ class PolicyConfig:
     # "counts" (answer counts only; every file written before feature sets had names) or
     # "counts+confidence" (also token log-probabilities: refuses samples without them, OT624)
     feature_set: str = "counts"
+    # what the policy answers at its stop: "majority" (every file written before this field) or
+    # "confidence" (the leader of votes weighted by exp(mean token log-prob); offline only so far)
+    answer: str = "majority"
     hidden: list[int] = field(default_factory=lambda: [32, 32])
     activation: str = "tanh"
     budget: int = 40
@@ -183,6 +186,9 @@ class StopPolicy:
         if config.feature_set not in FEATURE_SETS:
             raise BadInput("OT622", f"unknown feature_set {config.feature_set!r}; known: "
                            f"{', '.join(FEATURE_SETS)}", path=base + ".json")  # fmt: skip
+        if config.answer not in ("majority", "confidence"):
+            raise BadInput("OT622", f"unknown answer {config.answer!r}; known: majority, confidence",
+                           path=base + ".json")  # fmt: skip
         confidence = config.feature_set == "counts+confidence"
         if list(config.features) != feature_names(config.aggregator is not None, confidence):
             raise BadInput("OT622", "policy was trained on a different feature set", path=base + ".json")

@@ -37,7 +37,7 @@ from .evaluation import (
 )
 from .features import PrefixTable, feature_names, replay_features
 from .policy import PolicyConfig, StopPolicy
-from .rules import Method, default_methods, sweep_methods
+from .rules import Method, confidence_answer, default_methods, sweep_methods
 
 ALGORITHMS = ("exact", "reinforce", "ppo", "grpo")
 DEFAULT_COST = 0.003
@@ -96,13 +96,10 @@ def aggregator_answer(agg: Aggregator) -> Callable[[PrefixTable, int], int]:
 def policy_method(policy: StopPolicy, name: str = "learned", threshold: float | None = None) -> Method:
     agg = policy.aggregator
     family = "learned" if agg is None else "learned+agg"
-    return Method(
-        name,
-        family,
-        policy.config.cost,
-        policy_rule(policy, threshold),
-        None if agg is None else aggregator_answer(agg),
-    )
+    answer = None if agg is None else aggregator_answer(agg)
+    if policy.config.answer == "confidence":
+        answer = confidence_answer("mean")
+    return Method(name, family, policy.config.cost, policy_rule(policy, threshold), answer)
 
 
 def split(bank: Bank, frac: float, seed: int) -> tuple[Bank, Bank]:
@@ -136,10 +133,12 @@ def train_policy(
     pool: Any = None,
     aggregator: Aggregator | None = None,
     confidence: bool = False,
+    weighted: bool = False,
 ) -> tuple[StopPolicy, list[dict[str, float]]]:
     """Train one policy with one algorithm (module ``learn.rl.<algo>``); with an
     ``aggregator`` the policy also sees its features and is rewarded for its answers; with
-    ``confidence`` it also sees the token-confidence features (a bank with log-probabilities)."""
+    ``confidence`` it also sees the token-confidence features (a bank with log-probabilities), with
+    ``weighted`` it answers (and is rewarded for) the confidence-weighted leader."""
     from importlib import import_module
 
     from ..envs.stopvote import build_pool
@@ -148,14 +147,17 @@ def train_policy(
     check_algorithm(algo)
     mod = import_module(f"orchestrace.learn.rl.{algo}")
     if pool is not None:
-        aggregator, confidence = pool.aggregator, pool.confidence
-    pool = pool or build_pool(bank, budget, perms, seed, aggregator=aggregator, confidence=confidence)
+        aggregator, confidence, weighted = pool.aggregator, pool.confidence, pool.weighted
+    pool = pool or build_pool(
+        bank, budget, perms, seed, aggregator=aggregator, confidence=confidence, weighted=weighted
+    )
     args = mod.Args(seed=seed)
     if iterations is not None:
         args.iterations = iterations
     cfg = PolicyConfig(
         features=feature_names(aggregator is not None, confidence),
         feature_set="counts+confidence" if confidence else "counts",
+        answer="confidence" if weighted else "majority",
         budget=budget,
         cost=cost,
         trained_on=[bank.name],
