@@ -45,13 +45,16 @@ def test_features_on_four_hand_made_samples() -> None:
     # answers a b a b, mean token probabilities 0.5 0.8 0.4 0.2; the majority (ties: first seen) is a
     q = BankQuestion("q", "q", "a", ["a", "b", "a", "b"], logprob=[_lp(p) for p in (0.5, 0.8, 0.4, 0.2)])
     f = features(replay_table(q, np.arange(4)), 4, confidence=True)[:, -len(CONF_FEATURE_NAMES) :]
-    # share, margin / sqrt(valid), weighted leader is a, gap of mean p, gap of min p, rank of a's
+    # share, margin / sqrt(valid), weighted leader is a, gap of mean p, gap of min p, rank of a's,
+    # the weighted leader's lead (log1p, over log1p(budget 4) = log 5)
     want = [
-        [1.0, 0.5, 1, 0.0, 0.0, 0.5],  # a alone
-        [0.5 / 1.3, (0.5 - 0.8) / math.sqrt(2), 0, 0.5 - 0.8, (0.5 - 0.8) * E, 0.0],
-        [0.9 / 1.7, (0.9 - 0.8) / math.sqrt(3), 1, 0.45 - 0.8, (0.45 - 0.8) * E, (1 / 2 + 0 / 2) / 2],
-        [0.9 / 1.9, (0.9 - 1.0) / 2, 0, 0.45 - 0.5, (0.45 - 0.5) * E, (2 / 3 + 1 / 3) / 2],
-    ]
+        [1.0, 0.5, 1, 0.0, 0.0, 0.5, math.log(1.5) / math.log(5)],  # a alone
+        [0.5 / 1.3, (0.5 - 0.8) / math.sqrt(2), 0, 0.5 - 0.8, (0.5 - 0.8) * E, 0.0, math.log(1.3) / math.log(5)],
+        [0.9 / 1.7, (0.9 - 0.8) / math.sqrt(3), 1, 0.45 - 0.8, (0.45 - 0.8) * E, (1 / 2 + 0 / 2) / 2,
+         math.log(1.1) / math.log(5)],
+        [0.9 / 1.9, (0.9 - 1.0) / 2, 0, 0.45 - 0.5, (0.45 - 0.5) * E, (2 / 3 + 1 / 3) / 2,
+         math.log(1.1) / math.log(5)],
+    ]  # fmt: skip
     assert np.allclose(f, want, atol=1e-6)
 
 
@@ -60,8 +63,8 @@ def test_null_answers_and_samples_without_logprobs_do_not_count() -> None:
     q = BankQuestion("q", "q", "a", ["a", None, "b", "a"], logprob=[_lp(0.6), _lp(0.99), None, _lp(0.3)])
     f = features(replay_table(q, np.arange(4)), 4, confidence=True)[-1, -len(CONF_FEATURE_NAMES) :]
     # only a's two samples carry weight: share 1, margin 0.9 / sqrt(3 valid), no other sample to
-    # compare with (gaps 0), a's percentiles among {0.6, 0.3}: 1 and 0
-    assert np.allclose(f, [1.0, 0.9 / math.sqrt(3), 1, 0.0, 0.0, 0.5], atol=1e-6)
+    # compare with (gaps 0), a's percentiles among {0.6, 0.3}: 1 and 0; a leads b (no weight) by 0.9
+    assert np.allclose(f, [1.0, 0.9 / math.sqrt(3), 1, 0.0, 0.0, 0.5, math.log(1.9) / math.log(5)], atol=1e-6)
 
 
 def test_counts_features_are_unchanged_by_the_confidence_set() -> None:
@@ -102,7 +105,7 @@ def conf_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def test_saved_policy_names_its_feature_set(conf_path: str) -> None:
     cfg = json.loads(Path(conf_path + ".json").read_text())
-    assert cfg["feature_set"] == "counts+confidence" and cfg["features"][-1] == "conf_rank"
+    assert cfg["feature_set"] == "counts+confidence" and cfg["features"][-1] == "conf_lead_margin"
     assert StopPolicy.load(conf_path).confidence
 
 
@@ -164,7 +167,17 @@ def test_a_run_without_logprobs_is_refused(
     args = [*"run vote --backend scripted --set".split(), 'question="q?"', "--policy", f"stop={conf_path}"]
     code, text = _cli(capsys, [*args, "-o", str(out)])
     assert code != 0 and "OT624" in text and "log-probabilities" in text and "stop-conf" in text
-    assert "Traceback" not in text
+    assert "scripted backend records none" in text and not out.exists()  # refused before the run
+
+
+def test_a_backend_object_without_logprobs_is_refused_at_the_first_decision(
+    conf_path: str, tmp_path: Path
+) -> None:
+    out = str(tmp_path / "run.events.jsonl")
+    with pytest.raises(OrchestraceError, match="carry none") as e:
+        run("vote", out, config=_config(0, 1), backend=ScriptedBackend(choices=["cold"]),
+            trace_policies={"stop": load_policy(conf_path)})  # fmt: skip
+    assert e.value.code == "OT624" and e.value.path == conf_path + ".safetensors"
 
 
 def test_a_bank_without_logprobs_is_refused(conf_path: str, tmp_path: Path) -> None:

@@ -188,6 +188,12 @@ class LearnedStop:
         self.policy, self.name, self.path = policy, name, path
         self.explore = explore  # sample the action (seeded by the run and the step) instead of thresholding
 
+    @property
+    def needs_logprobs(self) -> bool:
+        """A ``counts+confidence`` policy reads each answer's token log-probabilities (the runner
+        refuses a backend that records none before the run)."""
+        return self.policy.confidence
+
     def check(self, program: str, config: dict[str, Any]) -> None:
         """Any vote config (the features are task-agnostic); an -agg policy needs the run's family
         among those it has answer priors for."""

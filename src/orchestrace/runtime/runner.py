@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from ..core.errors import OrchestraceError
+from ..core.errors import BadInput, OrchestraceError
 from ..core.io import load_one
 from ..core.model import Trace, trace_to_dict
 from .backends.base import Backend, content_key
@@ -112,6 +112,21 @@ def make_backend(spec: dict[str, Any], setup: Setup) -> Backend:
     raise OrchestraceError("OT605", f"unknown backend kind {kind!r} in the trace metadata")
 
 
+def check_logprobs(deciders: dict[str, TraceDecider], spec: dict[str, Any]) -> None:
+    """A trace policy that reads token log-probabilities (``needs_logprobs``) needs a backend that
+    records them: the local model, or an OpenAI-compatible server asked with --logprobs. Checked
+    before anything is written (a backend object, not a spec, is checked at its first decision)."""
+    kind = spec.get("kind")
+    records = kind == "local" or (kind == "openai" and bool(spec.get("logprobs")))
+    for name, d in deciders.items():
+        if getattr(d, "needs_logprobs", False) and not records:
+            hint = (
+                "give --logprobs" if kind == "openai" else "use --backend local or --base-url URL --logprobs"
+            )
+            raise BadInput("OT624", f"--policy {name}=...: the policy reads token log-probabilities and "
+                           f"the {kind} backend records none ({hint})", path=d.path)  # fmt: skip
+
+
 async def execute(
     program: str,
     out: str,
@@ -147,7 +162,9 @@ async def execute(
     if mode == "replay":
         live = None
     elif backend is None or isinstance(backend, dict):
-        live = make_backend(backend or backend_spec("auto", seed=seed), setup)
+        resolved = backend or backend_spec("auto", seed=seed)
+        check_logprobs(trace_policies or {}, resolved)
+        live = make_backend(resolved, setup)
     else:
         live = backend
     meta = metadata or {

@@ -3,9 +3,11 @@
 Every feature is a function of the answer counts seen so far, the number of samples and their
 cost, never of the answer strings, so a policy trained on one task family applies to another.
 The ``counts+confidence`` feature set adds ``CONF_FEATURE_NAMES``, read from each sample's token
-log-probabilities (a bank's ``logprob``, a trace's ``orchestrace.logprob_*`` attributes): only
-shares, differences and within-prefix ranks, never a raw log-probability level, since that
-level differs by family and a deployment knows nothing of the new family but the samples it drew.
+log-probabilities (a bank's ``logprob``, a trace's ``orchestrace.logprob_*`` attributes): votes
+weighted by the per-token probability (as the confidence rules weight them), the leader's gap to
+the other answers and its within-prefix rank. Every one reads only the samples drawn so far for
+this question: the probability level differs by family, and normalising by a family's statistics
+would need samples a deployment on a new family has not drawn (issue 17's no-free-samples rule).
 All prefixes of one answer sequence are computed at once (``PrefixTable``), vectorised over t.
 """
 
@@ -48,6 +50,7 @@ CONF_FEATURE_NAMES: tuple[str, ...] = (
     "conf_gap_mean",  # mean p_i of L's samples - mean p_i of the others' (0 if either has none)
     "conf_gap_min",  # the same with exp(min token log-prob)
     "conf_rank",  # mean percentile of L's samples' mean log-prob among the prefix's (0.5: none)
+    "conf_lead_margin",  # log1p(the p-weighted leader's lead over the runner-up) / log1p(budget)
 )
 FEATURE_SETS = ("counts", "counts+confidence")  # ``PolicyConfig.feature_set``
 
@@ -189,12 +192,12 @@ def features(
             raise ValueError("a learned aggregator needs the per-answer statics of the prefix table")
         out = np.concatenate([out, aggregator.features(pt.counts, pt.valid, pt.static)], axis=1)
     if confidence:
-        out = np.concatenate([out, confidence_features(pt)], axis=1)
+        out = np.concatenate([out, confidence_features(pt, budget)], axis=1)
     return out
 
 
-def confidence_features(pt: PrefixTable) -> np.ndarray:
-    """[T, 6] ``CONF_FEATURE_NAMES`` of every prefix; refuses a table without log-probabilities."""
+def confidence_features(pt: PrefixTable, budget: int) -> np.ndarray:
+    """[T, 7] ``CONF_FEATURE_NAMES`` of every prefix; refuses a table without log-probabilities."""
     if pt.logprob is None or not np.isfinite(pt.logprob[:, 0]).any():
         raise OrchestraceError(
             "OT624",
@@ -234,6 +237,8 @@ def confidence_features(pt: PrefixTable) -> np.ndarray:
     score = np.cumsum(below + 0.5 * tied, axis=1).T  # [t, i]
     n_ok = np.cumsum(ok)
     pct = np.where(n_ok[:, None] > 1, score / np.maximum(n_ok - 1, 1)[:, None], 0.5)
+    top2 = -np.partition(-w, 1, axis=1)[:, :2] if n_ans > 1 else np.stack([w[:, 0], np.zeros(t_len)], axis=1)
+    lead_margin = top2[:, 0] - top2[:, 1]
     n_lead = is_lead.sum(axis=1)
     rank = np.where(n_lead > 0, (is_lead * pct).sum(axis=1) / np.maximum(n_lead, 1), 0.5)
     return np.stack(
@@ -244,6 +249,7 @@ def confidence_features(pt: PrefixTable) -> np.ndarray:
             gap(p_mean),
             gap(p_min),
             rank,
+            np.log1p(lead_margin) / np.log1p(budget),
         ],
         axis=1,
     ).astype(np.float32)
