@@ -1,6 +1,7 @@
 """Bulk work: the same function over many items, locally or as Ray tasks, same results.
 
-``ray=None`` runs in this process; ``"local"`` starts a private single-machine Ray instance
+``ray=None`` runs in this process, or in ``processes`` worker processes of this machine;
+``"local"`` starts a private single-machine Ray instance
 bound to loopback only; ``"auto"`` joins a cluster already started on this machine
 (``ray start``); ``"HOST:PORT"`` or ``"ray://HOST:10001"`` joins a remote cluster.
 
@@ -114,11 +115,58 @@ def _call_batch(
     return [fn(x, s, *args) for x, s in zip(items, seeds, strict=True)]
 
 
+#: (fn, args) of the pool a worker process belongs to, set once when the worker starts
+_SHARED: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
+
+
+def _share(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    global _SHARED
+    _SHARED = (fn, args)
+
+
+def _call_shared(xs: list[Any], seeds: list[int] | None) -> list[Any]:
+    assert _SHARED is not None
+    return _call_batch(_SHARED[0], xs, seeds, _SHARED[1])
+
+
+def _process_imap(
+    batches: list[tuple[list[Any], list[int] | None]],
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    processes: int,
+    window: int,
+) -> Iterator[Any]:
+    """Batches over this process and ``processes - 1`` workers, results in order.
+
+    This process computes every ``processes``-th batch itself (its results are never pickled)
+    and keeps at most ``window`` of the others in flight in the workers, so memory stays bounded
+    however many batches there are. On Linux the workers are forked: ``fn`` and ``args``
+    (however large) are inherited, not pickled, as they were when the pool started; elsewhere
+    they are pickled once per worker. Only items and results cross between processes.
+    """
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork" if sys.platform == "linux" else "spawn")
+    with ctx.Pool(processes - 1, initializer=_share, initargs=(fn, args)) as pool:
+        pending: dict[int, Any] = {}
+        ahead = 0  # the next batch to consider handing to the workers
+        for i, (xs, ss) in enumerate(batches):
+            while ahead < len(batches) and len(pending) < max(1, window):
+                if ahead % processes:
+                    pending[ahead] = pool.apply_async(_call_shared, batches[ahead])
+                ahead += 1
+            if i % processes:
+                yield from pending.pop(i).get()
+            else:
+                yield from _call_batch(fn, xs, ss, args)
+
+
 def parallel_imap(
     fn: Callable[..., R],
     items: Iterable[Any],
     *,
     ray: str | None = None,
+    processes: int = 1,
     args: tuple[Any, ...] = (),
     seed: int | None = None,
     batch: int = 1,
@@ -126,8 +174,10 @@ def parallel_imap(
 ) -> Iterator[R]:
     """``fn(item, *args)`` (or ``fn(item, item_seed, *args)`` with ``seed``) for every item, in order.
 
-    With ``ray`` each ``batch`` of items is one Ray task and at most ``window`` tasks are in
-    flight, so results stream back without holding them all.
+    With ``ray`` each ``batch`` of items is one Ray task; without it, ``processes`` > 1 shares
+    the batches between this process and ``processes - 1`` worker processes (``fn`` must be a
+    module-level function). At most ``window`` batches are in flight, so results stream back
+    without holding them all.
     """
     seq = list(items)
     seeds = item_seeds(seed, len(seq)) if seed is not None else None
@@ -135,6 +185,9 @@ def parallel_imap(
         (seq[i : i + batch], None if seeds is None else seeds[i : i + batch])
         for i in range(0, len(seq), max(1, batch))
     ]
+    if ray is None and processes > 1:
+        yield from _process_imap(batches, fn, args, processes, window or 2 * (processes - 1))
+        return
     if ray is None:
         for xs, ss in batches:
             yield from _call_batch(fn, xs, ss, args)
@@ -165,9 +218,10 @@ def parallel_map(
     items: Sequence[Any],
     *,
     ray: str | None = None,
+    processes: int = 1,
     args: tuple[Any, ...] = (),
     seed: int | None = None,
     batch: int = 1,
 ) -> list[R]:
     """All results of ``parallel_imap`` as a list (same order as ``items``)."""
-    return list(parallel_imap(fn, items, ray=ray, args=args, seed=seed, batch=batch))
+    return list(parallel_imap(fn, items, ray=ray, processes=processes, args=args, seed=seed, batch=batch))

@@ -50,6 +50,15 @@ def ingest_cmd(
         ),
     ] = True,
     ray: RayOption = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Processes preparing files (read, validate, columns), this one included; it alone "
+            "writes. Default: one per CPU for two or more files of 4 MB in all. 1: no other process.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary line.")] = False,
 ) -> None:
     """Load traces into a DuckDB store, in one transaction, idempotent by trace id.
@@ -59,6 +68,7 @@ def ingest_cmd(
     Examples:\n
       orchestrace ingest runs/ --store traces.duckdb\n
       orchestrace ingest a.jsonl b.events.jsonl.zst -s traces.duckdb --on-error abort\n
+      orchestrace ingest corpus/ -s traces.duckdb --workers 1      # all in this process\n
       orchestrace ingest corpus/ -s traces.duckdb --ray            # prepare files as Ray tasks\n
       orchestrace ingest corpus/ -s traces.duckdb --ray auto       # on a running Ray cluster
     """
@@ -67,7 +77,7 @@ def ingest_cmd(
     if on_error not in _ON_ERROR:
         raise OrchestraceError("OT010", f"--on-error must be one of {', '.join(_ON_ERROR)}, got {on_error!r}")
     files = list(expand_paths(paths))
-    report = ingest(store, files, on_error=on_error, measure=measure, ray=ray)  # type: ignore[arg-type]
+    report = ingest(store, files, on_error=on_error, measure=measure, ray=ray, workers=workers)  # type: ignore[arg-type]
     if on_error == "report":
         for f in report.failures:
             console_err.print(

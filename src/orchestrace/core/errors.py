@@ -72,6 +72,18 @@ class OrchestraceError(Exception):
     def __str__(self) -> str:
         return str(self.finding())
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled from its fields, not ``__init__``'s arguments, so that an error raised in a
+        worker process or a Ray task reaches the caller as the same error."""
+        return (_rebuild_error, (type(self), dict(self.__dict__)))
+
+
+def _rebuild_error(cls: type[OrchestraceError], fields: dict[str, object]) -> OrchestraceError:
+    e = cls.__new__(cls)
+    Exception.__init__(e, fields["message"])
+    e.__dict__.update(fields)
+    return e
+
 
 class BadInput(OrchestraceError):
     """The content of an input file is wrong (a bank, a policy, a trace that cannot be learned

@@ -6,10 +6,16 @@ fully updated. A trace whose content digest is already stored under its id is sk
 re-ingesting the same files changes nothing; a changed trace replaces the stored one. A trace
 met twice in one input with the same content (a recording and its replay) is stored once and
 counted as a duplicate; with different content the later one is refused (OT310).
+
+Files are read, validated and turned into columns by this process and worker processes (one
+file per task; ``parallel.parallel_imap``) when there are several files and enough bytes to pay
+for the workers; this process alone writes, file by file in input order, so the tables and the
+report do not depend on the number of workers.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import errno
 import os
 import re
@@ -41,6 +47,9 @@ R = TypeVar("R")
 
 OnError = Literal["report", "skip", "abort"]
 ON_ERROR: tuple[str, ...] = ("report", "skip", "abort")
+#: with ``workers=None``, an input smaller than this is prepared in this process: forking
+#: workers and pickling their columns back costs more than it saves (see docs/store.md)
+PARALLEL_MIN_BYTES = 4_000_000
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
 
 
@@ -152,6 +161,7 @@ def ingest(
     on_error: OnError = "report",
     measure: bool = True,
     ray: str | None = None,
+    workers: int | None = None,
     chunk_events: int = 200_000,
     progress: Callable[[IngestReport], None] | None = None,
 ) -> IngestReport:
@@ -159,13 +169,18 @@ def ingest(
 
     ``on_error``: ``report`` and ``skip`` leave out invalid traces and commit the rest (the
     caller reports ``failures``); ``abort`` rolls everything back at the first invalid trace.
-    ``ray``: prepare files (parse, validate, measure) as Ray tasks at this address ("local"
-    for a local cluster); the store is still written by this process only.
+    ``workers``: processes preparing files (parse, validate, digest, columns), this one
+    included, which alone writes; None: one per CPU, but only this one for a single file or an
+    input under ``PARALLEL_MIN_BYTES``; 1: everything in this process. ``ray``: prepare files
+    as Ray tasks at this address ("local" for a local cluster) instead. Either way the store is
+    written by this process only.
     """
     import duckdb
 
     if on_error not in ON_ERROR:
         raise OrchestraceError("OT010", f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+    if workers is not None and workers < 1:
+        raise OrchestraceError("OT010", f"workers must be at least 1, got {workers}")
     files = list(paths)
     report = IngestReport(files=len(files))
     start = time.perf_counter()
@@ -177,7 +192,18 @@ def ingest(
         }
         seen: dict[str, str] = {}
         con.execute("BEGIN TRANSACTION")
-        for chunk in _chunks(files, measure=measure, ray=ray, chunk_events=chunk_events, known=stored):
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        processes = ingest_processes(files, workers)
+        prepared = _chunks(
+            files,
+            measure=measure,
+            ray=ray,
+            processes=processes,
+            chunk_events=chunk_events,
+            known=stored,
+            now=now,
+        )
+        for chunk in prepared:
             for f in chunk.failures:
                 _fail(report, f, on_error)
             _write_chunk(con, chunk, stored, seen, report, on_error, measure)
@@ -228,17 +254,46 @@ def _fail(report: IngestReport, f: Failure, on_error: str) -> None:
     report.failures.append(f)
 
 
-def _chunks(
-    files: list[str], *, measure: bool, ray: str | None, chunk_events: int, known: Known
-) -> Iterator[Chunk]:
-    """Prepared rows, file by file. Locally ``known`` is read live (a trace repeated in the
-    input is seen as stored); Ray tasks get a snapshot of it taken before the first write."""
-    if ray is None:
-        for p in files:
-            yield from iter_chunks(p, measure=measure, chunk_events=chunk_events, known=known)
-        return
+def ingest_processes(files: Sequence[str], workers: int | None) -> int:
+    """How many processes prepare ``files``: ``workers`` (at most one per file), or with None
+    one per CPU this process may use, but 1 (this process) for an input under
+    ``PARALLEL_MIN_BYTES``."""
+    if workers is not None:
+        return max(1, min(workers, len(files)))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    n = min(cpus, len(files))
+    if n < 2 or sum(_size(f) for f in files) < PARALLEL_MIN_BYTES:
+        return 1
+    return n
 
-    for chunks in parallel_imap(prepare_file, files, ray=ray, args=(measure, chunk_events, dict(known))):
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # missing or unreadable: preparing it reports that
+        return 0
+
+
+def _chunks(
+    files: list[str],
+    *,
+    measure: bool,
+    ray: str | None,
+    processes: int,
+    chunk_events: int,
+    known: Known,
+    now: dt.datetime,
+) -> Iterator[Chunk]:
+    """Prepared rows, file by file in input order. In this process ``known`` is read live (a
+    trace repeated in the input is seen as stored); worker processes and Ray tasks get a
+    snapshot of it taken before the first write (a repeat is then prepared again and the
+    writer, which sees every id in order, counts it the same way)."""
+    if ray is None and processes == 1:
+        for p in files:
+            yield from iter_chunks(p, measure=measure, chunk_events=chunk_events, known=known, now=now)
+        return
+    args = (measure, chunk_events, known if ray is None else dict(known), now)
+    for chunks in parallel_imap(prepare_file, files, ray=ray, processes=processes, args=args):
         yield from chunks
 
 

@@ -485,7 +485,11 @@ def iter_chunks(
 
 
 def prepare_file(
-    path: str, measure: bool = True, chunk_events: int = 200_000, known: Known | None = None
+    path: str,
+    measure: bool = True,
+    chunk_events: int = 200_000,
+    known: Known | None = None,
+    now: dt.datetime | None = None,
 ) -> list[Chunk]:
-    """All chunks of one file at once (what a Ray task returns)."""
-    return list(iter_chunks(path, measure=measure, chunk_events=chunk_events, known=known))
+    """All chunks of one file at once (what a worker process or a Ray task returns)."""
+    return list(iter_chunks(path, measure=measure, chunk_events=chunk_events, known=known, now=now))

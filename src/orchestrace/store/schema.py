@@ -104,6 +104,7 @@ ROW_TABLES: Final = ("traces", "events", "edges", "rewards", "credits", "metrics
 #: ``orchestrace.measure.analyze`` computed at ingest.
 METRIC_SOURCES: Final = ("recorded", "costs", "measure")
 
+#: ORDER BY: the rows land in one order whatever the number of DuckDB threads or ingest workers
 _AGENTS_SQL = """
 INSERT INTO agents
 SELECT trace_id, agent,
@@ -118,6 +119,7 @@ SELECT trace_id, agent,
        count(*) FILTER (WHERE critical)::INTEGER
 FROM {events}
 GROUP BY trace_id, agent
+ORDER BY trace_id, agent
 """
 
 
