@@ -231,3 +231,23 @@ def test_a_weighted_answer_policy_does_not_run_live(tmp_path: Path, capsys: pyte
     ]
     code, text = _cli(capsys, [*args, "-o", str(out)])
     assert code != 0 and "OT623" in text and "offline evaluation only" in text and not out.exists()
+
+
+def test_train_stop_confidence_writes_a_confidence_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``train stop --confidence`` on a bank with log-probabilities writes a counts+confidence
+    policy; on a bank without them it stops before writing anything."""
+    with_lp, plain = str(tmp_path / "lp.jsonl"), str(tmp_path / "plain.jsonl")
+    save_bank(_bank(20), with_lp)
+    save_bank(
+        Bank("plain", [BankQuestion(f"q{i}", "q", "cold", ["cold"] * BUDGET) for i in range(20)]), plain
+    )
+    common = ["--budget", str(BUDGET), "--iterations", "5", "--sweep", "", "--no-aggregate",
+              "--target-samples", "0", "--orders", "1", "--confidence"]  # fmt: skip
+    code, text = _cli(capsys, ["train", "stop", "--bank", with_lp, "-o", str(tmp_path / "a" / "p"), *common])
+    assert code == 0, text
+    cfg = json.loads((tmp_path / "a" / "p.json").read_text())
+    assert cfg["feature_set"] == "counts+confidence" and len(cfg["features"]) == 12 + len(CONF_FEATURE_NAMES)
+    code, text = _cli(capsys, ["train", "stop", "--bank", plain, "-o", str(tmp_path / "b" / "p"), *common])
+    assert code != 0 and "OT624" in text and "'plain'" in text and not (tmp_path / "b").exists()

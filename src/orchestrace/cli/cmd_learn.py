@@ -103,6 +103,12 @@ def train_stop_cmd(
         "--sweep",
         help="extra costs for the Pareto curve, comma-separated ('' for none; default 10 costs)",
     ),
+    confidence: bool = typer.Option(
+        False,
+        "--confidence",
+        help="the policies also read each sample's token log-probabilities (feature set "
+        "counts+confidence; banks built with --logprobs)",
+    ),
     ray: RayOption = None,
 ) -> None:
     """Train a stopping policy and write a report (Pareto + learning curves, PNG and JSON).
@@ -113,6 +119,7 @@ def train_stop_cmd(
       orchestrace train stop --traces 'runs/vote/*.events.jsonl' --budget 8 -o runs/p
       orchestrace train stop --algo ppo --sweep ''
       orchestrace train stop --ray                 # the cost sweep's policies trained as Ray tasks
+      orchestrace train stop --bank lp.jsonl --confidence --budget 24   # also read log-probabilities
     """
     from importlib import import_module
 
@@ -147,6 +154,7 @@ def train_stop_cmd(
             target_samples=target or None,
             train_traces=traces or None,
             eval_traces=eval_traces or None,
+            confidence=confidence,
         )
     g = rep.goal
     console.print(

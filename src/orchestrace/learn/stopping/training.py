@@ -443,6 +443,7 @@ def train_stop(
     target_samples: float | None = TARGET_SAMPLES,
     train_traces: Sequence[str] | None = None,
     eval_traces: Sequence[str] | None = None,
+    confidence: bool = False,
 ) -> StopReport:
     """Train on ``bank_paths`` (default: five embedded families) or on the vote traces matching
     ``train_traces`` (globs; ``traces.bank_from_traces``), evaluate on ``eval_paths`` / ``eval_traces``
@@ -456,7 +457,9 @@ def train_stop(
     sweep are independent; ``map_fn`` (a Ray map from the CLI's ``--ray``) trains them in
     parallel, with the same seeds and so the same policies. With ``target_samples`` each family
     also gets the policy for that sample budget (``calibrate_cost``, on the calibration half's
-    samples, never their labels), saved next to the main one with a ``-target`` suffix."""
+    samples, never their labels), saved next to the main one with a ``-target`` suffix. With
+    ``confidence`` every policy also sees the token-confidence features (feature set
+    ``counts+confidence``): every training and held-out question needs log-probabilities."""
     from ..envs.stopvote import build_pool
     from .report import write_report
     from .traces import bank_from_traces
@@ -482,6 +485,11 @@ def train_stop(
         parts = [split(b, 0.7, seed) for b in train_banks]
         train_bank = merge([p[0] for p in parts], "+".join(b.name for b in train_banks) + "-train")
         test_banks = [p[1] for p in parts]
+    if confidence:
+        for b in [*train_banks, *test_banks]:
+            if any(q.logprob is None for q in b.questions):
+                raise OrchestraceError("OT624", f"--confidence reads token log-probabilities, and bank "
+                                       f"{b.name!r} has questions without them (bank build --logprobs)")  # fmt: skip
     # no free samples: the budget calibration and the answer priors read a disjoint half of the
     # held-out questions (per family); accuracy and samples are reported on the other half only
     halves = [split(b, 0.5, seed + 1) for b in test_banks]
@@ -497,7 +505,7 @@ def train_stop(
     # per policy family, the calibration fields of its GoalFigures
     calibrations: dict[str, dict[str, float | bool | None]] = {}
     for prefix, aggregator in [("learned", None)] + ([("learned+agg", agg)] if agg else []):
-        pool = build_pool(train_bank, budget, 16, seed, aggregator=aggregator)
+        pool = build_pool(train_bank, budget, 16, seed, aggregator=aggregator, confidence=confidence)
         common: dict[str, Any] = dict(algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool)
         if map_fn is None:
             bar = (
