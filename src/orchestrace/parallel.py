@@ -117,28 +117,44 @@ def _call_batch(
     return [fn(x, s, *args) for x, s in zip(items, seeds, strict=True)]
 
 
-#: (fn, args) of the pool a worker process belongs to, set once when the worker starts
-_SHARED: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
+#: what the workers of a pool share, set once when a worker starts: the function, its extra
+#: arguments, every batch, and the claim counters [next unclaimed batch, first batch not yet allowed]
+_SHARED: tuple[Callable[..., Any], tuple[Any, ...], list[Any], Any] | None = None
 
 
-def _share(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+def _share(fn: Callable[..., Any], args: tuple[Any, ...], batches: list[Any], claims: Any) -> None:
     global _SHARED
-    _SHARED = (fn, args)
+    _SHARED = (fn, args, batches, claims)
 
 
-def _call_shared(xs: list[Any], seeds: list[int] | None) -> bytes:
-    """A batch in a worker, its results pickled without the memo: a third of the time for
-    columns of many strings (the pool then only copies bytes). A cycle needs the memo."""
+def _claim(claims: Any) -> int:
+    """The next unclaimed batch, or -1 when none is left or allowed yet."""
+    with claims.get_lock():
+        i = claims[0]
+        if i >= claims[1]:
+            return -1
+        claims[0] = i + 1
+        return i
+
+
+def _claim_and_call() -> tuple[int, bytes]:
+    """In a worker: claim a batch, run it, and return its index and its results pickled
+    without the memo: a third of the time for columns of many strings (the pool then only
+    copies bytes). A cycle needs the memo."""
     assert _SHARED is not None
-    out = _call_batch(_SHARED[0], xs, seeds, _SHARED[1])
+    fn, args, batches, claims = _SHARED
+    i = _claim(claims)
+    if i < 0:
+        return i, b""
+    out = _call_batch(fn, *batches[i], args)
     buf = io.BytesIO()
     fast = pickle.Pickler(buf, pickle.HIGHEST_PROTOCOL)
     fast.fast = True  # no memo (deprecated, still in CPython 3.13)
     try:
         fast.dump(out)
     except (ValueError, RecursionError):
-        return pickle.dumps(out, pickle.HIGHEST_PROTOCOL)
-    return buf.getvalue()
+        return i, pickle.dumps(out, pickle.HIGHEST_PROTOCOL)
+    return i, buf.getvalue()
 
 
 def _process_imap(
@@ -150,27 +166,51 @@ def _process_imap(
 ) -> Iterator[Any]:
     """Batches over this process and ``processes - 1`` workers, results in order.
 
-    This process computes every ``processes``-th batch itself (its results are never pickled)
-    and keeps at most ``window`` of the others in flight in the workers, so memory stays bounded
-    however many batches there are. On Linux the workers are forked: ``fn`` and ``args``
-    (however large) are inherited, not pickled, as they were when the pool started; elsewhere
-    they are pickled once per worker. Only items and results cross between processes.
+    This process computes the first batch; then whoever is free claims the next one: the
+    workers, and this process whenever the result it must yield next is not there yet (its own
+    results are never pickled). At most
+    ``window`` batches past the one to yield next may be claimed, so memory stays bounded
+    however many batches there are. On Linux the workers are forked: ``fn``, ``args`` and the
+    batches (however large) are inherited, not pickled, as they were when the pool started;
+    elsewhere they are pickled once per worker. Only results cross between processes.
     """
     import multiprocessing as mp
 
     ctx = mp.get_context("fork" if sys.platform == "linux" else "spawn")
-    with ctx.Pool(processes - 1, initializer=_share, initargs=(fn, args)) as pool:
-        pending: dict[int, Any] = {}
-        ahead = 0  # the next batch to consider handing to the workers
-        for i, (xs, ss) in enumerate(batches):
-            while ahead < len(batches) and len(pending) < max(1, window):
-                if ahead % processes:
-                    pending[ahead] = pool.apply_async(_call_shared, batches[ahead])
-                ahead += 1
-            if i % processes:
-                yield from pickle.loads(pending.pop(i).get())
+    n = len(batches)
+    claims = ctx.Array("q", [1, min(n, window)])  # batch 0 is this process's: it is needed first
+    with ctx.Pool(processes - 1, initializer=_share, initargs=(fn, args, batches, claims)) as pool:
+        tokens: deque[Any] = deque(pool.apply_async(_claim_and_call) for _ in range(processes - 1))
+        idle = 0  # workers whose last claim found nothing allowed yet
+        done: dict[int, list[Any]] = {0: _call_batch(fn, *batches[0], args)}
+
+        def collect(token: Any) -> None:
+            nonlocal idle
+            i, payload = token.get()
+            if i < 0:
+                idle += 1
             else:
-                yield from _call_batch(fn, xs, ss, args)
+                done[i] = pickle.loads(payload)
+                tokens.append(pool.apply_async(_claim_and_call))
+
+        for j in range(n):
+            with claims.get_lock():
+                claims[1] = min(n, j + window)
+            for _ in range(idle if claims[0] < claims[1] else 0):
+                tokens.append(pool.apply_async(_claim_and_call))
+                idle -= 1
+            while j not in done:
+                for t in [t for t in tokens if t.ready()]:
+                    tokens.remove(t)
+                    collect(t)
+                if j in done:
+                    break
+                k = _claim(claims)
+                if k >= 0:
+                    done[k] = _call_batch(fn, *batches[k], args)
+                else:  # j is being computed by a worker: wait for the oldest claim
+                    collect(tokens.popleft())
+            yield from done.pop(j)
 
 
 def parallel_imap(
@@ -197,8 +237,8 @@ def parallel_imap(
         (seq[i : i + batch], None if seeds is None else seeds[i : i + batch])
         for i in range(0, len(seq), max(1, batch))
     ]
-    if ray is None and processes > 1:
-        yield from _process_imap(batches, fn, args, processes, window or 2 * (processes - 1))
+    if ray is None and processes > 1 and len(batches) > 1:
+        yield from _process_imap(batches, fn, args, processes, max(1, window or 2 * processes))
         return
     if ray is None:
         for xs, ss in batches:

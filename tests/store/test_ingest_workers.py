@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import pickle
+import time
 from pathlib import Path
 
 import duckdb
@@ -101,7 +103,8 @@ def test_default_workers_only_for_large_inputs(tmp_path: Path, mixed: list[str])
     assert ingest_processes([str(big), mixed[0]], None) == min(cpus, 2)
 
 
-def _pid(x: int) -> int:
+def _pid_after_nap(x: int) -> int:
+    time.sleep(0.1)  # long enough for a worker to start and claim items while this process naps
     return os.getpid()
 
 
@@ -112,17 +115,19 @@ def _fail_on_odd(x: int) -> int:
 
 
 def test_process_pool_shares_work_and_passes_errors() -> None:
-    pids = parallel_map(_pid, list(range(6)), processes=2)
-    assert pids[0::2] == [os.getpid()] * 3 and os.getpid() not in pids[1::2]  # every other item in a worker
+    pids = parallel_map(_pid_after_nap, list(range(10)), processes=2)
+    assert pids[0] == os.getpid() and len(set(pids)) == 2  # the first here, others in one worker
     assert parallel_map(abs, [-3, -2, -1, 0, 1], processes=3) == [3, 2, 1, 0, 1]
     with pytest.raises(LoadError) as e:
-        parallel_map(_fail_on_odd, [0, 1, 2], processes=2)  # item 1 runs in the worker
+        parallel_map(_fail_on_odd, [0, 1, 2], processes=2)
     assert (e.value.code, e.value.path, e.value.line, e.value.message) == (
         "OT006",
         "f1.jsonl",
         1,
         "item 1 is odd",
     )
+    back = pickle.loads(pickle.dumps(e.value))  # how an error raised in a worker comes back
+    assert type(back) is LoadError and str(back) == str(e.value) and back.exit_code == 1
 
 
 def test_workers_must_be_positive(tmp_path: Path, capsys, mixed: list[str]) -> None:
