@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import signal
 import sys
 import tempfile
 from collections import deque
@@ -125,6 +126,7 @@ _SHARED: tuple[Callable[..., Any], tuple[Any, ...], list[Any], Any] | None = Non
 def _share(fn: Callable[..., Any], args: tuple[Any, ...], batches: list[Any], claims: Any) -> None:
     global _SHARED
     _SHARED = (fn, args, batches, claims)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the caller stops the pool, no traceback here
 
 
 def _claim(claims: Any) -> int:
