@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -65,6 +66,16 @@ def _bars_as_lines() -> Iterator[None]:
         sys.stderr.write("".join(line + "\n" for line in lines if line))
 
 
+def _drop_packed_dtype_advice(record: logging.LogRecord) -> bool:
+    """False for transformers' advice to load GGUF in float32.
+
+    It is printed for every dtype but float32, also on the path this model takes (its weights are
+    dequantised at load, the "Converting and de-quantizing" bar), where the advice does not hold:
+    bfloat16 samples 1.3x faster here (27 Nov, 2 cores: 16 samples of 12 tokens 1.32 s vs 1.77 s).
+    """
+    return not record.getMessage().startswith("Loading a GGUF checkpoint with its weights packed")
+
+
 def _last_redraw(line: str) -> str:
     """The last non-blank state of a line a bar redrew with carriage returns."""
     parts = [p for p in line.split("\r") if p.strip()]
@@ -83,6 +94,7 @@ class LocalModel:
         if threads is not None:
             torch.set_num_threads(threads)
         folder = model_folder()
+        logging.getLogger("transformers.quantizers.quantizer_gguf").addFilter(_drop_packed_dtype_advice)
         self.torch = torch
         self.name = MODEL_NAME
         with _bars_as_lines():
