@@ -23,7 +23,13 @@ DATA = Path(__file__).parent / "data" / "logprob_smollm2"
 
 
 #: learned variants: name -> (token-confidence features, answer the confidence-weighted leader)
-VARIANTS = {"learned": (False, False), "learned+conf": (True, False), "learned+conf+w": (True, True)}
+VARIANTS = {
+    "learned": (False, False),
+    "learned+conf": (True, False),
+    "learned+conf+w": (True, True),
+    "learned+w": (False, True),  # ablation: the weighted answer without the confidence features
+}
+DEFAULT_VARIANTS = ["learned", "learned+conf", "learned+conf+w"]
 
 
 def learned_methods(costs: tuple[float, ...], budget: int, seed: int, variants: tuple[str, ...]):
@@ -64,7 +70,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default=str(DATA), help="folder of the seven FAMILY.jsonl.gz banks")
     ap.add_argument("--costs", type=float, nargs="*", default=[DEFAULT_COST])
-    ap.add_argument("--learned", nargs="*", default=list(VARIANTS), choices=list(VARIANTS),
+    ap.add_argument("--learned", nargs="*", default=DEFAULT_VARIANTS, choices=list(VARIANTS),
                     help="learned variants: +conf sees token-confidence features, +w answers the "
                          "confidence-weighted leader (and is trained for it)")  # fmt: skip
     args = ap.parse_args()

@@ -67,6 +67,12 @@ def test_null_answers_and_samples_without_logprobs_do_not_count() -> None:
     assert np.allclose(f, [1.0, 0.9 / math.sqrt(3), 1, 0.0, 0.0, 0.5, math.log(1.9) / math.log(5)], atol=1e-6)
 
 
+def test_only_null_answers_so_far_need_no_logprobs() -> None:
+    """A run whose first worker failed: nothing votes yet (no weight, no gap, the neutral rank)."""
+    x = prefix_features([None], 4, logprob=[None], confidence=True)[-len(CONF_FEATURE_NAMES) :]
+    assert np.allclose(x, [0.0, 0.0, 0, 0.0, 0.0, 0.5, 0.0])
+
+
 def test_counts_features_are_unchanged_by_the_confidence_set() -> None:
     q = BankQuestion("q", "q", "a", ["a", "a", "b"], logprob=[_lp(0.5)] * 3)
     pt = replay_table(q, np.arange(3))
@@ -151,6 +157,13 @@ def test_live_confidence_decisions_recompute_from_the_trace(
             assert d.act == (p >= 0.5)
             decided += 1
     assert decided >= 3
+    # a run whose only answer so far failed is asked too (nothing votes); a real answer without
+    # log-probabilities is refused
+    from dataclasses import replace
+
+    assert pol.features(replace(ep, answers=[None], logprob=None, costs=None)) is not None
+    with pytest.raises(OrchestraceError, match="carry none"):
+        pol.features(replace(ep, answers=["cold"], logprob=None, costs=None))
 
 
 def _cli(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str]:

@@ -220,13 +220,16 @@ class LearnedStop:
         family it has no prior for)."""
         budget = self.policy.config.budget
         agg, confidence = self.policy.aggregator, self.policy.confidence
-        if confidence and ep.logprob is None:
+        logprob = ep.logprob
+        if confidence and logprob is None and all(a is None for a in ep.answers):
+            logprob = [None] * len(ep.answers)  # only failed or unparsable answers so far: nothing votes
+        if confidence and logprob is None:
             raise BadInput("OT624", f"the stop policy's feature set (counts+confidence) reads token "
                            f"log-probabilities, and the run's worker answers carry none (trace "
                            f"{ep.trace_id!r}): give the run --logprobs, or use a counts policy",
                            path=self.path)  # fmt: skip
         if agg is None:
-            return prefix_features(ep.answers, budget, ep.costs, logprob=ep.logprob, confidence=confidence)
+            return prefix_features(ep.answers, budget, ep.costs, logprob=logprob, confidence=confidence)
         if ep.family not in self.priors:
             return None
         from .stopping.aggregate import candidate_statics
@@ -236,7 +239,7 @@ class LearnedStop:
         labels = list(dict.fromkeys(a for a in ep.answers if a is not None))
         pt = prefix_table(ids, None if ep.costs is None else np.asarray(ep.costs, float))
         pt.static = candidate_statics(labels, ep.question, self.priors[ep.family], add_one=True)
-        pt.logprob = None if ep.logprob is None else logprob_array(ep.logprob)
+        pt.logprob = None if logprob is None else logprob_array(logprob)
         return features(pt, budget, aggregator=agg, confidence=confidence)[-1]
 
     def decide(self, trace: Trace) -> TraceDecision | None:

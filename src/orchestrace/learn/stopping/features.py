@@ -197,8 +197,9 @@ def features(
 
 
 def confidence_features(pt: PrefixTable, budget: int) -> np.ndarray:
-    """[T, 7] ``CONF_FEATURE_NAMES`` of every prefix; refuses a table without log-probabilities."""
-    if pt.logprob is None or not np.isfinite(pt.logprob[:, 0]).any():
+    """[T, 7] ``CONF_FEATURE_NAMES`` of every prefix; refuses a table without log-probabilities
+    (one whose samples so far are all null may have none yet: nothing votes)."""
+    if pt.logprob is None:
         raise OrchestraceError(
             "OT624",
             "this stop policy's feature set (counts+confidence) reads token log-probabilities, and "
