@@ -47,9 +47,10 @@ R = TypeVar("R")
 
 OnError = Literal["report", "skip", "abort"]
 ON_ERROR: tuple[str, ...] = ("report", "skip", "abort")
-#: with ``workers=None``, an input smaller than this is prepared in this process: forking
-#: workers and pickling their columns back costs more than it saves (see docs/store.md)
-PARALLEL_MIN_BYTES = 4_000_000
+#: with ``workers=None``, an input smaller than this is prepared in this process: a worker
+#: cost 10-80 ms more CPU at 2-4 MB (fork, pickling its columns back) and saved no time
+#: measurable at 2-15 MB here (docs/performance.md)
+PARALLEL_MIN_BYTES = 8_000_000
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
 
 
