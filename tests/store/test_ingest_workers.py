@@ -139,3 +139,6 @@ def test_workers_must_be_positive(tmp_path: Path, capsys, mixed: list[str]) -> N
     with pytest.raises(OrchestraceError) as e:
         ingest(str(store), mixed, workers=0)
     assert e.value.code == "OT010"
+    r = run_cli(capsys, "ingest", mixed[0], "--store", str(store), "--workers", "2", "--ray", "local")
+    assert r.returncode == 2 and "not both" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not store.exists()  # refused before Ray starts or the store is created

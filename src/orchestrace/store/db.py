@@ -182,6 +182,8 @@ def ingest(
         raise OrchestraceError("OT010", f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
     if workers is not None and workers < 1:
         raise OrchestraceError("OT010", f"workers must be at least 1, got {workers}")
+    if workers is not None and ray is not None:
+        raise OrchestraceError("OT010", "give workers (processes here) or ray (Ray tasks), not both")
     files = list(paths)
     report = IngestReport(files=len(files))
     start = time.perf_counter()
