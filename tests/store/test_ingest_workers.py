@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pickle
 import time
@@ -90,6 +91,7 @@ def test_workers_abort_writes_nothing(tmp_path: Path, mixed: list[str]) -> None:
         ingest(str(store), mixed, workers=2, on_error="abort")
     assert (e.value.code, os.path.basename(e.value.path or ""), e.value.line) == ("OT006", "b.jsonl", 2)
     assert _tables(store)["traces"] == []
+    assert multiprocessing.active_children() == []  # the workers were stopped with the ingest
 
 
 def test_default_workers_only_for_large_inputs(tmp_path: Path, mixed: list[str]) -> None:

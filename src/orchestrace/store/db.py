@@ -15,6 +15,7 @@ report do not depend on the number of workers.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import os
@@ -206,12 +207,13 @@ def ingest(
             known=stored,
             now=now,
         )
-        for chunk in prepared:
-            for f in chunk.failures:
-                _fail(report, f, on_error)
-            _write_chunk(con, chunk, stored, seen, report, on_error, measure)
-            if progress:
-                progress(report)
+        with contextlib.closing(prepared):  # on an error, stop the workers now, not when collected
+            for chunk in prepared:
+                for f in chunk.failures:
+                    _fail(report, f, on_error)
+                _write_chunk(con, chunk, stored, seen, report, on_error, measure)
+                if progress:
+                    progress(report)
         con.execute("COMMIT")
     except (duckdb.Error, OSError) as e:
         _rollback(con)
