@@ -182,8 +182,9 @@ def _process_imap(
     n = len(batches)
     claims = ctx.Array("q", [1, min(n, window)])  # batch 0 is this process's: it is needed first
     with ctx.Pool(processes - 1, initializer=_share, initargs=(fn, args, batches, claims)) as pool:
-        tokens: deque[Any] = deque(pool.apply_async(_claim_and_call) for _ in range(processes - 1))
-        idle = 0  # workers whose last claim found nothing allowed yet
+        # two claims queued per worker: one finishing a batch finds the next waiting for it
+        tokens: deque[Any] = deque(pool.apply_async(_claim_and_call) for _ in range(2 * (processes - 1)))
+        idle = 0  # claims that found nothing allowed yet: made again when the window moves
         done: dict[int, list[Any]] = {0: _call_batch(fn, *batches[0], args)}
 
         def collect(token: Any) -> None:
