@@ -231,7 +231,11 @@ def test_weighted_answer_training_rewards_the_weighted_leader() -> None:
     assert weighted.correct[0].tolist() == [True, True, True]
 
 
-def test_a_weighted_answer_policy_does_not_run_live(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_a_weighted_answer_policy_runs_on_a_weighted_vote(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A policy trained to answer the weighted leader needs the run to answer it too (``--set
+    answer=confidence``); such a run returns the weighted leader, not the majority."""
     pol, _ = train_policy(_bank(10), 0.02, budget=BUDGET, iterations=2, confidence=True, weighted=True)
     assert pol.config.answer == "confidence"
     pol.save(str(tmp_path / "w"))
@@ -243,7 +247,20 @@ def test_a_weighted_answer_policy_does_not_run_live(tmp_path: Path, capsys: pyte
         f"stop={tmp_path / 'w'}",
     ]
     code, text = _cli(capsys, [*args, "-o", str(out)])
-    assert code != 0 and "OT623" in text and "offline evaluation only" in text and not out.exists()
+    assert code != 0 and "OT623" in text and "--set answer=confidence" in text and not out.exists()
+    # cold (mean log-prob -0.2: p 0.819), then hot twice (-1.2: p 0.301 each): weighted cold 0.819
+    # against hot 0.602, while the majority is hot
+    said = iter(["cold", "hot", "hot"])
+    backend = _WithLogprobs(fn=lambda req: next(said))
+    cfg = _config(0, 1) | {"budget": 3, "answer": "confidence"}
+    res = run("vote", str(out), config=cfg, backend=backend)
+    assert res.outcome["final"] == "cold"
+    said = iter(["cold", "hot", "hot"])
+    backend = _WithLogprobs(fn=lambda req: next(said))
+    assert run("vote", str(tmp_path / "m.events.jsonl"), config=_config(0, 1) | {"budget": 3},
+               backend=backend).outcome["final"] == "hot"  # fmt: skip
+    run("vote", str(tmp_path / "p.events.jsonl"), config=cfg, backend=_WithLogprobs(choices=["cold"]),
+        trace_policies={"stop": load_policy(str(tmp_path / "w"))})  # fmt: skip
 
 
 def test_train_stop_confidence_writes_a_confidence_policy(

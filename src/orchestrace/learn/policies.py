@@ -197,10 +197,10 @@ class LearnedStop:
     def check(self, program: str, config: dict[str, Any]) -> None:
         """Any vote config (the features are task-agnostic); an -agg policy needs the run's family
         among those it has answer priors for."""
-        if self.policy.config.answer != "majority":
-            raise BadInput("OT623", f"this stop policy answers the {self.policy.config.answer}-weighted "
-                           "leader, and a live vote run answers by majority (or a learned aggregator): "
-                           "it is for offline evaluation only", path=self.path)  # fmt: skip
+        if self.policy.config.answer != config.get("answer", "majority"):
+            raise BadInput("OT623", f"this stop policy was trained to answer by {self.policy.config.answer} "
+                           f"and the run answers by {config.get('answer', 'majority')} (set the run's "
+                           f"answer with --set answer={self.policy.config.answer})", path=self.path)  # fmt: skip
         fam = config.get("family")
         if self.policy.aggregator is not None and fam not in self.priors:
             raise BadInput("OT623", f"the stop policy's aggregator has answer priors for the families "

@@ -52,6 +52,7 @@ class Result:
     event: str  # id of its final return event
     status: str = "ok"  # ok | error | dropped
     error: str | None = None
+    logprob_mean: float | None = None  # mean token log-probability of the answer, when the backend gave them
 
 
 @dataclass
@@ -406,6 +407,7 @@ class Orchestrator:
                 return Result(spec.name, spec.role, s.round, None, eid, "error", str(out))
             eid = self._record_ok(spec, out, ref, attempt, dropped, base)
             history.extend(({"role": "user", "content": prompt}, {"role": "assistant", "content": out.text}))
+            lp = summarise_logprobs(out.logprobs)  # as the return event records it
             return Result(
                 spec.name,
                 spec.role,
@@ -413,6 +415,7 @@ class Orchestrator:
                 None if dropped else out.text,
                 eid,
                 "dropped" if dropped else "ok",
+                logprob_mean=None if lp is None else lp.mean,
             )
         raise AssertionError("unreachable")
 

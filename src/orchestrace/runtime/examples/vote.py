@@ -2,7 +2,9 @@
 answering once, until ``budget`` answers; the stop decision is asked after every finished worker,
 so a stop policy can end the run early (cancelling the rest of a wave). The final answer is the
 majority of the answers so far (first line, lower case, punctuation stripped; ties: seen first),
-or a learned aggregator's (``--policy aggregate=PATH``), asked after every wave.
+with ``answer: confidence`` the leader of the votes weighted by exp(each answer's mean token
+log-probability) (a backend that gives none: the majority), or a learned aggregator's
+(``--policy aggregate=PATH``), asked after every wave.
 
 Config: ``question`` (str; default: the antonym of "hot"), ``fewshot`` (list of [question, answer]
 example turns; default: the antonym examples), ``budget``
@@ -13,6 +15,7 @@ scores the run.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from typing import Any
@@ -39,8 +42,9 @@ class VotePolicy(BasePolicy):
     name = "vote"
 
     def __init__(self, question: str, fewshot: list[dict[str, str]], budget: int, width: int, *,
-                 system: str, max_tokens: int, temperature: float) -> None:  # fmt: skip
+                 system: str, max_tokens: int, temperature: float, weighted: bool = False) -> None:  # fmt: skip
         super().__init__("continue")
+        self.weighted = weighted
         self.question, self.fewshot = question, fewshot
         self.budget, self.width = budget, width
         self.system, self.max_tokens, self.temperature = system, max_tokens, temperature
@@ -64,6 +68,13 @@ class VotePolicy(BasePolicy):
         votes = [a for a in (first_line(r.text) for r in s.results) if a]
         if not votes:
             return None
+        if self.weighted:  # as learn.stopping.rules.confidence_answer (ties: seen first)
+            w: dict[str, float] = {}
+            for r in s.results:
+                if (a := first_line(r.text)) is not None:
+                    w[a] = w.get(a, 0.0) + (0.0 if r.logprob_mean is None else math.exp(r.logprob_mean))
+            if max(w.values()) > 0:
+                return max(w, key=lambda a: w[a])
         counts = Counter(votes)
         best = max(counts.values())
         return next(a for a in votes if counts[a] == best)
@@ -76,6 +87,13 @@ def _int(config: dict[str, Any], key: str, default: int) -> int:
     v = config.get(key, default)
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         raise OrchestraceError("OT604", f"vote: config {key!r} must be a positive integer, got {v!r}")
+    return v
+
+
+def _answer(config: dict[str, Any]) -> str:
+    v = config.get("answer", "majority")
+    if v not in ("majority", "confidence"):
+        raise OrchestraceError("OT604", f"vote: config 'answer' must be majority or confidence, got {v!r}")
     return v
 
 
@@ -99,6 +117,7 @@ def build(config: dict[str, Any]) -> Setup:
         system=str(config.get("system", "You are a careful assistant. Answer briefly.")),
         max_tokens=_int(config, "max_tokens", 8),
         temperature=float(config.get("temperature", 0.7)),
+        weighted=_answer(config) == "confidence",
     )
     return Setup(
         policy=policy,
