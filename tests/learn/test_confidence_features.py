@@ -259,8 +259,20 @@ def test_a_weighted_answer_policy_runs_on_a_weighted_vote(
     backend = _WithLogprobs(fn=lambda req: next(said))
     assert run("vote", str(tmp_path / "m.events.jsonl"), config=_config(0, 1) | {"budget": 3},
                backend=backend).outcome["final"] == "hot"  # fmt: skip
-    run("vote", str(tmp_path / "p.events.jsonl"), config=cfg, backend=_WithLogprobs(choices=["cold"]),
-        trace_policies={"stop": load_policy(str(tmp_path / "w"))})  # fmt: skip
+    # with the policy stopping it, the run's answer is the offline weighted answer of its prefix
+    from orchestrace.learn.stopping.rules import confidence_answer
+
+    for qi, answers in enumerate((["cold", "hot", "hot"], ["hot", "cold", "warm", "warm"])):
+        p = str(tmp_path / f"p{qi}.events.jsonl")
+        backend = _WithLogprobs(fn=lambda req, said=iter(answers): next(said))
+        res = run("vote", p, config=cfg | {"budget": len(answers)}, backend=backend,
+                  trace_policies={"stop": load_policy(str(tmp_path / "w"))})  # fmt: skip
+        ep = episode_from_trace(load_one(p), p)
+        pt = replay_table(
+            BankQuestion("q", "q", ep.gold, ep.answers, logprob=ep.logprob), np.arange(len(ep.answers))
+        )
+        labels = list(dict.fromkeys(a for a in ep.answers if a is not None))
+        assert res.outcome["final"] == labels[confidence_answer("mean")(pt, len(ep.answers))]
 
 
 def test_train_stop_confidence_writes_a_confidence_policy(
