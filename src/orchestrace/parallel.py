@@ -18,9 +18,9 @@ cloud metadata address unless told otherwise. ``start_local`` sets
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
+import shutil
 import signal
 import sys
 import tempfile
@@ -119,13 +119,16 @@ def _call_batch(
 
 
 #: what the workers of a pool share, set once when a worker starts: the function, its extra
-#: arguments, every batch, and the claim counters [next unclaimed batch, first batch not yet allowed]
-_SHARED: tuple[Callable[..., Any], tuple[Any, ...], list[Any], Any] | None = None
+#: arguments, every batch, the claim counters [next unclaimed batch, first batch not yet
+#: allowed] and the folder the results are written to
+_SHARED: tuple[Callable[..., Any], tuple[Any, ...], list[Any], Any, str] | None = None
 
 
-def _share(fn: Callable[..., Any], args: tuple[Any, ...], batches: list[Any], claims: Any) -> None:
+def _share(
+    fn: Callable[..., Any], args: tuple[Any, ...], batches: list[Any], claims: Any, folder: str
+) -> None:
     global _SHARED
-    _SHARED = (fn, args, batches, claims)
+    _SHARED = (fn, args, batches, claims, folder)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the caller stops the pool, no traceback here
 
 
@@ -139,24 +142,36 @@ def _claim(claims: Any) -> int:
         return i
 
 
-def _claim_and_call() -> tuple[int, bytes]:
-    """In a worker: claim a batch, run it, and return its index and its results pickled
-    without the memo: a third of the time for columns of many strings (the pool then only
-    copies bytes). A cycle needs the memo."""
+def _claim_and_call() -> int:
+    """In a worker: claim a batch, run it, write its results to ``<folder>/<index>`` and return
+    the index (-1: nothing claimed). A file, not the pool's pipe: the caller's thread reading a
+    pipe needs the GIL for every 64 KB, which its busy main thread holds for 5 ms at a time, so
+    a 14 MB result took up to a second to arrive. Pickled without the memo: a third of the time
+    for columns of many strings (a cycle needs the memo)."""
     assert _SHARED is not None
-    fn, args, batches, claims = _SHARED
+    fn, args, batches, claims, folder = _SHARED
     i = _claim(claims)
     if i < 0:
-        return i, b""
+        return i
     out = _call_batch(fn, *batches[i], args)
-    buf = io.BytesIO()
-    fast = pickle.Pickler(buf, pickle.HIGHEST_PROTOCOL)
-    fast.fast = True  # no memo (deprecated, still in CPython 3.13)
-    try:
-        fast.dump(out)
-    except (ValueError, RecursionError):
-        return i, pickle.dumps(out, pickle.HIGHEST_PROTOCOL)
-    return i, buf.getvalue()
+    with open(os.path.join(folder, str(i)), "wb") as f:
+        fast = pickle.Pickler(f, pickle.HIGHEST_PROTOCOL)
+        fast.fast = True  # no memo (deprecated, still in CPython 3.13)
+        try:
+            fast.dump(out)
+        except (ValueError, RecursionError):
+            f.seek(0)
+            f.truncate()
+            pickle.dump(out, f, pickle.HIGHEST_PROTOCOL)
+    return i
+
+
+def _take(folder: str, i: int) -> list[Any]:
+    path = os.path.join(folder, str(i))
+    with open(path, "rb") as f:
+        data = f.read()
+    os.unlink(path)
+    return pickle.loads(data)
 
 
 def _process_imap(
@@ -170,40 +185,47 @@ def _process_imap(
 
     This process computes the first batch; then whoever is free claims the next one: the
     workers, and this process whenever the result it must yield next is not there yet (its own
-    results are never pickled). At most
-    ``window`` batches past the one to yield next may be claimed, so memory stays bounded
-    however many batches there are. On Linux the workers are forked: ``fn``, ``args`` and the
-    batches (however large) are inherited, not pickled, as they were when the pool started;
-    elsewhere they are pickled once per worker. Only results cross between processes.
+    results are never pickled). At most ``window`` batches past the one to yield next may be
+    claimed, so memory stays bounded however many batches there are. On Linux the workers are
+    forked: ``fn``, ``args`` and the batches (however large) are inherited, not pickled, as they
+    were when the pool started; elsewhere they are pickled once per worker. Only results cross
+    between processes. A worker that dies (killed, out of memory) is an error (OT331), not a
+    wait for a result that never comes; on any error or early stop the workers are killed.
     """
     import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     ctx = mp.get_context("fork" if sys.platform == "linux" else "spawn")
     n = len(batches)
     claims = ctx.Array("q", [1, min(n, window)])  # batch 0 is this process's: it is needed first
-    with ctx.Pool(processes - 1, initializer=_share, initargs=(fn, args, batches, claims)) as pool:
+    folder = tempfile.mkdtemp(prefix="orchestrace-results-")
+    pool = ProcessPoolExecutor(
+        processes - 1, mp_context=ctx, initializer=_share, initargs=(fn, args, batches, claims, folder)
+    )
+    try:
         # two claims queued per worker: one finishing a batch finds the next waiting for it
-        tokens: deque[Any] = deque(pool.apply_async(_claim_and_call) for _ in range(2 * (processes - 1)))
+        tokens: deque[Any] = deque(pool.submit(_claim_and_call) for _ in range(2 * (processes - 1)))
         idle = 0  # claims that found nothing allowed yet: made again when the window moves
         done: dict[int, list[Any]] = {0: _call_batch(fn, *batches[0], args)}
 
         def collect(token: Any) -> None:
             nonlocal idle
-            i, payload = token.get()
+            i = token.result()
             if i < 0:
                 idle += 1
             else:
-                done[i] = pickle.loads(payload)
-                tokens.append(pool.apply_async(_claim_and_call))
+                done[i] = _take(folder, i)
+                tokens.append(pool.submit(_claim_and_call))
 
         for j in range(n):
             with claims.get_lock():
                 claims[1] = min(n, j + window)
             for _ in range(idle if claims[0] < claims[1] else 0):
-                tokens.append(pool.apply_async(_claim_and_call))
+                tokens.append(pool.submit(_claim_and_call))
                 idle -= 1
             while j not in done:
-                for t in [t for t in tokens if t.ready()]:
+                for t in [t for t in tokens if t.done()]:
                     tokens.remove(t)
                     collect(t)
                 if j in done:
@@ -214,6 +236,24 @@ def _process_imap(
                 else:  # j is being computed by a worker: wait for the oldest claim
                     collect(tokens.popleft())
             yield from done.pop(j)
+    except BrokenProcessPool:
+        _kill(pool)
+        raise OrchestraceError(
+            "OT331", "a worker process died (killed, or out of memory?): try fewer workers"
+        ) from None
+    except BaseException:  # an error here or in a worker, or the caller stopped early
+        _kill(pool)
+        raise
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    pool.shutdown()
+
+
+def _kill(pool: Any) -> None:
+    """Stop a process pool now: its workers may be busy with batches nobody will read."""
+    for p in list((pool._processes or {}).values()):  # no public way to stop busy workers
+        p.terminate()
+    pool.shutdown(cancel_futures=True)
 
 
 def parallel_imap(

@@ -132,6 +132,23 @@ def test_process_pool_shares_work_and_passes_errors() -> None:
     assert type(back) is LoadError and str(back) == str(e.value) and back.exit_code == 1
 
 
+_PARENT = os.getpid()
+
+
+def _die_in_worker(x: int) -> int:
+    if os.getpid() != _PARENT:
+        os._exit(3)  # as the kernel's OOM killer would end it: no exception, no result
+    time.sleep(0.1)
+    return x
+
+
+def test_dead_worker_is_an_error_not_a_hang() -> None:
+    with pytest.raises(OrchestraceError) as e:
+        parallel_map(_die_in_worker, list(range(8)), processes=2)
+    assert e.value.code == "OT331" and "worker process died" in e.value.message
+    assert multiprocessing.active_children() == []
+
+
 def test_workers_must_be_positive(tmp_path: Path, capsys, mixed: list[str]) -> None:
     store = tmp_path / "s.duckdb"
     for bad in ("0", "-2"):
