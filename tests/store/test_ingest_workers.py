@@ -102,7 +102,10 @@ def test_default_workers_only_for_large_inputs(tmp_path: Path, mixed: list[str])
     with open(big, "wb") as f:
         f.truncate(PARALLEL_MIN_BYTES)
     cpus = len(os.sched_getaffinity(0))
-    assert ingest_processes([str(big), mixed[0]], None) == min(cpus, 2)
+    assert ingest_processes([str(big), mixed[0]], None, load=0.0) == min(cpus, 2)
+    assert ingest_processes([str(big), mixed[0]], None, load=cpus - 0.5) == 1  # one core left: ours
+    assert ingest_processes([str(big), mixed[0]], None, load=cpus + 3.0) == 1  # overloaded
+    assert ingest_processes([str(big), mixed[0]], 2, load=cpus + 3.0) == 2  # asked for: always
 
 
 def _pid_after_nap(x: int) -> int:

@@ -56,7 +56,8 @@ def ingest_cmd(
             "--workers",
             min=1,
             help="Processes preparing files (read, validate, columns), this one included; it alone "
-            "writes. Default: one per CPU for two or more files of 8 MB in all. 1: no other process.",
+            "writes. Default: one per CPU other jobs leave free (1-minute load average), for two or more "
+            "files of 8 MB in all. 1: no other process.",
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary line.")] = False,

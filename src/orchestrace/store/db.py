@@ -172,8 +172,9 @@ def ingest(
     ``on_error``: ``report`` and ``skip`` leave out invalid traces and commit the rest (the
     caller reports ``failures``); ``abort`` rolls everything back at the first invalid trace.
     ``workers``: processes preparing files (parse, validate, digest, columns), this one
-    included, which alone writes; None: one per CPU, but only this one for a single file or an
-    input under ``PARALLEL_MIN_BYTES``; 1: everything in this process. ``ray``: prepare files
+    included, which alone writes; None: one per CPU that other jobs leave free (1-minute load
+    average), but only this one for a single file or an input under ``PARALLEL_MIN_BYTES``; 1:
+    everything in this process. ``ray``: prepare files
     as Ray tasks at this address ("local" for a local cluster) instead. Either way the store is
     written by this process only.
     """
@@ -259,14 +260,18 @@ def _fail(report: IngestReport, f: Failure, on_error: str) -> None:
     report.failures.append(f)
 
 
-def ingest_processes(files: Sequence[str], workers: int | None) -> int:
+def ingest_processes(files: Sequence[str], workers: int | None, load: float | None = None) -> int:
     """How many processes prepare ``files``: ``workers`` (at most one per file), or with None
-    one per CPU this process may use, but 1 (this process) for an input under
-    ``PARALLEL_MIN_BYTES``."""
+    one per CPU this process may use that other jobs leave free (``load``: the 1-minute load
+    average, read when not given), but 1 (this process) for an input under ``PARALLEL_MIN_BYTES``.
+    A worker pays only on a free core: with another job on it, two processes ran slower than one
+    (docs/performance.md, ingest)."""
     if workers is not None:
         return max(1, min(workers, len(files)))
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    n = min(cpus, len(files))
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    n = min(cpus - int(load), len(files))
     if n < 2 or sum(_size(f) for f in files) < PARALLEL_MIN_BYTES:
         return 1
     return n
