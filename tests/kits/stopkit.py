@@ -1,10 +1,12 @@
-"""A typed ``train stop`` report for tests of what reads it (figures, ``orchestrace report``)."""
+"""Stop-decision test kit: a typed ``train stop`` report for tests of what reads it (figures,
+``orchestrace report``) and the ``vote`` program's config for one question of a family."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from orchestrace.learn.stopping.evaluation import MethodCI
+from orchestrace.learn.stopping.families import family
 from orchestrace.learn.stopping.policy import PolicyConfig
 from orchestrace.learn.stopping.training import BootstrapSettings, GoalFigures, StopReport
 
@@ -26,3 +28,11 @@ def stop_report(**fields: Any) -> StopReport:
         report_dir="", files_written=[],
     )  # fmt: skip
     return StopReport(**(placeholders | fields))
+
+
+def vote_config(family_name: str, qi: int, budget: int, width: int) -> dict[str, Any]:
+    """The ``vote`` program's config for question ``qi`` of a family (few-shot turns, gold, budget)."""
+    fam = family(family_name)
+    q = fam.questions[qi]
+    return {"question": q.question, "fewshot": [list(s) for s in fam.shots], "family": fam.name,
+            "question_id": q.id, "gold": q.gold, "budget": budget, "width": width}  # fmt: skip

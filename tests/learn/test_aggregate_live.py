@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stopkit import vote_config
 
 from orchestrace.cli import main
 from orchestrace.core.io import load_one
@@ -51,10 +52,7 @@ def agg_path(tmp_path_factory: pytest.TempPathFactory, reference: Bank) -> str:
 
 
 def _config(qi: int, width: int) -> dict:
-    fam = family("antonyms")
-    q = fam.questions[qi]
-    return {"question": q.question, "fewshot": [list(s) for s in fam.shots], "family": "antonyms",
-            "question_id": q.id, "gold": q.gold, "budget": BUDGET, "width": width}  # fmt: skip
+    return vote_config("antonyms", qi, BUDGET, width)
 
 
 @pytest.mark.parametrize("width", [1, 3])

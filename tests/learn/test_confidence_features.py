@@ -11,13 +11,13 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pytest
+from stopkit import vote_config
 
 from orchestrace.cli import main
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.io import load_one
 from orchestrace.learn import load_policy
 from orchestrace.learn.stopping.banks import Bank, BankQuestion, save_bank
-from orchestrace.learn.stopping.families import family
 from orchestrace.learn.stopping.features import (
     CONF_FEATURE_NAMES,
     features,
@@ -127,10 +127,7 @@ class _WithLogprobs(ScriptedBackend):
 
 
 def _config(qi: int, width: int) -> dict:
-    fam = family("antonyms")
-    q = fam.questions[qi]
-    return {"question": q.question, "fewshot": [list(s) for s in fam.shots], "family": "antonyms",
-            "question_id": q.id, "gold": q.gold, "budget": BUDGET, "width": width}  # fmt: skip
+    return vote_config("antonyms", qi, BUDGET, width)
 
 
 @pytest.mark.parametrize("width", [1, 3])

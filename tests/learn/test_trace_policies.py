@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stopkit import vote_config
 from typer.testing import CliRunner
 
 from orchestrace.cli import app, main
@@ -16,7 +17,6 @@ from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.io import load_one
 from orchestrace.learn import load_policy
 from orchestrace.learn.stopping.banks import default_bank
-from orchestrace.learn.stopping.families import family
 from orchestrace.learn.stopping.features import features, features_hash, prefix_features, replay_table
 from orchestrace.learn.stopping.policy import StopPolicy
 from orchestrace.learn.stopping.traces import bank_from_traces, bank_to_traces, episode_from_trace
@@ -38,17 +38,7 @@ def policy_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _config(qi: int, width: int) -> dict:
-    fam = family("antonyms")
-    q = fam.questions[qi]
-    return {
-        "question": q.question,
-        "fewshot": [list(s) for s in fam.shots],
-        "family": "antonyms",
-        "question_id": q.id,
-        "gold": q.gold,
-        "budget": BUDGET,
-        "width": width,
-    }
+    return vote_config("antonyms", qi, BUDGET, width)
 
 
 def _backend(answers: list[str], seed: int) -> ScriptedBackend:
