@@ -143,8 +143,21 @@ def test_resample_forks_are_distinct_draws_and_keep_the_parents_ids(debate):
     # the other two round-0 debaters ran in the resampled call's batch: the parent's seeds
     assert len(seeds[1] & seeds[0]) == 2 and len(seeds[2] & seeds[0]) == 2
     parent_seeds, fork1_seeds, fork2_seeds = seeds
-    # the resampled call carries the seed its --do asked for (1 and 2), which the parent never used
-    assert 1 in fork1_seeds - parent_seeds and 2 in fork2_seeds - parent_seeds
+
+    # the resampled call is a round-0 call of the parent (the debaters' round-0 requests are the
+    # same prompt) with only its seed replaced by the one its --do asked for (1 and 2)
+    def unseeded(req: dict) -> dict:
+        return {k: v for k, v in req.items() if k != "seed"}
+
+    parent_reqs = [c["request"] for c in caches[0].entries.values()]
+    round0 = [
+        unseeded(r) for r in parent_reqs if len(r["messages"]) == min(len(q["messages"]) for q in parent_reqs)
+    ]
+    assert len(round0) == 3 and all(r == round0[0] for r in round0)
+    for cache, asked in ((caches[1], 1), (caches[2], 2)):
+        (resampled,) = [c["request"] for c in cache.entries.values() if c["request"]["seed"] == asked]
+        assert unseeded(resampled) == round0[0]
+    assert 1 not in parent_seeds and 2 not in parent_seeds
     # every later call has a seed neither the parent nor the other fork used
     assert len(seeds[1] - seeds[0] - seeds[2]) == len(seeds[1]) - 2 >= 3
     words = [[e.content for e in r.trace.events if e.type == "return"] for r in (a, b)]
