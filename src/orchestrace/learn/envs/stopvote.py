@@ -25,8 +25,7 @@ from ...core.build import TraceBuilder
 from ...core.model import Event, Trace
 from ..stopping.aggregate import Aggregator, answer_statics
 from ..stopping.banks import NULL, Bank
-from ..stopping.features import feature_names, features, replay_table
-from ..stopping.rules import confidence_counts
+from ..stopping.features import confidence_leader, feature_names, features, replay_table
 from .spaces import data_box
 
 ORCH = "orchestrator"
@@ -209,8 +208,7 @@ def build_pool(
             f = features(pt, budget, mean_cost, aggregator, confidence)
             rows = pts - 1
             if weighted:
-                w = confidence_counts(pt, "mean")
-                local = np.where(w.max(axis=1) > 0, w.argmax(axis=1), pt.majority)
+                local = confidence_leader(pt)
             elif aggregator is not None:
                 local = aggregator.answers(pt.counts, pt.valid, pt.static)
             else:

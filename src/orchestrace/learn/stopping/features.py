@@ -196,6 +196,35 @@ def features(
     return out
 
 
+def confidence_counts(pt: PrefixTable, which: str = "mean") -> np.ndarray:
+    """[T, A] cumulative confidence-weighted votes: each sample votes with exp of its mean (or
+    min) token log-probability, the model's own probability per token (DeepConf, Fu et al. 2025,
+    weights votes by token confidence; we have only the sampled tokens' log-probabilities)."""
+    if pt.logprob is None:
+        raise ValueError("confidence rules need a bank with per-sample log-probabilities")
+    w = np.exp(pt.logprob[:, 0 if which == "mean" else 1])
+    ok = pt.answers != NULL
+    w = np.where(ok & np.isfinite(w), w, 0.0)
+    onehot = np.zeros(pt.counts.shape, dtype=float)
+    onehot[np.nonzero(ok)[0], pt.answers[ok]] = w[ok]
+    return np.cumsum(onehot, axis=0)
+
+
+def confidence_leader(pt: PrefixTable, which: str = "mean") -> np.ndarray:
+    """[T] the confidence-weighted leader after each prefix (ties: the answer seen first), the
+    majority where no sample so far carries weight."""
+    c = confidence_counts(pt, which)
+    return np.where(c.max(axis=1) > 0, c.argmax(axis=1), pt.majority)
+
+
+def top_two(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The largest and second-largest entry of each row of ``c`` (0 when it has one column)."""
+    if c.shape[1] < 2:
+        return c[:, 0], np.zeros(len(c))
+    part = -np.partition(-c, 1, axis=1)
+    return part[:, 0], part[:, 1]
+
+
 def confidence_features(pt: PrefixTable, budget: int) -> np.ndarray:
     """[T, 7] ``CONF_FEATURE_NAMES`` of every prefix; refuses a table without log-probabilities
     (one whose samples so far are all null may have none yet: nothing votes)."""
@@ -210,9 +239,7 @@ def confidence_features(pt: PrefixTable, budget: int) -> np.ndarray:
     p_mean = np.where(ok, np.exp(np.where(ok, pt.logprob[:, 0], 0.0)), 0.0)
     p_min = np.where(ok, np.exp(np.where(ok, pt.logprob[:, 1], 0.0)), 0.0)
     ans = np.where(ok, pt.answers, 0)
-    onehot = np.zeros((t_len, n_ans))
-    onehot[np.arange(t_len), ans] = ok
-    w = np.cumsum(onehot * p_mean[:, None], axis=0)  # [T, A] p-weighted votes
+    w = confidence_counts(pt)  # [T, A] p-weighted votes
     lead = np.maximum(pt.majority, 0)
     rows = np.arange(t_len)
     w_lead = np.where(pt.majority != NULL, w[rows, lead], 0.0)
@@ -238,8 +265,8 @@ def confidence_features(pt: PrefixTable, budget: int) -> np.ndarray:
     score = np.cumsum(below + 0.5 * tied, axis=1).T  # [t, i]
     n_ok = np.cumsum(ok)
     pct = np.where(n_ok[:, None] > 1, score / np.maximum(n_ok - 1, 1)[:, None], 0.5)
-    top2 = -np.partition(-w, 1, axis=1)[:, :2] if n_ans > 1 else np.stack([w[:, 0], np.zeros(t_len)], axis=1)
-    lead_margin = top2[:, 0] - top2[:, 1]
+    first, second = top_two(w)
+    lead_margin = first - second
     n_lead = is_lead.sum(axis=1)
     rank = np.where(n_lead > 0, (is_lead * pct).sum(axis=1) / np.maximum(n_lead, 1), 0.5)
     return np.stack(

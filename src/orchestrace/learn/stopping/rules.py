@@ -25,8 +25,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import entr, gammainc, gammaln
 
-from .banks import NULL
-from .features import PrefixTable, beta_confidence
+from .features import PrefixTable, beta_confidence, confidence_counts, confidence_leader, top_two
 
 Rule = Callable[[PrefixTable, int], int]
 
@@ -177,35 +176,13 @@ def entropy_rule(threshold: float = 0.75) -> Rule:
     return rule
 
 
-def confidence_counts(pt: PrefixTable, which: str = "mean") -> np.ndarray:
-    """[T, A] cumulative confidence-weighted votes: each sample votes with exp of its mean (or
-    min) token log-probability, the model's own probability per token (DeepConf, Fu et al. 2025,
-    weights votes by token confidence; we have only the sampled tokens' log-probabilities)."""
-    if pt.logprob is None:
-        raise ValueError("confidence rules need a bank with per-sample log-probabilities")
-    w = np.exp(pt.logprob[:, 0 if which == "mean" else 1])
-    ok = pt.answers != NULL
-    w = np.where(ok & np.isfinite(w), w, 0.0)
-    onehot = np.zeros(pt.counts.shape, dtype=float)
-    onehot[np.nonzero(ok)[0], pt.answers[ok]] = w[ok]
-    return np.cumsum(onehot, axis=0)
-
-
 def confidence_answer(which: str = "mean") -> Callable[[PrefixTable, int], int]:
     """The confidence-weighted leader after k samples (ties: the answer seen first)."""
 
     def answer(pt: PrefixTable, k: int) -> int:
-        c = confidence_counts(pt, which)[k - 1]
-        return int(c.argmax()) if c.max() > 0 else int(pt.majority[k - 1])
+        return int(confidence_leader(pt, which)[k - 1])
 
     return answer
-
-
-def _top_two(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if c.shape[1] < 2:
-        return c[:, 0], np.zeros(len(c))
-    part = -np.partition(-c, 1, axis=1)
-    return part[:, 0], part[:, 1]
 
 
 def confidence_margin(margin: float, which: str = "mean") -> Rule:
@@ -213,7 +190,7 @@ def confidence_margin(margin: float, which: str = "mean") -> Rule:
     (with every weight 1 this is ConSol's default SPRT at margin 3)."""
 
     def rule(pt: PrefixTable, budget: int) -> int:
-        w1, w2 = _top_two(confidence_counts(pt, which))
+        w1, w2 = top_two(confidence_counts(pt, which))
         return _first(w1 - w2 >= margin, min(budget, pt.length))
 
     return rule
