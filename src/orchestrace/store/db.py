@@ -172,11 +172,9 @@ def ingest(
     ``on_error``: ``report`` and ``skip`` leave out invalid traces and commit the rest (the
     caller reports ``failures``); ``abort`` rolls everything back at the first invalid trace.
     ``workers``: processes preparing files (parse, validate, digest, columns), this one
-    included, which alone writes; None: one per CPU that other jobs leave free (1-minute load
-    average), but only this one for a single file or an input under ``PARALLEL_MIN_BYTES``; 1:
-    everything in this process. ``ray``: prepare files
-    as Ray tasks at this address ("local" for a local cluster) instead. Either way the store is
-    written by this process only.
+    included, which alone writes; None: ``ingest_processes``; 1: everything in this process.
+    ``ray``: prepare files as Ray tasks at this address ("local" for a local cluster) instead.
+    Either way the store is written by this process only.
     """
     import duckdb
 

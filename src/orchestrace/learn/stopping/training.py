@@ -102,6 +102,13 @@ def policy_method(policy: StopPolicy, name: str = "learned", threshold: float | 
     return Method(name, family, policy.config.cost, policy_rule(policy, threshold), answer)
 
 
+def require_logprobs(bank: Bank, who: str, path: str | None = None) -> None:
+    """OT624 unless every question of ``bank`` has its samples' token log-probabilities."""
+    if any(q.logprob is None for q in bank.questions):
+        raise OrchestraceError("OT624", f"{who} reads token log-probabilities, and bank {bank.name!r} has "
+                               "questions without them (build it with bank build --logprobs)", path=path)  # fmt: skip
+
+
 def split(bank: Bank, frac: float, seed: int) -> tuple[Bank, Bank]:
     """Held-out questions: a seeded split into (train, test)."""
     idx = np.random.default_rng(seed).permutation(len(bank))
@@ -297,13 +304,8 @@ def eval_stop(
             path=bank_path,
         )
     pols = [("learned", StopPolicy.load(policy_path))] if policy_path else []
-    if pols and pols[0][1].confidence and any(q.logprob is None for q in bank.questions):
-        raise OrchestraceError(
-            "OT624",
-            "the policy's feature set (counts+confidence) reads token log-probabilities, and this bank "
-            "has questions without them (build it with bank build --logprobs)",
-            path=bank_path,
-        )
+    if pols and pols[0][1].confidence:
+        require_logprobs(bank, "the policy's feature set (counts+confidence)", bank_path)
     return eval_methods(bank, budget, pols, bayes=bayes, map_fn=map_fn, orders=orders)
 
 
@@ -487,9 +489,7 @@ def train_stop(
         test_banks = [p[1] for p in parts]
     if confidence:
         for b in [*train_banks, *test_banks]:
-            if any(q.logprob is None for q in b.questions):
-                raise OrchestraceError("OT624", f"--confidence reads token log-probabilities, and bank "
-                                       f"{b.name!r} has questions without them (bank build --logprobs)")  # fmt: skip
+            require_logprobs(b, "--confidence")
     # no free samples: the budget calibration and the answer priors read a disjoint half of the
     # held-out questions (per family); accuracy and samples are reported on the other half only
     halves = [split(b, 0.5, seed + 1) for b in test_banks]
