@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import multiprocessing
 import os
 import pickle
@@ -17,8 +18,9 @@ from orchestrace.core.errors import LoadError, OrchestraceError
 from orchestrace.core.io import dumps, save
 from orchestrace.core.model import Edge
 from orchestrace.parallel import parallel_map
-from orchestrace.store import IngestAborted, ingest
+from orchestrace.store import IngestAborted, db, ingest
 from orchestrace.store.db import PARALLEL_MIN_BYTES, ingest_processes
+from orchestrace.store.rows import Piece, split_file
 from orchestrace.store.schema import TABLES
 
 
@@ -106,6 +108,74 @@ def test_default_workers_only_for_large_inputs(tmp_path: Path, mixed: list[str])
     assert ingest_processes([str(big), mixed[0]], None, load=cpus - 0.5) == 1  # one core left: ours
     assert ingest_processes([str(big), mixed[0]], None, load=cpus + 3.0) == 1  # overloaded
     assert ingest_processes([str(big), mixed[0]], 2, load=cpus + 3.0) == 2  # asked for: always
+
+
+def _one_big_file(path: Path) -> list[int]:
+    """One JSONL file of 13 lines: five hand traces, two blank lines, a line that does not
+    parse, an invalid trace, a byte-identical repeat and a conflicting repeat of hand-1.
+    Returns the byte offset of the start of every line."""
+    broken = hand_trace("bad-1")
+    broken.edges.append(Edge("e6", "e99", "causal"))
+    lines = [dumps(hand_trace(f"hand-{i}")) for i in range(1, 4)]
+    lines += [b"", b"  ", b'{"trace_id": "cut", "events": [', dumps(broken), dumps(hand_trace("hand-4"))]
+    lines += [
+        dumps(hand_trace("hand-1")),
+        dumps(hand_trace("hand-5")),
+        dumps(hand_trace("hand-1", reward=0.5)),
+    ]
+    lines += [dumps(hand_trace("hand-6")), dumps(hand_trace("hand-7"))]
+    path.write_bytes(b"\n".join(lines))  # no newline after the last line
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    return starts
+
+
+def test_split_file_cuts_after_newlines(tmp_path: Path) -> None:
+    big = tmp_path / "big.jsonl"
+    starts = _one_big_file(big)
+    size = big.stat().st_size
+    piece = starts[4] - starts[2]  # about two lines
+    pieces = split_file(str(big), piece)
+    assert len(pieces) > 3
+    assert pieces[0].start == 0 and pieces[-1].end == size
+    for a, b in zip(pieces, pieces[1:], strict=False):
+        assert a.end == b.start  # no byte lost or read twice
+    for p in pieces:
+        assert p.start in starts and starts.index(p.start) + 1 == p.first_line  # a line's start, its number
+        assert p.end is not None and p.end - p.start >= min(piece, size - p.start)
+    assert split_file(str(big), size) == [Piece(str(big))]  # small enough: whole
+    gz = tmp_path / "big.jsonl.gz"
+    gz.write_bytes(gzip.compress(big.read_bytes()))
+    blank = tmp_path / "blank.jsonl"
+    blank.write_bytes(b"\n" * 100)
+    one = tmp_path / "one.json"
+    one.write_bytes(big.read_bytes().split(b"\n")[0])
+    for f in (gz, blank, one, tmp_path / "missing.jsonl"):
+        assert split_file(str(f), 10) == [Piece(str(f))]  # compressed, blank, one document, missing
+
+
+def test_pieces_of_one_file_same_tables_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = tmp_path / "big.jsonl"
+    starts = _one_big_file(big)
+    monkeypatch.setattr(db, "PIECE_BYTES", starts[2])  # about two lines per piece
+    assert ingest_processes([str(big)], 4) == 4  # one file, yet every worker gets pieces
+    reports, tables = {}, {}
+    for w in (1, 2, 4):
+        store = tmp_path / f"w{w}.duckdb"
+        reports[w] = ingest(str(store), [str(big)], workers=w)
+        tables[w] = _tables(store)
+    rep = reports[1]
+    assert (rep.inserted, rep.duplicates, rep.events) == (7, 1, 7 * 6)
+    assert _failures(rep) == [
+        ("big.jsonl", 6, None, "OT006", None),  # the line that does not parse
+        ("big.jsonl", 7, "bad-1", "OT202", "/edges/5/dst"),
+        ("big.jsonl", None, "hand-1", "OT310", None),  # hand-1 again, another reward
+    ]
+    for w in (2, 4):
+        assert msgspec.structs.replace(reports[w], seconds=0) == msgspec.structs.replace(rep, seconds=0)
+        assert tables[w] == tables[1], w
+    assert [t[0] for t in tables[1]["traces"]] == [f"hand-{i}" for i in (1, 2, 3, 4, 5, 6, 7)]
 
 
 def _pid_after_nap(x: int) -> int:

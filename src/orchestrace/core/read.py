@@ -328,6 +328,22 @@ def iter_docs(p: str, fmt: Format) -> Iterator[tuple[bytes, int | None]]:
     yield data, None
 
 
+def iter_span_docs(p: str, start: int, end: int, first_line: int) -> Iterator[tuple[bytes, int]]:
+    """``iter_docs`` of bytes ``[start, end)`` of an uncompressed JSONL file, cut at line starts
+    (``first_line``: the line at ``start``): the same lines, newline kept, and line numbers."""
+    with open_read(p) as f:
+        f.seek(start)
+        data = f.read(end - start)
+    pos, n, size = 0, first_line, len(data)
+    while pos < size:
+        nl = data.find(b"\n", pos)
+        stop = size if nl < 0 else nl + 1
+        line = data[pos:stop]
+        if line.strip():
+            yield line, n
+        pos, n = stop, n + 1
+
+
 def raw_of_doc(
     doc: bytes,
     p: str,

@@ -8,9 +8,9 @@ met twice in one input with the same content (a recording and its replay) is sto
 counted as a duplicate; with different content the later one is refused (OT310).
 
 Files are read, validated and turned into columns by this process and worker processes (one
-file per task; ``parallel.parallel_imap``) when there are several files and enough bytes to pay
-for the workers; this process alone writes, file by file in input order, so the tables and the
-report do not depend on the number of workers.
+file, or piece of a large JSONL file, per task; ``parallel.parallel_imap``) when there are
+enough bytes to pay for the workers; this process alone writes, piece by piece in input order,
+so the tables and the report do not depend on the number of workers.
 """
 
 from __future__ import annotations
@@ -31,16 +31,19 @@ import pyarrow as pa
 
 from ..core.errors import Finding, OrchestraceError
 from ..core.model import Trace, trace_from_dict
+from ..core.read import split_format
 from ..parallel import parallel_imap, parallel_map
 from .rows import (
     EVENT_COLUMN_TO_FIELD,
     Chunk,
     Failure,
     Known,
+    Piece,
     column,
     is_unchanged,
     iter_chunks,
     prepare_file,
+    split_file,
 )
 from .schema import ROW_TABLES, STORE_VERSION, TABLES, agents_sql, ddl
 
@@ -52,6 +55,10 @@ ON_ERROR: tuple[str, ...] = ("report", "skip", "abort")
 #: cost 10-80 ms more CPU at 2-4 MB (fork, pickling its columns back) and saved no time
 #: measurable at 2-15 MB here (docs/performance.md)
 PARALLEL_MIN_BYTES = 8_000_000
+#: with workers, a JSONL file past this size is prepared in pieces of about this size (cut at
+#: lines), so that processes finish together: with whole 16 MB files one process sat idle for
+#: the last third of the ingest (docs/performance.md)
+PIECE_BYTES = 4_000_000
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
 
 
@@ -259,20 +266,27 @@ def _fail(report: IngestReport, f: Failure, on_error: str) -> None:
 
 
 def ingest_processes(files: Sequence[str], workers: int | None, load: float | None = None) -> int:
-    """How many processes prepare ``files``: ``workers`` (at most one per file), or with None
+    """How many processes prepare ``files``: ``workers`` (at most one per piece), or with None
     one per CPU this process may use that other jobs leave free (``load``: the 1-minute load
     average, read when not given), but 1 (this process) for an input under ``PARALLEL_MIN_BYTES``.
     A worker pays only on a free core: with another job on it, two processes ran slower than one
     (docs/performance.md, ingest)."""
+    tasks = sum(_pieces(f) for f in files)
     if workers is not None:
-        return max(1, min(workers, len(files)))
+        return max(1, min(workers, tasks))
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if load is None:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    n = min(cpus - int(load), len(files))
+    n = min(cpus - int(load), tasks)
     if n < 2 or sum(_size(f) for f in files) < PARALLEL_MIN_BYTES:
         return 1
     return n
+
+
+def _pieces(path: str) -> int:
+    """How many pieces ``split_file`` makes of ``path``, from its size alone (at most one off)."""
+    fmt, comp = split_format(path)
+    return max(1, -(-_size(path) // PIECE_BYTES)) if fmt == "jsonl" and not comp else 1
 
 
 def _size(path: str) -> int:
@@ -301,7 +315,8 @@ def _chunks(
             yield from iter_chunks(p, measure=measure, chunk_events=chunk_events, known=known, now=now)
         return
     args = (measure, chunk_events, known if ray is None else dict(known), now)
-    for chunks in parallel_imap(prepare_file, files, ray=ray, processes=processes, args=args):
+    pieces: list[Piece] = [p for f in files for p in split_file(f, PIECE_BYTES)]
+    for chunks in parallel_imap(prepare_file, pieces, ray=ray, processes=processes, args=args):
         yield from chunks
 
 

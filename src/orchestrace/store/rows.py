@@ -26,7 +26,15 @@ from ..core.fastcheck import VEvent, VTrace, decode_structs, kept_every_key
 from ..core.fastload import trace_of_structs
 from ..core.limits import may_hold_long_string, needs_exact_check
 from ..core.model import EVENT_FIELD_TYPES, TRACE_HEADER_FIELDS, Trace
-from ..core.read import RawTrace, iter_docs, iter_raw, raw_of_doc, raw_to_trace, split_format
+from ..core.read import (
+    RawTrace,
+    iter_docs,
+    iter_raw,
+    iter_span_docs,
+    raw_of_doc,
+    raw_to_trace,
+    split_format,
+)
 from ..core.validate import StructCheck, check_raw, check_structs
 from .schema import EVENT_COLUMNS, TABLES
 
@@ -427,15 +435,55 @@ def _add_structs(tr: VTrace, checked: StructCheck, dig: str, r: _Rows, cols: _Co
     )
 
 
-def _prepared(path: str, r: _Rows) -> Iterator[Failure | _Ready]:
-    """Each trace of ``path``: a failure, or ready to become rows. ``LoadError`` when the file
+class Piece(NamedTuple):
+    """What one task prepares: a whole file, or bytes ``[start, end)`` of an uncompressed JSONL
+    file cut at line starts, whose first line is ``first_line``."""
+
+    path: str
+    start: int = 0
+    end: int | None = None
+    first_line: int = 1
+
+
+def split_file(path: str, piece_bytes: int) -> list[Piece]:
+    """``path`` in pieces of about ``piece_bytes`` cut after a newline, so that processes share
+    a large JSONL file as they share several files; any other file (compressed, .json, an event
+    log, or blank: its one error is the whole file's) is one piece."""
+    fmt, comp = split_format(path)
+    try:
+        if fmt != "jsonl" or comp or os.path.getsize(path) <= piece_bytes:
+            return [Piece(path)]
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:  # preparing it reports why it cannot be read
+        return [Piece(path)]
+    if data.isspace():
+        return [Piece(path)]
+    pieces, start, line = [], 0, 1
+    while start < len(data):
+        nl = data.find(b"\n", start + piece_bytes - 1)
+        end = len(data) if nl < 0 else nl + 1
+        pieces.append(Piece(path, start, end, line))
+        line += data.count(b"\n", start, end)
+        start = end
+    return pieces
+
+
+def _prepared(piece: Piece, r: _Rows) -> Iterator[Failure | _Ready]:
+    """Each trace of ``piece``: a failure, or ready to become rows. ``LoadError`` when the file
     (or a .json file's only document) cannot be read."""
+    path = piece.path
     fmt, _ = split_format(path)
     if fmt == "events":
         for raw in iter_raw(path, check_duplicates=True, collect_errors=True, canonical=True):
             yield _from_raw(raw, r)
         return
-    for doc, line in iter_docs(path, fmt):
+    docs = (
+        iter_docs(path, fmt)
+        if piece.end is None
+        else iter_span_docs(path, piece.start, piece.end, piece.first_line)
+    )
+    for doc, line in docs:
         ready = _from_structs(doc, path, line, r)
         if ready is None:
             raw = raw_of_doc(doc, path, line, collect_errors=True, canonical=True, check_duplicates=True)
@@ -445,7 +493,7 @@ def _prepared(path: str, r: _Rows) -> Iterator[Failure | _Ready]:
 
 
 def iter_chunks(
-    path: str,
+    path: str | Piece,
     *,
     measure: bool = True,
     chunk_events: int = 200_000,
@@ -453,17 +501,20 @@ def iter_chunks(
     today: dt.date | None = None,
     now: dt.datetime | None = None,
 ) -> Iterator[Chunk]:
-    """Rows of every valid trace of ``path`` in chunks of about ``chunk_events`` events.
+    """Rows of every valid trace of ``path`` (a file, or a piece of one) in chunks of about
+    ``chunk_events`` events.
 
     An unreadable file yields one chunk holding only its failure; a line that does not parse
     fails alone and the next lines are still read.
     """
+    piece = Piece(path) if isinstance(path, str) else path
+    path = piece.path
     now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
     r = _Rows(os.path.abspath(path), today or now.date(), now, measure, known)
     cols, failures, same = _Columns(), [], []
     ids: set[str] = set()  # trace ids with rows in ``cols``: a chunk holds each id once
     try:
-        for item in _prepared(path, r):
+        for item in _prepared(piece, r):
             if isinstance(item, Failure):
                 failures.append(item)
                 continue
@@ -485,11 +536,11 @@ def iter_chunks(
 
 
 def prepare_file(
-    path: str,
+    path: str | Piece,
     measure: bool = True,
     chunk_events: int = 200_000,
     known: Known | None = None,
     now: dt.datetime | None = None,
 ) -> list[Chunk]:
-    """All chunks of one file at once (what a worker process or a Ray task returns)."""
+    """All chunks of one file, or piece of one, at once (what a worker process or a Ray task returns)."""
     return list(iter_chunks(path, measure=measure, chunk_events=chunk_events, known=known, now=now))
