@@ -111,12 +111,12 @@ def test_default_workers_only_for_large_inputs(tmp_path: Path, mixed: list[str])
 
 
 def _one_big_file(path: Path) -> list[int]:
-    """One JSONL file of 13 lines: five hand traces, two blank lines, a line that does not
+    """One JSONL file of 13 lines: seven hand traces, two blank lines, a line that does not
     parse, an invalid trace, a byte-identical repeat and a conflicting repeat of hand-1.
     Returns the byte offset of the start of every line."""
     broken = hand_trace("bad-1")
     broken.edges.append(Edge("e6", "e99", "causal"))
-    lines = [dumps(hand_trace(f"hand-{i}")) for i in range(1, 4)]
+    lines = [dumps(hand_trace(f"hand-{i}")) for i in (3, 1, 2)]  # not in id order: nor is agents
     lines += [b"", b"  ", b'{"trace_id": "cut", "events": [', dumps(broken), dumps(hand_trace("hand-4"))]
     lines += [
         dumps(hand_trace("hand-1")),
@@ -175,7 +175,7 @@ def test_pieces_of_one_file_same_tables_and_errors(tmp_path: Path, monkeypatch: 
     for w in (2, 4):
         assert msgspec.structs.replace(reports[w], seconds=0) == msgspec.structs.replace(rep, seconds=0)
         assert tables[w] == tables[1], w
-    assert [t[0] for t in tables[1]["traces"]] == [f"hand-{i}" for i in (1, 2, 3, 4, 5, 6, 7)]
+    assert [t[0] for t in tables[1]["traces"]] == [f"hand-{i}" for i in (3, 1, 2, 4, 5, 6, 7)]
 
 
 def _pid_after_nap(x: int) -> int:

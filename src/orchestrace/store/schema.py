@@ -104,7 +104,8 @@ ROW_TABLES: Final = ("traces", "events", "edges", "rewards", "credits", "metrics
 #: ``orchestrace.measure.analyze`` computed at ingest.
 METRIC_SOURCES: Final = ("recorded", "costs", "measure")
 
-#: ORDER BY: the rows land in one order whatever the number of DuckDB threads or ingest workers
+#: ORDER BY the agent's first event in the input: the rows land in one order whatever the number
+#: of DuckDB threads or ingest workers, and wherever the input was cut into chunks
 _AGENTS_SQL = """
 INSERT INTO agents
 SELECT trace_id, agent,
@@ -119,7 +120,7 @@ SELECT trace_id, agent,
        count(*) FILTER (WHERE critical)::INTEGER
 FROM {events}
 GROUP BY trace_id, agent
-ORDER BY trace_id, agent
+ORDER BY min(_pos)
 """
 
 
@@ -134,5 +135,6 @@ def ddl() -> list[str]:
 
 def agents_sql(events_relation: str) -> str:
     """SQL that derives ``agents`` rows from the events rows of whole traces held in relation
-    ``events_relation`` (the rows ingest is inserting: the stored events table is not scanned)."""
+    ``events_relation`` (the rows ingest is inserting: the stored events table is not scanned),
+    which also has ``_pos``, each row's position in the input."""
     return _AGENTS_SQL.format(events=events_relation)
