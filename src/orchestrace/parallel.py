@@ -103,6 +103,16 @@ def ensure_ray(address: str = LOCAL, num_cpus: int | None = None) -> None:
         raise OrchestraceError("OT330", f"cannot join the Ray cluster at {address!r}: {e}") from None
 
 
+def free_cpus(load: float | None = None) -> int:
+    """CPUs this process may use that other jobs leave free: its CPUs minus the whole part of
+    ``load`` (the 1-minute load average, read when not given). A worker pays only on a free
+    core: with another job on it, two processes ran slower than one (docs/performance.md)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return cpus - int(load)
+
+
 def item_seeds(seed: int, n: int) -> list[int]:
     """Independent 63-bit seeds for items 0..n-1, a function of (seed, index) only."""
     return [

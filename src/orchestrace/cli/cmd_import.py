@@ -19,6 +19,7 @@ Examples:
   orchestrace import --from codex rollout-2026-05-11.jsonl -o codex.json
   orchestrace import "../shared/data/who-and-when" -o whowhen.jsonl.zst --keep-content
   orchestrace import spans.otlp.json -o otel.jsonl
+  orchestrace import ~/.claude/projects -o claude.jsonl --workers 1   # all in this process
 
 Formats: claude-code, codex, gemini-cli, opencode, otel (OTLP JSON), openai-agents, who-and-when, chatdev.
 Content is stored only as a sha256 content_ref unless --keep-content (secrets redacted).
@@ -41,6 +42,14 @@ def register(app: typer.Typer) -> None:
             False, "--keep-home-paths", help="Keep home directories in metadata cwd (default: ~)."
         ),
         quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress bar."),
+        workers: int | None = typer.Option(
+            None,
+            "--workers",
+            min=1,
+            help="Processes importing files, this one included; it alone writes, in input order. "
+            "Default: one per CPU other jobs leave free (1-minute load average), for a .jsonl output "
+            "and 4 MB of logs or more. 1: no other process.",
+        ),
     ) -> None:
         """Import agent logs (Claude Code, Codex, Gemini CLI, opencode, OTel GenAI, OpenAI Agents SDK, Who&When, ChatDev)."""
         from .. import importers
@@ -77,6 +86,7 @@ def register(app: typer.Typer) -> None:
                 notify=notify,
                 report=report,
                 done=lambda f: bar.advance(task, _size(f)),
+                workers=workers,
             )
         if not report.traces:
             if out != "-":
