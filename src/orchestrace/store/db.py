@@ -32,7 +32,7 @@ import pyarrow as pa
 from ..core.errors import Finding, OrchestraceError
 from ..core.model import Trace, trace_from_dict
 from ..core.read import split_format
-from ..parallel import free_cpus, parallel_imap, parallel_map
+from ..parallel import parallel_imap, parallel_map
 from .rows import (
     EVENT_COLUMN_TO_FIELD,
     Chunk,
@@ -267,12 +267,17 @@ def _fail(report: IngestReport, f: Failure, on_error: str) -> None:
 
 def ingest_processes(files: Sequence[str], workers: int | None, load: float | None = None) -> int:
     """How many processes prepare ``files``: ``workers`` (at most one per piece), or with None
-    one per CPU that other jobs leave free (``parallel.free_cpus``; ``load``: the 1-minute load
-    average, read when not given), but 1 (this process) for an input under ``PARALLEL_MIN_BYTES``."""
+    one per CPU this process may use that other jobs leave free (``load``: the 1-minute load
+    average, read when not given), but 1 (this process) for an input under ``PARALLEL_MIN_BYTES``.
+    A worker pays only on a free core: with another job on it, two processes ran slower than one
+    (docs/performance.md, ingest)."""
     tasks = sum(_pieces(f) for f in files)
     if workers is not None:
         return max(1, min(workers, tasks))
-    n = min(free_cpus(load), tasks)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    n = min(cpus - int(load), tasks)
     if n < 2 or sum(_size(f) for f in files) < PARALLEL_MIN_BYTES:
         return 1
     return n
