@@ -32,7 +32,7 @@ import pyarrow as pa
 from ..core.errors import Finding, OrchestraceError
 from ..core.model import Trace, trace_from_dict
 from ..core.read import split_format
-from ..parallel import parallel_imap, parallel_map
+from ..parallel import free_cpus, parallel_imap, parallel_map
 from .rows import (
     EVENT_COLUMN_TO_FIELD,
     Chunk,
@@ -55,6 +55,9 @@ ON_ERROR: tuple[str, ...] = ("report", "skip", "abort")
 #: cost 10-80 ms more CPU at 2-4 MB (fork, pickling its columns back) and saved no time
 #: measurable at 2-15 MB here (docs/performance.md)
 PARALLEL_MIN_BYTES = 8_000_000
+#: rows of consecutive chunks are inserted together up to this many events: each insert costs
+#: 1-6 ms a table, and 4 MB pieces made 16 inserts where whole files made 4 (+0.25 s on 64 MB)
+INSERT_EVENTS = 100_000
 #: with workers, a JSONL file past this size is prepared in pieces of about this size (cut at
 #: lines), so that processes finish together: with whole 16 MB files one process sat idle for
 #: the last third of the ingest (docs/performance.md)
@@ -213,13 +216,20 @@ def ingest(
             known=stored,
             now=now,
         )
+        pending: list[dict[str, dict[str, np.ndarray]]] = []
         with contextlib.closing(prepared):  # on an error, stop the workers now, not when collected
             for chunk in prepared:
                 for f in chunk.failures:
                     _fail(report, f, on_error)
-                _write_chunk(con, chunk, stored, seen, report, on_error, measure)
+                rows = _admit(con, chunk, stored, seen, report, on_error, measure)
+                if rows is not None:
+                    pending.append(rows)
+                if sum(len(t["events"]["trace_id"]) for t in pending) >= INSERT_EVENTS:
+                    _insert(con, pending)
+                    pending = []
                 if progress:
                     progress(report)
+        _insert(con, pending)
         con.execute("COMMIT")
     except (duckdb.Error, OSError) as e:
         _rollback(con)
@@ -267,17 +277,11 @@ def _fail(report: IngestReport, f: Failure, on_error: str) -> None:
 
 def ingest_processes(files: Sequence[str], workers: int | None, load: float | None = None) -> int:
     """How many processes prepare ``files``: ``workers`` (at most one per piece), or with None
-    one per CPU this process may use that other jobs leave free (``load``: the 1-minute load
-    average, read when not given), but 1 (this process) for an input under ``PARALLEL_MIN_BYTES``.
-    A worker pays only on a free core: with another job on it, two processes ran slower than one
-    (docs/performance.md, ingest)."""
+    ``parallel.free_cpus(load)``, but 1 (this process) for an input under ``PARALLEL_MIN_BYTES``."""
     tasks = sum(_pieces(f) for f in files)
     if workers is not None:
         return max(1, min(workers, tasks))
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if load is None:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    n = min(cpus - int(load), tasks)
+    n = min(free_cpus(load), tasks)
     if n < 2 or sum(_size(f) for f in files) < PARALLEL_MIN_BYTES:
         return 1
     return n
@@ -325,7 +329,7 @@ def _conflict(report: IngestReport, path: str, tid: str, on_error: str) -> None:
     _fail(report, Failure(path, None, tid, [Finding(code="OT310", severity="error", message=msg)]), on_error)
 
 
-def _write_chunk(
+def _admit(
     con: Any,
     chunk: Chunk,
     stored: Known,
@@ -333,7 +337,9 @@ def _write_chunk(
     report: IngestReport,
     on_error: str,
     measure: bool,
-) -> None:
+) -> dict[str, dict[str, np.ndarray]] | None:
+    """Count the chunk's traces in the report, delete the stored traces it replaces, and return
+    the rows to insert (None: none)."""
     for tid, dig in chunk.unchanged:
         if tid not in seen:
             seen[tid] = dig
@@ -363,7 +369,7 @@ def _write_chunk(
         if tid in stored:
             replace.append(tid)
     if not keep:
-        return
+        return None
     tables = chunk.tables
     if len(keep) < len(traces["trace_id"]):
         kept = set(keep)
@@ -379,23 +385,41 @@ def _write_chunk(
         for name in TABLES:
             con.execute(f"DELETE FROM {name} WHERE trace_id IN (SELECT trace_id FROM _replace)")
         con.unregister("_replace")
+    for tid in keep:
+        stored[tid] = (seen[tid], measured[tid])
+    report.inserted += len(keep) - len(replace)
+    report.replaced += len(replace)
+    report.events += len(tables["events"]["trace_id"])
+    return tables
+
+
+def _insert(con: Any, pending: list[dict[str, dict[str, np.ndarray]]]) -> None:
+    """Insert the rows of consecutive chunks, in order, one statement per table."""
+    if not pending:
+        return
     for name in ROW_TABLES:
-        rows = tables[name]
-        if not len(rows["trace_id"]):  # a statement costs 1-6 ms, and a piece often has no credits
+        rows = {c: _concat([t[name][c] for t in pending]) for c in pending[0][name]}
+        n = len(rows["trace_id"])
+        if not n:
             continue
-        if name == "events":  # the chunk's own rows: a large store is not scanned per chunk
-            con.register("_rows", {**rows, "_pos": np.arange(len(rows["trace_id"]))})
+        # no try/finally around the views: see _admit
+        if name == "events":  # these rows only: a large store is not scanned per insert
+            con.register("_rows", {**rows, "_pos": np.arange(n)})
             con.execute("INSERT INTO events SELECT * EXCLUDE (_pos) FROM _rows")
             con.execute(agents_sql("_rows"))
         else:
             con.register("_rows", rows)
             con.execute(f"INSERT INTO {name} SELECT * FROM _rows")
         con.unregister("_rows")
-    for tid in keep:
-        stored[tid] = (seen[tid], measured[tid])
-    report.inserted += len(keep) - len(replace)
-    report.replaced += len(replace)
-    report.events += len(tables["events"]["trace_id"])
+
+
+def _concat(cols: list[np.ndarray]) -> np.ndarray:
+    """One column of several chunks; an integer column with a None is a masked array (``column``)."""
+    if len(cols) == 1:
+        return cols[0]
+    if any(isinstance(c, np.ma.MaskedArray) for c in cols):
+        return np.ma.concatenate(cols)
+    return np.concatenate(cols)
 
 
 # ---------------------------------------------------------------- query and read back
