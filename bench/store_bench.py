@@ -6,7 +6,8 @@
 1. Ingest: ``orchestrace.store.ingest`` (parse + validate + rows + transaction; with and without
    the measure metrics; in one process, ``workers=1``, and with one process per CPU) against
    DuckDB's own ``read_json`` + ``unnest`` of the same JSONL files into an events table (no
-   validation, no other tables): events per second each, and the ratios.
+   validation, no other tables), the three alternating ``--repeat`` times: median events per
+   second each, and the median ratio with every run's.
 2. Queries: the store is grown to ``--target-events`` by copying the generated traces under new
    trace ids inside DuckDB (generating 10M events with ``orchestrace.gen`` takes ~15 min here);
    per-agent cost and critical-path aggregates, median of 5 warm runs, DuckDB on 2 threads.
@@ -66,7 +67,22 @@ def cpu_timed(fn: Any, *a: Any, **kw: Any) -> tuple[float, float, Any]:
     return dt, time.process_time() - c + _children_cpu() - k, out
 
 
-def bench_ingest(work: str, n_traces: int, size: int) -> tuple[str, int]:
+def _read_json(work: str, k: int, n_events: int) -> tuple[float, float]:
+    """DuckDB's own ``read_json`` + ``unnest`` of the JSONL files into a new events table."""
+    con = duckdb.connect(os.path.join(work, f"readjson{k}.duckdb"))
+    con.execute("SET threads = 2")
+    glob = os.path.join(work, "part*.jsonl")
+    dt, cpu, _ = cpu_timed(
+        con.execute,
+        f"CREATE TABLE events AS SELECT trace_id, unnest(events, recursive := true) FROM "
+        f"read_json('{glob}', format = 'newline_delimited', sample_size = -1, maximum_object_size = 1000000000)",
+    )
+    assert con.execute("SELECT count(*) FROM events").fetchall()[0][0] == n_events
+    con.close()
+    return dt, cpu
+
+
+def bench_ingest(work: str, n_traces: int, size: int, repeat: int) -> tuple[str, int]:
     dt_gen, traces = timed(generate_corpus, n_traces, seed=0, size=size)
     n_events = sum(len(t.events) for t in traces)
     files = []
@@ -78,28 +94,24 @@ def bench_ingest(work: str, n_traces: int, size: int) -> tuple[str, int]:
     print(f"corpus: {n_traces} traces, {n_events:,} events, {mb:.0f} MB JSONL (generated in {dt_gen:.1f} s)")
 
     cpus = len(os.sched_getaffinity(0))
-    one = os.path.join(work, "one.duckdb")
-    dt_one, cpu_one, rep = cpu_timed(ingest, one, files, measure=False, workers=1)
-    assert rep.events == n_events
-    plain = os.path.join(work, "plain.duckdb")
-    # one per CPU, asked for: the default leaves out a core the load average calls busy
-    dt_plain, cpu_plain, rep = cpu_timed(ingest, plain, files, measure=False, workers=cpus)
-    assert rep.events == n_events
+    names = (
+        "orchestrace ingest --no-measure --workers 1",
+        f"orchestrace ingest --no-measure --workers {cpus}",
+        "duckdb read_json + unnest (no validation)",
+    )
+    runs: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    for k in range(repeat):  # alternating, so that a change in the machine's speed hits all alike
+        for w, name in ((1, names[0]), (cpus, names[1])):
+            dt, cpu, rep = cpu_timed(
+                ingest, os.path.join(work, f"w{w}-{k}.duckdb"), files, measure=False, workers=w
+            )
+            assert rep.events == n_events
+            runs[name].append((dt, cpu))
+        runs[names[2]].append(_read_json(work, k, n_events))
     store = os.path.join(work, "store.duckdb")
     dt_meas, cpu_meas, rep = cpu_timed(ingest, store, files, measure=True, workers=cpus)
     dt_again, cpu_again, rep2 = cpu_timed(ingest, store, files, measure=True)
     assert rep2.unchanged == n_traces and rep2.events == 0
-
-    con = duckdb.connect(os.path.join(work, "readjson.duckdb"))
-    con.execute("SET threads = 2")
-    glob = os.path.join(work, "part*.jsonl")
-    dt_duck, cpu_duck, _ = cpu_timed(
-        con.execute,
-        f"CREATE TABLE events AS SELECT trace_id, unnest(events, recursive := true) FROM "
-        f"read_json('{glob}', format = 'newline_delimited', sample_size = -1, maximum_object_size = 1000000000)",
-    )
-    assert con.execute("SELECT count(*) FROM events").fetchall()[0][0] == n_events
-    con.close()
     print("\n== ingest (events/s) ==")
     print(
         "ingest: read, parse, validate every rule (duplicate keys, ids, edges, time, limits), digest each\n"
@@ -107,21 +119,27 @@ def bench_ingest(work: str, n_traces: int, size: int) -> tuple[str, int]:
         "  then CHECKPOINT; read_json: parse into one events table (schema inferred from every record,\n"
         "  sample_size = -1), no validation, no other table, 2 DuckDB threads; CPU s: this process, all\n"
         f"  threads, plus ingest's worker processes; --workers {cpus}: this process and {cpus - 1} forked\n"
-        "  worker(s) prepare the files in pieces of about 4 MB (one per CPU), this process writes"
+        "  worker(s) prepare the files in pieces of about 4 MB (one per CPU), this process writes;\n"
+        f"  the three alternate {repeat} times (median and each run)"
     )
+    med = {
+        n: (statistics.median(d for d, _ in r), statistics.median(c for _, c in r)) for n, r in runs.items()
+    }
     rows = [
-        ("orchestrace ingest --no-measure --workers 1", dt_one, cpu_one),
-        (f"orchestrace ingest --no-measure --workers {cpus}", dt_plain, cpu_plain),
+        *((n, *med[n]) for n in names),
         (f"orchestrace ingest --workers {cpus} (measure metrics)", dt_meas, cpu_meas),
         ("orchestrace ingest again (all unchanged)", dt_again, cpu_again),
-        ("duckdb read_json + unnest (no validation)", dt_duck, cpu_duck),
     ]
     for name, dt, cpu in rows:
         print(f"{name:45s} {dt:8.2f} s  {n_events / dt:12,.0f} events/s  {cpu:7.2f} CPU s")
-    for w, dt, cpu in ((1, dt_one, cpu_one), (cpus, dt_plain, cpu_plain)):
+    duck = runs[names[2]]
+    for w, name in ((1, names[0]), (cpus, names[1])):
+        wall = [d / x for (d, _), (x, _) in zip(duck, runs[name], strict=True)]
+        cpu = [c / x for (_, c), (_, x) in zip(duck, runs[name], strict=True)]
         print(
-            f"ingest --no-measure --workers {w} at {dt_duck / dt:.2f}x the speed of read_json (wall), "
-            f"{cpu_duck / cpu:.2f}x in CPU seconds (goal >= 1.0x)"
+            f"ingest --no-measure --workers {w} at {statistics.median(wall):.2f}x the speed of read_json (wall), "
+            f"{statistics.median(cpu):.2f}x in CPU seconds, median of {repeat} (goal >= 1.0x); "
+            f"each run: {', '.join(f'{x:.2f}' for x in wall)}"
         )
     return store, n_events
 
@@ -241,6 +259,7 @@ def main() -> None:
     ap.add_argument("--target-events", type=int, default=10_000_000)
     ap.add_argument("--ray-items", type=int, default=64)
     ap.add_argument("--skip-ray", action="store_true")
+    ap.add_argument("--repeat", type=int, default=5, help="ingest and read_json runs, alternating")
     ap.add_argument("--only-ray", action="store_true")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
@@ -249,7 +268,7 @@ def main() -> None:
         return
     work = tempfile.mkdtemp(prefix="store-bench-")
     try:
-        store, n_events = bench_ingest(work, args.base_traces, args.size)
+        store, n_events = bench_ingest(work, args.base_traces, args.size, args.repeat)
         bench_queries(store, n_events, args.target_events)
         if not args.skip_ray:
             bench_ray(args.ray_items)
