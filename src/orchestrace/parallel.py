@@ -303,6 +303,11 @@ def parallel_imap(
     remote = ray_mod.remote(_call_batch)
     fn_ref = ray_mod.put(fn)
     args_ref = ray_mod.put(args)
+    if not window and ray in ("", LOCAL):
+        # this machine's CPUs, not Ray's cluster_resources(): that asks the GCS through a second
+        # client, and once (a test run on a loaded machine, GCS server up) it had not returned
+        # after 10 minutes
+        window = 2 * (os.cpu_count() or 1)
     window = window or max(2, 2 * int(ray_mod.cluster_resources().get("CPU", 1)))
     pending: deque[Any] = deque()
     todo = iter(batches)
