@@ -140,6 +140,10 @@ def _share(
     global _SHARED
     _SHARED = (fn, args, batches, claims, folder)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the caller stops the pool, no traceback here
+    # the caller stops the pool with SIGTERM: a handler forked from it must not outlive that (once
+    # Ray has started, the caller's handler drains the Ray node through the GCS, which blocked a
+    # forked worker, and the caller waited for it forever)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _claim(claims: Any) -> int:

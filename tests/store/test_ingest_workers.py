@@ -6,6 +6,9 @@ import gzip
 import multiprocessing
 import os
 import pickle
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -203,6 +206,48 @@ def test_process_pool_shares_work_and_passes_errors() -> None:
     )
     back = pickle.loads(pickle.dumps(e.value))  # how an error raised in a worker comes back
     assert type(back) is LoadError and str(back) == str(e.value) and back.exit_code == 1
+
+
+_BLOCKING_SIGTERM = """
+import signal, sys, time
+from orchestrace.core.errors import LoadError
+from orchestrace.parallel import parallel_map
+
+# as ray.init leaves it: a SIGTERM handler that does slow work (drains the Ray node) before exiting
+signal.signal(signal.SIGTERM, lambda *_: (time.sleep(3600), sys.exit(1)))
+
+
+def fail(x):
+    if x == 1:
+        raise LoadError("OT006", "item 1 is odd", path="f.jsonl", line=1)
+    time.sleep(0.3)  # the worker is still busy, or waiting for more, when the pool is stopped
+    return x
+
+
+try:
+    parallel_map(fail, [0, 1, 2, 3, 4, 5], processes=2)
+except LoadError as e:
+    print("raised", e.code)
+"""
+
+
+def test_error_stops_workers_whatever_sigterm_handler_the_caller_has(tmp_path: Path) -> None:
+    script = tmp_path / "blocking_sigterm.py"
+    script.write_text(_BLOCKING_SIGTERM)
+    p = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # the script and its stuck worker
+        p.communicate()
+        pytest.fail("the pool waited for a worker stuck in the SIGTERM handler it inherited")
+    assert p.returncode == 0 and out.strip() == "raised OT006", err
 
 
 _PARENT = os.getpid()
