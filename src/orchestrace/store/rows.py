@@ -453,20 +453,29 @@ def split_file(path: str, piece_bytes: int) -> list[Piece]:
     try:
         if fmt != "jsonl" or comp or os.path.getsize(path) <= piece_bytes:
             return [Piece(path)]
-        with open(path, "rb") as f:
-            data = f.read()
+        return _cut(path, piece_bytes)
     except OSError:  # preparing it reports why it cannot be read
         return [Piece(path)]
-    if data.isspace():
-        return [Piece(path)]
-    pieces, start, line = [], 0, 1
-    while start < len(data):
-        nl = data.find(b"\n", start + piece_bytes - 1)
-        end = len(data) if nl < 0 else nl + 1
-        pieces.append(Piece(path, start, end, line))
-        line += data.count(b"\n", start, end)
-        start = end
-    return pieces
+
+
+def _cut(path: str, piece_bytes: int) -> list[Piece]:
+    """``split_file``'s pieces, reading the file once in 1 MB blocks to number the lines (a file
+    of many GB is never held whole)."""
+    pieces: list[Piece] = []
+    blank, start, line = True, 0, 1
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        while start < size:
+            f.seek(start + piece_bytes - 1)
+            end = min(size, f.tell() + len(f.readline()))  # just after the next newline
+            pieces.append(Piece(path, start, end, line))
+            f.seek(start)
+            for at in range(start, end, 1 << 20):
+                block = f.read(min(1 << 20, end - at))
+                line += block.count(b"\n")
+                blank = blank and block.isspace()
+            start = end
+    return [Piece(path)] if blank else pieces
 
 
 def _prepared(piece: Piece, r: _Rows) -> Iterator[Failure | _Ready]:
