@@ -81,8 +81,15 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     assert r.exit_code == 0, r.output
     assert "learned" in {row["method"] for row in json.loads(r.output)}
     # the learned-aggregator policy is written next to it and reported with its own goal figures
-    assert rep["goal_with_aggregator"]["learned_mean_samples"] >= 1
-    assert {"learned", "learned+agg"} <= {row["method"] for row in rep["results"]}
+    results = {row["method"]: row for row in rep["results"]}
+    assert {"learned", "learned+agg"} <= set(results)
+    # its goal figures are the learned+agg row's (rows keep 6 decimals), against fixed-20 (the
+    # largest fixed-k at budget 20)
+    ga, agg = rep["goal_with_aggregator"], results["learned+agg"]
+    six = pytest.approx(agg["mean_samples"], abs=1e-6), pytest.approx(agg["accuracy"], abs=1e-6)
+    assert (ga["learned_mean_samples"], ga["learned_accuracy"]) == six
+    assert ga["fixed_full_accuracy"] == pytest.approx(results["fixed-20"]["accuracy"], abs=1e-6)
+    assert ga["sample_reduction_x"] == pytest.approx(20 / ga["learned_mean_samples"])
     # both families also get a policy for the default budget of 5 mean samples, saved beside
     assert set(rep["targets"]) == {"learned", "learned+agg"} and rep["target_samples"] == 5
     for t in rep["targets"].values():  # 3 iterations may leave a policy that overspends at any cost

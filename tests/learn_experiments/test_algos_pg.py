@@ -194,13 +194,17 @@ def test_cli_algo_end_to_end(tmp_path) -> None:
     assert r.exit_code == 0, r.output
     res = json.loads(r.output)
     assert res["env"] == "SwarmParallel" and res["algo"]["name"] == "grpo"
-    assert res["methods"]["learned_per_lead"]["finish_rate"] >= 0.0
+    # the per-lead heuristic never spawns an idle worker: every lead's r_finish is 1 (test_pettingzoo)
+    assert res["methods"]["makespan_heuristic"]["finish_rate"] == 1.0
     r = run.invoke(app, ["eval", "swarm", "--parallel", "-p", str(tmp_path / "swarm-parallel.safetensors"),
                          "--eval-tasks", "3", "--format", "json"])  # fmt: skip
-    assert r.exit_code == 0 and "learned_per_lead" in json.loads(r.output)["methods"]
-    assert set(json.loads(r.output)) >= {
-        f"learned_minus_{b}_r_perf" for b in ("makespan_heuristic", "serial")
-    }
+    assert r.exit_code == 0, r.output
+    ev = json.loads(r.output)
+    # the written file is the policy the training report measured: its held-out figures, paired
+    # differences included, are the report's own on the same 3 tasks
+    assert ev["methods"]["learned_per_lead"] == res["methods"]["learned_per_lead"]
+    diffs = {f"learned_minus_{b}_r_perf" for b in ("makespan_heuristic", "serial", "max_agents")}
+    assert set(ev) >= diffs and {k: ev[k] for k in diffs} == {k: res[k] for k in diffs}
     r = run.invoke(app, ["eval", "swarm", "--parallel", "-p", str(tmp_path / "swarm-parallel.safetensors"),
                          "--eval-tasks", "3"])  # fmt: skip
     printed = " ".join(r.output.split())  # the parallel table also ends with the paired comparisons
