@@ -66,6 +66,20 @@ def test_line_numbers_for_jsonl_and_logs():
     assert r.findings[0].line == 3
 
 
+def test_invalid_utf8_names_the_line_and_column_of_the_bad_byte(tmp_path):
+    # orjson puts every encoding error at char 0: a .json file was reported at line 1
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{\n  "trace_id": "x",\n  "task_id": "ab\xffc"\n}\n')
+    [f] = validate_path(p).findings
+    assert (f.code, f.line) == ("OT002", 3)
+    assert "0xff at column 17" in f.message
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b'{"a": 1}\n{"trace_id": "\xfe"}\n')
+    f = validate_path(p).findings[-1]
+    assert (f.code, f.line) == ("OT002", 2)
+    assert "0xfe at byte 14 of the line" in f.message
+
+
 def test_missing_file_is_io_error(tmp_path):
     r = validate_path(tmp_path / "nope.json")
     assert r.findings[0].code == "OT001"

@@ -161,9 +161,7 @@ def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: 
             "OT008", f"nested deeper than {MAX_DEPTH} levels of arrays/objects", path=path, line=where_line
         )
     if "UTF-8" in msg or "utf-8" in msg:
-        return LoadError(
-            "OT002", "invalid UTF-8: trace files must be UTF-8 encoded", path=path, line=where_line
-        )
+        return _utf8_error(data, path, line)
     if "infinity" in msg or head.lstrip(b"-").startswith((b"NaN", b"Infinity", b"inf")):
         return LoadError(
             "OT004",
@@ -185,6 +183,29 @@ def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: 
             line=where_line,
         )
     return LoadError("OT003", f"not valid JSON at{col}: {msg}", path=path, line=where_line)
+
+
+def _utf8_error(data: bytes, path: str | None, line: int | None) -> LoadError:
+    """OT002 at the first byte that is not UTF-8: orjson reports every encoding error at
+    char 0, which named line 1 of a .json file whatever line the bad byte was on."""
+    try:
+        data.decode("utf-8")
+        at, where = None, ""  # orjson refused what Python decodes: no position to give
+    except UnicodeDecodeError as u:
+        at = u.start
+        if line is None:
+            line = data.count(b"\n", 0, at) + 1
+            column = at - data.rfind(b"\n", 0, at)
+            where = f" at column {column}"
+        else:
+            where = f" at byte {at} of the line"
+    byte = "" if at is None else f" 0x{data[at]:02x}"
+    return LoadError(
+        "OT002",
+        f"invalid UTF-8 byte{byte}{where}: trace files must be UTF-8 encoded",
+        path=path,
+        line=line or 1,
+    )
 
 
 class _DupDict(dict):  # type: ignore[type-arg]
