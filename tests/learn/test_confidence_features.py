@@ -158,7 +158,11 @@ def test_live_confidence_decisions_recompute_from_the_trace(
     # log-probabilities is refused
     from dataclasses import replace
 
-    assert pol.features(replace(ep, answers=[None], logprob=None, costs=None)) is not None
+    # one draw of 6, nothing votes: samples and cost 1/6, null share 1, beta_conf P(Beta(1, 1) > 1/2)
+    # = 1/2, every count and log feature 0; the confidence tail neutral (rank 1/2)
+    x = pol.features(replace(ep, answers=[None], logprob=None, costs=None))
+    counts = [1 / 6, 0, 0, 0, 0, 0, 1, 1 / 6, 0.5, 0, 0, 0]
+    assert x is not None and np.allclose(x, counts + [0, 0, 0, 0, 0, 0.5, 0], atol=1e-6)
     with pytest.raises(OrchestraceError, match="carry none"):
         pol.features(replace(ep, answers=["cold"], logprob=None, costs=None))
 
