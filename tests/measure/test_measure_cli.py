@@ -7,6 +7,7 @@ import io as _io
 import json
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 from measure_kit import KIMI, stages_trace
@@ -61,7 +62,8 @@ def test_analyze_json_keys_and_corpus(run, reference_example, tmp_path):
 
 def test_analyze_table_csv_by_and_write_back(run, tmp_path):
     corpus = tmp_path / "corpus.jsonl"
-    io.save(generate_corpus(6, seed=1, size=60), corpus)
+    traces = generate_corpus(6, seed=1, size=60)
+    io.save(traces, corpus)
     r = run("analyze", str(corpus), "--by", "topology", "--success-channel", "team")
     assert r.returncode == 0, r.stderr
     text = r.stdout.decode()
@@ -71,7 +73,12 @@ def test_analyze_table_csv_by_and_write_back(run, tmp_path):
     assert len(rows) == 6 and set(REPORT_KEYS) <= set(rows[0])
     r = run("analyze", str(corpus), "--format", "csv", "--by", "agent")
     rows = list(csv.DictReader(_io.StringIO(r.stdout.decode())))
-    assert rows[0]["agent"] and int(rows[0]["traces"]) >= 1
+    # one row per agent: the traces it acts in and its events, counted here from the corpus
+    per_trace = [Counter(e.agent for e in tr.events) for tr in traces]
+    want = {
+        a: (sum(a in c for c in per_trace), sum(c[a] for c in per_trace)) for a in set().union(*per_trace)
+    }
+    assert {row["agent"]: (int(row["traces"]), int(row["events"])) for row in rows} == want
     out = tmp_path / "measured.jsonl"
     r = run("analyze", str(corpus), "--write", str(out), "--format", "json")
     assert r.returncode == 0, r.stderr
