@@ -189,11 +189,9 @@ def test_fork_refuses_what_cannot_apply(debate, tmp_path):
         fork(path, "e9999", "stop")
     with pytest.raises(OrchestraceError, match="unknown intervention"):
         fork(path, spawn.id, "explode")
-    first = next(e for e in original.events if e.type == "return")
+    dec = next(e for e in original.events if e.type == "orchestrator_decision")
     with pytest.raises(OrchestraceError, match="unknown policy"):
-        dec = next(e for e in original.events if e.type == "orchestrator_decision")
         fork(path, dec.id, "policy:nope")
-    del first
     bare = tmp_path / "bare.events.jsonl"
     bare.write_text(open(path).read())
     with pytest.raises(OrchestraceError, match="cache"):
