@@ -34,6 +34,8 @@ from .units import Units
 
 DEPENDENCY_EDGES = ("causal", "spawn", "message", "tool_dependency", "return", "aggregate", "safety_flow")
 EXACT_MAX_PLAYERS = 12
+#: bytes of coalition masks sampled Shapley builds at once
+MASK_BYTES = 64 << 20
 
 
 class Game:
@@ -190,12 +192,17 @@ def shapley(
     for k in range(0, m, 2):
         perms[k] = rng.permutation(n)
         perms[k + 1] = perms[k][::-1]  # antithetic: reversed order lowers variance
-    # prefixes of each permutation: (m, n+1, n) masks
-    masks = np.zeros((m, n + 1, n), dtype=bool)
-    for j in range(n):
-        masks[:, j + 1] = masks[:, j]
-        masks[np.arange(m), j + 1, perms[:, j]] = True
-    vals = evaluate(game, masks.reshape(-1, n)).reshape(m, n + 1)
+    vals = np.empty((m, n + 1))
+    # the prefixes of g permutations at a time: (g, n+1, n) masks, at most MASK_BYTES (all m at
+    # once took m*n*n bytes: 24 GiB for 10,000 agents)
+    g = max(1, min(m, MASK_BYTES // ((n + 1) * n)))
+    for k in range(0, m, g):
+        part = perms[k : k + g]
+        masks = np.zeros((len(part), n + 1, n), dtype=bool)
+        for j in range(n):
+            masks[:, j + 1] = masks[:, j]
+            masks[np.arange(len(part)), j + 1, part[:, j]] = True
+        vals[k : k + g] = evaluate(game, masks.reshape(-1, n)).reshape(len(part), n + 1)
     marg = np.empty((m, n))
     marg[np.arange(m)[:, None], perms] = np.diff(vals, axis=1)
     pair = 0.5 * (marg[0::2] + marg[1::2])  # independent antithetic pairs
