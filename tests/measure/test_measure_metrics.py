@@ -146,6 +146,22 @@ def test_protocol_overhead_hand_computed():
     assert protocol_overhead(mk([ev("a", 0, "message", "o", to="o")])) is None
 
 
+def test_totals_are_null_when_no_event_carries_tokens_or_usd():
+    # the costs say 100 tokens; the events carry none: analyze said tokens 0, usd 0.0
+    tr = mk(
+        [ev("a", 0, "orchestrator_decision", "o", t_end=1), ev("b", 1, "message", "o", to="o", t_end=2)],
+        [("a", "b", "causal")],
+        costs={"tokens": 100, "wall_clock_s": 2},
+    )
+    r = analyze(tr)
+    assert (r["tokens"], r["tokens_in"], r["tokens_out"], r["usd"]) == (None, None, None, None)
+    assert r["tokens_per_delegation"] is None and r["wall_clock_s"] == 2.0
+    # one event with tokens_out only: tokens are known (tokens_in counts as 0), USD still is not
+    tr.events[1].tokens_out = 7
+    r = analyze(tr)
+    assert (r["tokens"], r["tokens_in"], r["tokens_out"], r["usd"]) == (7, 0, 7, None)
+
+
 def test_breakdown_per_agent_role_type():
     tr = _cost_trace()
     by_agent = breakdown(tr, "agent")

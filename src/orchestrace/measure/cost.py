@@ -70,18 +70,23 @@ def protocol_overhead(x: Trace | TraceView) -> float | None:
     return float(v.g.tokens[coordination_mask(v)].sum()) / total
 
 
-def totals(x: Trace | TraceView) -> dict[str, float]:
-    """Trace totals: tokens (in/out), USD, wall-clock span, tool calls, messages, spawns."""
+def totals(x: Trace | TraceView) -> dict[str, float | None]:
+    """Trace totals: tokens (in/out), USD, wall-clock span, tool calls, messages, spawns.
+
+    Tokens and USD are None when no event carries them: 0 would claim a run that cost nothing
+    (a trace whose costs say 100 tokens had ``tokens: 0``)."""
     v = as_view(x)
     g = v.g
+    ev = v.trace.events
     n_spawn = int((g.type == EVENT_TYPES.index("spawn")).sum())
-    tokens = int(g.tokens.sum())
+    has_tokens = any(e.tokens_in is not None or e.tokens_out is not None for e in ev)
+    tokens = int(g.tokens.sum()) if has_tokens else None
     return {
         "events": v.n,
         "tokens": tokens,
-        "tokens_in": int(v.tokens_in.sum()),
-        "tokens_out": int(v.tokens_out.sum()),
-        "usd": float(v.usd.sum()),
+        "tokens_in": int(v.tokens_in.sum()) if has_tokens else None,
+        "tokens_out": int(v.tokens_out.sum()) if has_tokens else None,
+        "usd": float(v.usd.sum()) if any(e.cost_usd is not None for e in ev) else None,
         "wall_clock_s": float(g.t_end.max() - g.t.min()) if v.n else 0.0,
         "tool_calls": int((g.type == EVENT_TYPES.index("tool_call")).sum()),
         "messages": int((g.type == EVENT_TYPES.index("message")).sum()),
