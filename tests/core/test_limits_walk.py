@@ -35,7 +35,13 @@ def test_examples() -> None:
         "/m/a/1/b", f"integer {2**63} is outside the signed 64-bit range"
     )
     assert check_value({"a": True, "b": [2**63 - 1, "x"]}) is None
-    assert check_value(_nested(random.Random(0), MAX_DEPTH + 1)) is not None
+    deep = _nested(random.Random(0), MAX_DEPTH + 1)
+    keys, v = [], deep
+    for _ in range(MAX_DEPTH):  # down to the container at depth 64 (the root is depth 0)
+        keys.append("k" if isinstance(v, dict) else "0")
+        v = v["k"] if isinstance(v, dict) else v[0]  # type: ignore[index]
+    want = LimitViolation("/" + "/".join(keys), f"nested deeper than {MAX_DEPTH} levels of arrays/objects")
+    assert check_value(deep) == want
     assert check_value(_nested(random.Random(0), MAX_DEPTH)) is None  # depths 0..63
 
 
