@@ -79,6 +79,21 @@ def test_invalid_utf8_names_the_line_and_column_of_the_bad_byte(tmp_path):
     assert "0xfe at byte 14 of the line" in f.message
 
 
+def test_duplicate_key_in_an_event_log_points_into_the_trace(tmp_path):
+    # the pointer was the record's own ("/" for a duplicate in event 1), not /events/1
+    p = tmp_path / "run.events.jsonl"
+    p.write_bytes(
+        b'{"rec":"header","trace_id":"x","task_id":"y","rewards":{},"costs":{"tokens":1,"wall_clock_s":1}}\n'
+        b'{"rec":"event","id":"a","t":0,"type":"message","agent":"o"}\n'
+        b'{"rec":"event","id":"b","id":"b","t":1,"type":"message","agent":"o","attrs":{"k":1,"k":2}}\n'
+        b'{"rec":"edge","src":"a","dst":"b","type":"causal","type":"message"}\n'
+    )
+    dups = [
+        (f.line, f.pointer, f.message.split("'")[1]) for f in validate_path(p).findings if f.code == "OT005"
+    ]
+    assert dups == [(3, "/events/1", "id"), (4, "/edges/0", "type")]
+
+
 def test_missing_file_is_io_error(tmp_path):
     r = validate_path(tmp_path / "nope.json")
     assert r.findings[0].code == "OT001"

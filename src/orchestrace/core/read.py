@@ -444,6 +444,9 @@ def read_event_log_raw(path: str, *, tolerant: bool = False, check_duplicates: b
     )
     for n, rec in records:
         kind = rec.pop(REC, None)
+        if dups and dups[-1][2] == n:  # the record's own pointer, made one into the trace
+            at = {"event": f"/events/{len(events)}", "edge": f"/edges/{len(edges)}"}.get(kind, "")
+            dups[-1] = (at + dups[-1][0], *dups[-1][1:])
         if kind == "event":
             events.append(rec)
             ev_lines.append(n)
