@@ -51,3 +51,31 @@ def test_user_errors_are_one_line(tmp_path):
         p = subprocess.run([sys.executable, "-m", "orchestrace", *args], capture_output=True, text=True)
         assert p.returncode == 2, p.stderr
         assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_credit_table_shows_the_largest_credits(tmp_path):
+    # --top showed the lowest credits: on a 1 + 20-agent fan-out the orchestrator's 5/6 was hidden
+    # behind five zeros. By hand: only the last return (r19) is on the terminal's ancestry {root,
+    # s19, r19}, so v({orch}) = 2/3, v({w19}) = 0, v(both) = 1: orch 5/6, w19 1/6, the rest 0.
+    events = [{"id": "root", "t": 0, "t_end": 1, "type": "orchestrator_decision", "agent": "orch"}]
+    edges = []
+    for i in range(20):
+        events += [
+            {"id": f"s{i}", "t": 1, "t_end": 2, "type": "spawn", "agent": "orch", "to": f"w{i}"},
+            {"id": f"r{i}", "t": 2, "t_end": 3, "type": "return", "agent": f"w{i}", "to": "orch"},
+        ]
+        edges += [
+            {"src": "root", "dst": f"s{i}", "type": "causal"},
+            {"src": f"s{i}", "dst": f"r{i}", "type": "spawn"},
+        ]
+    src = tmp_path / "fan.json"
+    src.write_bytes(
+        orjson.dumps(
+            {"trace_id": "fan", "task_id": "k", "events": events, "edges": edges, "rewards": {"team": 1.0},
+             "costs": {"tokens": 0, "wall_clock_s": 3}}
+        )
+    )  # fmt: skip
+    r = CliRunner().invoke(app, ["credit", "-m", "shapley", "-u", "agent", "--top", "2", "-q", str(src)])
+    assert r.exit_code == 0, r.output
+    rows = [line.split("│")[2:4] for line in r.output.splitlines() if line.startswith("│")]
+    assert [(u.strip(), c.strip()) for u, c in rows] == [("orch", "+0.8333"), ("w19", "+0.1667")]

@@ -100,7 +100,7 @@ def credit(
     out: Annotated[
         str | None, typer.Option("--out", "-o", help="Write traces with credits on their events.")
     ] = None,
-    top: Annotated[int, typer.Option(help="Units shown per trace.")] = 5,
+    top: Annotated[int, typer.Option(help="Units shown per trace: the largest credits (by size).")] = 5,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ray: RayOption = None,
 ) -> None:
@@ -144,7 +144,7 @@ def credit(
             if n <= _MAX_SHOWN:
                 for u, table in tables.items():
                     vals = t.metadata["credit"][f"{method}/{u}"]["units"]
-                    for name, v in sorted(vals.items(), key=lambda kv: kv[1])[:top]:
+                    for name, v in sorted(vals.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:top]:
                         table.add_row(t.trace_id, name, f"{v:+.4g}")
             yield t
 
