@@ -221,6 +221,28 @@ def test_unknown_method_and_unit():
         compute_credit([mk([ev("a", 0, "message", "x")])], "grpo", "agent")
 
 
+@pytest.mark.parametrize("method", ["shapley", "loo", "difference"])
+def test_counterfactual_methods_refuse_a_missing_channel(method):
+    # the removal game read a missing channel as R = 0: every credit 0, exit 0
+    tr = mk(
+        [ev("a", 0, "message", "x"), ev("b", 1, "message", "y")],
+        [("a", "b", "message")],
+        rewards={"team": 1.0},
+    )
+    with pytest.raises(OrchestraceError, match="no rewards.nope") as ei:
+        compute_credit([tr], method, "agent", channel="nope")
+    assert ei.value.code == "OT411"
+    assert compute_credit([tr], method, "agent")[0][1].values != {"x": 0.0, "y": 0.0}
+
+
+def test_drmas_refuses_an_unknown_option_value():
+    # reward=nope was read as reward=team, variant=nope as drmas
+    for opt in ({"reward": "nope"}, {"variant": "nope"}):
+        with pytest.raises(OrchestraceError, match="unknown drmas") as ei:
+            compute_credit([centralized()], "drmas", "agent", **opt)
+        assert ei.value.code == "OT412"
+
+
 def test_copy_by_default_inplace_on_request():
     tr = centralized(team=1.0)
     out = assign_credit([tr], "grpo", "agent")[0]

@@ -122,6 +122,10 @@ def _agent_key(u: Units, uid: str) -> str:
 
 
 def m_drmas(traces, units, *, channel="team", reward="team", variant="drmas", eps=EPS, **_):
+    if reward not in ("team", "agent"):
+        raise OrchestraceError("OT412", f"unknown drmas reward {reward!r} (team, agent)")
+    if variant not in ("drmas", "drgrpo"):
+        raise OrchestraceError("OT412", f"unknown drmas variant {variant!r} (drmas, drgrpo)")
     rows: dict[tuple[str, str], list[tuple[int, str, float]]] = defaultdict(list)
     for i, (tr, u) in enumerate(zip(traces, units, strict=True)):
         for uid in u.ids:
@@ -140,7 +144,10 @@ def m_drmas(traces, units, *, channel="team", reward="team", variant="drmas", ep
 
 
 def _game(trace: Trace, u: Units, game: GameFactory | None, channel: str) -> Game:
-    return game(trace, u) if game is not None else RemovalGame(trace, u, channel=channel)
+    if game is not None:
+        return game(trace, u)
+    reward_of(trace, channel)  # the removal game's R: a channel the trace lacks is an error, not 0
+    return RemovalGame(trace, u, channel=channel)
 
 
 def m_loo(traces, units, *, channel="team", game=None, **_):
