@@ -48,7 +48,7 @@ def test_rollout_imports_and_validates(rollout: Path) -> None:
         if r["payload"].get("type") == "exec_command_end" and r["payload"].get("exit_code") not in (None, 0)
     }
     errs = {e.call_id for e in tr.events if e.type == "tool_result" and e.status == "error"}
-    assert failed <= errs and failed
+    assert errs == failed and len(failed) == 4
     assert tr.metadata["session"]["cli_version"] == "0.125.0"
     assert tr.events[-1].t == pytest.approx(tr.costs["wall_clock_s"], abs=1.0)
 
