@@ -186,3 +186,30 @@ def test_bad_specs(tmp_path):
         load_spec(p)
     with pytest.raises(OrchestraceError, match="cannot import"):
         compute_rewards(swarm([1]), RewardSpec(hooks=Hooks(verifier="nope.mod:fn")))
+
+
+@pytest.mark.parametrize(
+    ("toml", "where"),
+    [
+        # each was taken: a crash (exit 3), a null or silently wrong total, or a lost channel
+        (b'[[terms]]\nchannel = "team"\n\xff\n', "not UTF-8: byte 0xff"),
+        (b'[[terms]]\nchannel = "team"\nweight = nan\n', "finite - at `$.terms[0].weight`"),
+        (b'[[terms]]\nchannel = "team"\nweight = 1e400\n', "finite - at `$.terms[0].weight`"),
+        (b'[[terms]]\nchannel = "team"\nschedule = { kind = "step", boundaries = [1], values = [1.0, -inf] }\n',
+         "finite - at `$.terms[0].schedule.values[1]`"),
+        (b"[caps]\nmax_spawn = -3\n", ">= 0 - at `$.caps.max_spawn`"),
+        (b"[caps]\nmax_critical_steps = -1\n", ">= 0.0 - at `$.caps.max_critical_steps`"),
+        (b'parallel_form = "bogus"\n', "Invalid enum value 'bogus' - at `$.parallel_form`"),
+        (b'total = "team"\n', "total 'team' would overwrite a computed channel"),
+        (b'total = "r_parallel"\n', "total 'r_parallel' would overwrite"),
+        (b'total = "agent/a"\n', "total 'agent/a' would overwrite"),
+    ],
+)  # fmt: skip
+def test_spec_mistakes_are_ot403_with_the_place(tmp_path, toml, where):
+    p = tmp_path / "spec.toml"
+    p.write_bytes(toml)
+    with pytest.raises(OrchestraceError) as ei:
+        load_spec(p)
+    assert ei.value.code == "OT403" and ei.value.path == str(p)
+    assert where in ei.value.message
+    assert ei.value.line == (3 if b"\xff" in toml else None)

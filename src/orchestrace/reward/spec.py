@@ -22,10 +22,11 @@ hybrid = sum_k weight_k * schedule_k(step) * channel_k. A term whose channel is 
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -71,15 +72,15 @@ class Term(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class Caps(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Guards against the MAS reward hacks of survey §6.3."""
 
-    max_spawn: int = 8
-    min_subagent_steps: int = 1
+    max_spawn: Annotated[int, msgspec.Meta(ge=0)] = 8
+    min_subagent_steps: Annotated[int, msgspec.Meta(ge=0)] = 1
     gate_parallel_by_finish: bool = True
-    max_tool_calls_per_agent: int | None = None
+    max_tool_calls_per_agent: Annotated[int, msgspec.Meta(ge=0)] | None = None
     penalize_duplicate_tools: bool = True
-    tool_spam_penalty: float = 0.5
-    max_message_tokens: int | None = None
+    tool_spam_penalty: Annotated[float, msgspec.Meta(ge=0)] = 0.5
+    max_message_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
     penalize_duplicate_messages: bool = True
-    max_critical_steps: float | None = None
+    max_critical_steps: Annotated[float, msgspec.Meta(ge=0)] | None = None
 
 
 class Hooks(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -96,8 +97,8 @@ class RewardSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     terms: list[Term] = msgspec.field(default_factory=lambda: [Term(channel="team")])
     total: str = "hybrid"
     team_channel: str = "team"
-    parallel_form: str = "kimi"
-    finish_form: str = "kimi"
+    parallel_form: Literal["kimi", "speedup"] = "kimi"
+    finish_form: Literal["kimi", "terminated"] = "kimi"
     caps: Caps = msgspec.field(default_factory=Caps)
     hooks: Hooks = msgspec.field(default_factory=Hooks)
 
@@ -111,14 +112,41 @@ def load_spec(path: str | os.PathLike[str]) -> RewardSpec:
         raise OrchestraceError("OT001", f"cannot read reward spec: {e.strerror}", path=str(path)) from None
     except tomllib.TOMLDecodeError as e:
         raise OrchestraceError("OT403", f"reward spec is not valid TOML: {e}", path=str(path)) from None
+    except UnicodeDecodeError as e:
+        line = e.object.count(b"\n", 0, e.start) + 1
+        raise OrchestraceError(
+            "OT403", f"reward spec is not UTF-8: byte 0x{e.object[e.start]:02x}", path=str(path), line=line
+        ) from None
     return spec_from_dict(raw, path=str(path))
 
 
 def spec_from_dict(raw: dict[str, Any], *, path: str | None = None) -> RewardSpec:
+    """A RewardSpec from decoded TOML; OT403 for anything that would make a wrong total silently:
+    a non-finite number (TOML has nan and inf), a negative cap, a total that overwrites a channel."""
+    if (where := _non_finite(raw, "$")) is not None:
+        raise OrchestraceError("OT403", f"bad reward spec: a number must be finite - at `{where}`", path=path)
     try:
-        return msgspec.convert(raw, RewardSpec)
+        spec = msgspec.convert(raw, RewardSpec)
     except (msgspec.ValidationError, ValueError) as e:
         raise OrchestraceError("OT403", f"bad reward spec: {e}", path=path) from None
+    if spec.total in CHANNEL_FAMILY or spec.total == spec.team_channel or "/" in spec.total:
+        raise OrchestraceError(
+            "OT403",
+            f"bad reward spec: total {spec.total!r} would overwrite a computed channel; name it e.g. 'hybrid'",
+            path=path,
+        )
+    return spec
+
+
+def _non_finite(value: Any, where: str) -> str | None:
+    """The path of the first nan or inf in a decoded TOML value, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else where
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        if (found := _non_finite(v, f"{where}[{k}]" if isinstance(k, int) else f"{where}.{k}")) is not None:
+            return found
+    return None
 
 
 def compute_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int = 0) -> RewardOut:
