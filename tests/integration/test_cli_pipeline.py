@@ -14,7 +14,9 @@ import pytest
 from measure_kit import assert_unclamped_invariants
 
 from orchestrace.core.io import load
+from orchestrace.core.model import event_to_dict
 from orchestrace.credit import partition_gap
+from orchestrace.importers import otel
 from orchestrace.measure import REPORT_KEYS
 
 HERE = Path(__file__).parent
@@ -114,7 +116,13 @@ def test_reward_credit_export(workdir: Path, reference_schema: dict) -> None:
 
     ok(run("export", "credited.jsonl", "--to", "otlp", "-o", "spans.json", cwd=workdir))
     spans = json.loads((workdir / "spans.json").read_text())
-    assert spans["resourceSpans"]
+    assert len(spans["resourceSpans"]) == 9  # one resource per trace
+    # the spans import back as the traces they came from: events (content aside), edges, costs
+    back = list(otel.load(workdir / "spans.json"))
+    assert [t.trace_id for t in back] == [t.trace_id for t in credited]
+    for a, b in zip(credited, back, strict=True):
+        assert [event_to_dict(e) for e in b.events] == [event_to_dict(e) for e in a.events], a.trace_id
+        assert sorted(b.edges, key=repr) == sorted(a.edges, key=repr) and b.costs == a.costs
 
     res = run(
         "export", "credited.jsonl", "--to", "trl", "-o", "trl", "--opt", "method=shapley",
