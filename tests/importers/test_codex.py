@@ -157,3 +157,15 @@ def test_web_search_results_are_external(data: Path) -> None:
     assert all(e.trusted is False and e.attrs["external"] is True for e in web)
     others = [e for e in tr.events if e.type == "tool_result" and e.tool != "web_search"]
     assert others and not any((e.attrs or {}).get("external") for e in others)
+
+
+def test_a_byte_order_mark_loses_nothing(rollout: Path, tmp_path: Path) -> None:
+    # the BOM made line 1 (session_meta) unreadable: the trace id came from the file name and the
+    # session metadata was gone, with only "1 unreadable line(s) skipped" said
+    marked = tmp_path / rollout.name
+    marked.write_bytes(b"\xef\xbb\xbf" + rollout.read_bytes())
+    assert importers.detect(marked) == "codex"
+    plain, bom = next(codex.load(rollout)), next(codex.load(marked))
+    assert bom.trace_id == plain.trace_id == "codex:019e1625-789d-76c0-80ab-3724b5ddb799"
+    assert bom.metadata["session"] == plain.metadata["session"]
+    assert "bad_lines" not in bom.metadata["import"] and len(bom.events) == len(plain.events)

@@ -22,3 +22,13 @@ def test_gemini_sample(data: Path) -> None:
     assert (tr.costs["tokens_in"], tr.costs["tokens_out"]) == (230, 90)
     assert tr.events[6].call_id == tr.events[7].call_id == "call-001"
     assert tr.events[1].t == 0.5 and tr.costs["wall_clock_s"] == 4.0
+
+
+def test_gemini_sample_with_a_byte_order_mark(data: Path, tmp_path: Path) -> None:
+    # not detected, and not a Gemini session object (OT003), before the mark was dropped
+    f = data / "claude-code/test/fixtures/gemini/session-sample.jsonl"
+    marked = tmp_path / f.name
+    marked.write_bytes(b"\xef\xbb\xbf" + f.read_bytes())
+    assert importers.detect(marked) == "gemini-cli"
+    ((plain,), (bom,)) = list(importers.load(f)), list(importers.load(marked))
+    assert [(e.type, e.t) for e in bom.events] == [(e.type, e.t) for e in plain.events]

@@ -38,3 +38,12 @@ def test_head_lines_end_as_splitlines_ends_them(tmp_path: Path) -> None:
     log.write_bytes(head + b'{"long": "' + b"x" * 70000 + b'"}\n')
     assert list(iter_head_json(log)) == [{"a": 1}, {"b": 2}, [3]]
     assert first_json_lines(log, 2) == [{"a": 1}, {"b": 2}]
+
+
+def test_a_byte_order_mark_starts_the_first_record(tmp_path: Path) -> None:
+    from orchestrace.importers._common import first_json_lines
+
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b'\xef\xbb\xbf{"a": 1}\n{"b": 2}\n')
+    assert _read(log) == ([(1, {"a": 1}), (2, {"b": 2})], {"records": {}})
+    assert first_json_lines(log, 1) == [{"a": 1}]

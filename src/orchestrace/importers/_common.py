@@ -161,6 +161,8 @@ def iter_jsonl(path: str | os.PathLike[str], stats: ImportStats) -> Iterator[tup
         if pending is not None:
             stats.bad_lines.append(pending)
             pending = None
+        if n == 1:
+            line = without_bom(line)
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -221,9 +223,15 @@ def require_nonempty(path: str | os.PathLike[str]) -> None:
 def head_bytes(path: str | os.PathLike[str], n: int = 65536) -> bytes:
     try:
         with open(os.fspath(path), "rb") as f:
-            return f.read(n)
+            return without_bom(f.read(n))
     except OSError:
         return b""
+
+
+def without_bom(data: bytes) -> bytes:
+    """``data`` without a leading UTF-8 byte-order mark (Windows editors write one; it carries
+    no meaning, and left in it made the first record of a log unreadable)."""
+    return data[3:] if data[:3] == b"\xef\xbb\xbf" else data
 
 
 _LINE = re.compile(rb"[^\r\n]+")  # the non-empty lines of bytes.splitlines(): \n, \r, \r\n end one

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ._common import ImportStaging, as_count, as_list, head_bytes, require_nonempty, ts_of
+from ._common import ImportStaging, as_count, as_list, head_bytes, require_nonempty, ts_of, without_bom
 
 NAME = "gemini-cli"
 DESCRIPTION = "Gemini CLI chat sessions (session-*.json)"
@@ -41,7 +41,8 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     p = Path(path)
     require_nonempty(p)
     try:
-        d = orjson.loads(p.read_bytes().strip().splitlines()[0] if p.suffix == ".jsonl" else p.read_bytes())
+        data = without_bom(p.read_bytes())
+        d = orjson.loads(data.strip().splitlines()[0] if p.suffix == ".jsonl" else data)
     except (orjson.JSONDecodeError, IndexError) as e:
         raise LoadError("OT003", f"not a Gemini CLI session object: {e}", path=str(p)) from None
     msgs = d.get("messages") if isinstance(d, dict) else None

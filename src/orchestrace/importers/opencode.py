@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ._common import ImportStaging, as_count, as_obj, head_bytes, require_nonempty
+from ._common import ImportStaging, as_count, as_obj, head_bytes, require_nonempty, without_bom
 
 NAME = "opencode"
 DESCRIPTION = "opencode storage sessions (session/<project>/<id>.json with message/ and part/)"
@@ -48,7 +48,7 @@ def _files(base: Path, name: str) -> list[Path]:
 
 def _json(path: Path) -> dict[str, Any] | None:
     try:
-        d = orjson.loads(path.read_bytes())
+        d = orjson.loads(without_bom(path.read_bytes()))
     except (OSError, orjson.JSONDecodeError):
         return None
     return d if isinstance(d, dict) else None
