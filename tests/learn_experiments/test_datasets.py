@@ -64,7 +64,18 @@ def test_alpaca_quality_is_preference_minus_one(data) -> None:
     assert len(d.ids) == 805 and len(d.models) == len(ds.ALPACA_DEFAULT_MODELS)
     j = d.models.index("gpt4_1106_preview")
     assert d.quality[:, j] == pytest.approx(0.5)  # the reference against itself: a tie
-    assert (d.quality >= 0).all() and (d.quality <= 1).all()
+    # a model's mean quality is its AlpacaEval 2 win rate, as the published leaderboard gives it
+    board = data / "alpaca-eval/docs/data_AlpacaEval_2/weighted_alpaca_eval_gpt4_turbo_leaderboard.csv"
+    with board.open(encoding="utf-8", newline="") as fh:
+        published = {
+            r["samples"].split("/results/")[1].split("/")[0]: float(r["win_rate"])
+            for r in csv.DictReader(fh)
+            if "/results/" in r["samples"]
+        }
+    on_board = [m for m in d.models if m in published]
+    assert len(on_board) == 6  # all but Mixtral-8x7B-Instruct-v0.1_concise
+    for m in on_board:
+        assert 100 * d.quality[:, d.models.index(m)].mean() == pytest.approx(published[m], rel=1e-9), m
 
 
 def test_missing_data_is_a_clear_error(tmp_path) -> None:
