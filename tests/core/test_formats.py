@@ -65,6 +65,15 @@ def test_line_numbers_for_jsonl_and_logs():
     assert r.findings[0].line == 3
 
 
+def test_a_jsonl_syntax_error_names_its_line_and_column(tmp_path):
+    # a JSONL line said "at (char 23)" (a 0-based offset), a .json file "at column 24"
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b'{"a": 1}\n{"trace_id": "x", "b": nul}\n{"c": [1, 2\n')
+    found = [(f.code, f.line, f.message) for f in validate_path(p).findings if f.code != "OT101"]
+    assert [(c, n) for c, n, _ in found if c in ("OT003", "OT006")] == [("OT003", 2), ("OT006", 3)]
+    assert "at column 24:" in found[-2][2] and "at column 12:" in found[-1][2]
+
+
 def test_invalid_utf8_names_the_line_and_column_of_the_bad_byte(tmp_path):
     # orjson puts every encoding error at char 0: a .json file was reported at line 1
     p = tmp_path / "t.json"

@@ -155,7 +155,10 @@ def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: 
     pos = e.pos
     where_line = line if line is not None else e.lineno
     head = data[pos : pos + 9] if isinstance(data, bytes | bytearray) else b""
-    col = f" column {e.colno}" if line is None else f" (char {pos})"
+    if line is None or not isinstance(data, bytes | bytearray):
+        col = f" column {e.colno}"
+    else:  # a JSONL line, parsed alone with its newline: at its end, the column after its text
+        col = f" column {min(pos, len(data.decode('utf-8', 'replace').rstrip())) + 1}"
     if "depth limit" in msg:
         return LoadError(
             "OT008", f"nested deeper than {MAX_DEPTH} levels of arrays/objects", path=path, line=where_line
