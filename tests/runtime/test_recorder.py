@@ -169,6 +169,21 @@ def test_repair_drops_invalid_events_and_dangling_edges(tmp_path):
     assert _errors(tr) == []
 
 
+def test_repair_keeps_the_header_after_a_byte_order_mark(tmp_path):
+    # validate reads such a log as valid; repair dropped its header as unreadable and named the
+    # trace after the file, with no rewards and costs
+    path = tmp_path / "bom.events.jsonl"
+    recs = [
+        {"rec": "header", "trace_id": "t1", "task_id": "k1", "rewards": {"team": 1.0}, "costs": {"tokens": 7, "wall_clock_s": 1}},
+        {"rec": "event", "id": "a", "t": 0, "type": "message", "agent": "x"},
+    ]  # fmt: skip
+    path.write_bytes(b"\xef\xbb\xbf" + b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    assert validate_path(path).valid
+    tr, report = repair_log(str(path))
+    assert report.had_header and report.bad_lines == 0
+    assert (tr.trace_id, tr.rewards, tr.costs["tokens"]) == ("t1", {"team": 1.0}, 7)
+
+
 def test_repair_of_missing_file_is_a_user_error(tmp_path):
     from orchestrace.core.errors import OrchestraceError
 

@@ -76,6 +76,8 @@ def salvage_lines(path: str) -> list[bytes]:
             raw = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
         except zstandard.ZstdError:
             raw = b""
+    if raw[:3] == b"\xef\xbb\xbf":  # a byte-order mark, as the reader accepts it: the header stays
+        raw = raw[3:]
     return raw.split(b"\n")
 
 
