@@ -8,6 +8,8 @@ import tomllib
 import warnings
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -30,20 +32,22 @@ def test_version_flag_prints_the_package_version() -> None:
     assert r.returncode == 0 and r.stdout == f"orchestrace {version}\n", r.stderr
 
 
-def test_a_command_with_options_does_not_import_pydantic() -> None:
-    """typer 0.29 coerces each option through a pydantic TypeAdapter, 0.14 s of CPU per command
-    (docs/performance.md); requirements.txt pins a typer that does not: this fails if it comes back."""
-    example = ROOT / "examples" / "run.json"
+@pytest.mark.parametrize("command", [["validate", "--format", "json"], ["analyze", "-q"]])
+def test_commands_on_a_trace_file_import_neither_pydantic_nor_pyarrow(command: list[str]) -> None:
+    """typer 0.29 coerces each option through a pydantic TypeAdapter (0.14 s of CPU per command)
+    and the store module imported pyarrow at its top (70 ms) for every command that reads traces
+    (docs/performance.md): this fails when either comes back."""
+    argv = ["orchestrace", command[0], str(ROOT / "examples" / "run.json"), *command[1:]]
     code = (
         "import sys\n"
         "from orchestrace.cli import main\n"
-        f"sys.argv = ['orchestrace', 'validate', {str(example)!r}, '--format', 'json']\n"
+        f"sys.argv = {argv!r}\n"
         "try:\n"
         "    main()\n"
         "except SystemExit as e:\n"
         "    assert not e.code, e.code\n"
-        "print('pydantic' in sys.modules)\n"
+        "print(sorted(m for m in ('pydantic', 'pyarrow') if m in sys.modules))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1] == "False", r.stdout[-500:]
+    assert r.stdout.splitlines()[-1] == "[]", r.stdout[-500:]

@@ -22,12 +22,11 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 import numpy as np
 import orjson
-import pyarrow as pa
 
 from ..core.errors import Finding, OrchestraceError
 from ..core.model import Trace, trace_from_dict
@@ -46,6 +45,11 @@ from .rows import (
     split_file,
 )
 from .schema import ROW_TABLES, STORE_VERSION, TABLES, agents_sql, ddl
+
+# pyarrow is imported where it is used: a command reading trace files through traces_of
+# (analyze, credit, ...) does not pay the 70 ms of importing it
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 R = TypeVar("R")
 
@@ -493,6 +497,8 @@ def _grouped(con: Any, sql: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def _read_batch(con: Any, ids: list[str]) -> Iterator[Trace]:
+    import pyarrow as pa
+
     con.register("_want", pa.table({"trace_id": pa.array(ids, pa.string())}))
     try:
         where = "WHERE trace_id IN (SELECT trace_id FROM _want)"
