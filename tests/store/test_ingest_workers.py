@@ -181,8 +181,19 @@ def test_pieces_of_one_file_same_tables_and_errors(tmp_path: Path, monkeypatch: 
     assert [t[0] for t in tables[1]["traces"]] == [f"hand-{i}" for i in (3, 1, 2, 4, 5, 6, 7)]
 
 
-def _pid_after_nap(x: int) -> int:
-    time.sleep(0.1)  # long enough for a worker to start and claim items while this process naps
+_PARENT = os.getpid()
+#: the folder every process of the pool test signs (set before the pool forks)
+_SIGNED: list[Path] = []
+
+
+def _pid_after_a_worker_signed(x: int) -> int:
+    """This process holds its item until a worker has signed too: the two share the work
+    whatever the machine's load (a fixed nap raced the worker's start)."""
+    folder = _SIGNED[0]
+    (folder / str(os.getpid())).touch()
+    deadline = time.monotonic() + 30
+    while os.getpid() == _PARENT and len(list(folder.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     return os.getpid()
 
 
@@ -192,8 +203,9 @@ def _fail_on_odd(x: int) -> int:
     return x
 
 
-def test_process_pool_shares_work_and_passes_errors() -> None:
-    pids = parallel_map(_pid_after_nap, list(range(10)), processes=2)
+def test_process_pool_shares_work_and_passes_errors(tmp_path: Path) -> None:
+    _SIGNED[:] = [tmp_path]
+    pids = parallel_map(_pid_after_a_worker_signed, list(range(10)), processes=2)
     assert pids[0] == os.getpid() and len(set(pids)) == 2  # the first here, others in one worker
     assert parallel_map(abs, [-3, -2, -1, 0, 1], processes=3) == [3, 2, 1, 0, 1]
     with pytest.raises(LoadError) as e:
@@ -248,9 +260,6 @@ def test_error_stops_workers_whatever_sigterm_handler_the_caller_has(tmp_path: P
         p.communicate()
         pytest.fail("the pool waited for a worker stuck in the SIGTERM handler it inherited")
     assert p.returncode == 0 and out.strip() == "raised OT006", err
-
-
-_PARENT = os.getpid()
 
 
 def _die_in_worker(x: int) -> int:
