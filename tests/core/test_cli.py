@@ -89,3 +89,24 @@ def test_text_output_keeps_brackets_in_paths_and_messages(reference_example, tmp
     assert r.returncode == 1 and b"run[1].json" in r.stdout, r.stdout
     r = run("validate", "--format", "[xml]", str(reference_example))
     assert r.returncode == 2 and b"[xml]" in r.stderr, r.stderr
+
+
+def test_tables_print_large_numbers_whole(tmp_path):
+    # stats printed costs.tokens 123456789 as 1.23457e+08 and critical-path a serial work of
+    # 10002 s as 1e+04: rounded numbers in a table the user reads as the count
+    events = [{"id": "a", "t": 0, "t_end": 2, "type": "orchestrator_decision", "agent": "o"}]
+    events += [
+        {"id": f"w{i}", "t": 2, "t_end": 3, "type": "message", "agent": f"w{i}", "to": "o"}
+        for i in range(10000)
+    ]
+    trace = {
+        "trace_id": "big", "task_id": "k", "events": events,
+        "edges": [{"src": "a", "dst": f"w{i}", "type": "causal"} for i in range(10000)],
+        "rewards": {}, "costs": {"tokens": 123456789, "wall_clock_s": 3},
+    }  # fmt: skip
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(trace))
+    stats = run("stats", str(p)).stdout.decode()
+    assert "123456789" in stats and "e+" not in stats
+    # serial work by hand: o busy [0, 2] = 2 s, each of 10,000 workers 1 s; critical path a -> w: 3 s
+    assert "critical path 3 s of 10002 s serial" in run("critical-path", str(p)).stdout.decode()

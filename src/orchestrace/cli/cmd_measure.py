@@ -17,7 +17,7 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
-from .common import console, console_err, expand_paths
+from .common import console, console_err, expand_paths, fmt_number
 from .progress import failure_exit_code, stream_file_traces, stream_traces
 from .ray_option import RayCommand, RayOption
 
@@ -70,7 +70,7 @@ def _fmt(v: Any) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return fmt_number(v)
     return str(v)
 
 
@@ -296,7 +296,7 @@ def critical_path_cmd(
     unit = "s" if by == "time" else "steps"
     for o in out:
         t = Table(
-            title=f"{o['trace_id']}: critical path {o['length']:.4g} {unit} of {o['serial']:.4g} {unit} serial"
+            title=f"{o['trace_id']}: critical path {fmt_number(o['length'])} {unit} of {fmt_number(o['serial'])} {unit} serial"
         )
         # time: finish in a replay with unlimited agents; steps: running total
         last = "finish (s)" if by == "time" else "cumulative"

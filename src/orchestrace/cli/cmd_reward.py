@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
-from .common import console, console_err
+from .common import console, console_err, fmt_number
 from .progress import stream_traces
 from .ray_option import RayCommand, RayOption
 
@@ -61,7 +61,7 @@ def reward(
         cols = [c for c in (*_SHOWN, rs.total) if any(c in ch for _, ch in rows)]
         table = Table("trace", *cols)
         for tid, ch in rows:
-            table.add_row(tid, *(f"{ch[c]:.4g}" if c in ch else "-" for c in cols))
+            table.add_row(tid, *(fmt_number(ch[c]) if c in ch else "-" for c in cols))
         console.print(table)
         if n > _MAX_SHOWN:
             console.print(f"(the first {_MAX_SHOWN} of {n} traces shown)")

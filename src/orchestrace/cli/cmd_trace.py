@@ -19,7 +19,7 @@ from ..core.io import iter_traces, save
 from ..core.read import split_format
 from ..core.schema import schema_text
 from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult, validate_path
-from .common import console, console_err, expand_paths
+from .common import console, console_err, expand_paths, fmt_number
 from .progress import failure_exit_code, note_failed_file
 
 
@@ -151,7 +151,7 @@ def _corpus_tables(out: list[TraceCounts], per_trace: bool) -> None:
         for c in ("events", "edges", "agents", "duration (s)"):
             rows.add_column(c, justify="right")
         for x in out:
-            n = (str(x.events), str(x.edges), str(len(x.by_agent)), f"{x.duration_s:.3f}")
+            n = (str(x.events), str(x.edges), str(len(x.by_agent)), fmt_number(x.duration_s, 6))
             rows.add_row(x.trace_id, x.path, *n)
         console.print(rows)
     title = f"corpus: {len(out)} traces in {len({x.path for x in out})} file(s)"
@@ -170,9 +170,9 @@ def _detail_table(s: TraceCounts | CorpusCounts, title: str) -> Table:
     table.add_row("events", str(s.events))
     table.add_row("edges", str(s.edges))
     table.add_row("agents (summed over traces)" if corpus else "agents", str(s.agents))
-    table.add_row("duration (s, summed)" if corpus else "duration (s)", f"{s.duration_s:.3f}")
+    table.add_row("duration (s, summed)" if corpus else "duration (s)", fmt_number(s.duration_s, 6))
     for k, v in s.costs.items():
-        table.add_row(f"costs.{k}", f"{v:g}")
+        table.add_row(f"costs.{k}", fmt_number(v, 6))
     for k, v in s.by_type.items():
         table.add_row(f"type {k}", str(v))
     for k, v in list(s.by_role.items())[:12]:

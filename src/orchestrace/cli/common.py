@@ -29,6 +29,15 @@ TRACE_SUFFIXES = (".json", ".jsonl", ".events.jsonl")
 COMPRESSED = ("", ".gz", ".zst")
 
 
+def fmt_number(v: float, digits: int = 4) -> str:
+    """A number for a table: an int exactly; a float to ``digits`` significant digits but never
+    fewer than its integer digits (10002.0 is "10002", not "1e+04"; 1.3333 is "1.333"), up to 1e15."""
+    if isinstance(v, int):
+        return str(v)
+    whole = len(str(int(abs(v)))) if abs(v) < 1e15 else 0
+    return f"{v:.{max(digits, whole)}g}"
+
+
 def is_trace_file(name: str) -> bool:
     low = name.lower()
     return any(low.endswith(s + c) for s in TRACE_SUFFIXES for c in COMPRESSED)
