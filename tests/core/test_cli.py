@@ -110,3 +110,10 @@ def test_tables_print_large_numbers_whole(tmp_path):
     assert "123456789" in stats and "e+" not in stats
     # serial work by hand: o busy [0, 2] = 2 s, each of 10,000 workers 1 s; critical path a -> w: 3 s
     assert "critical path 3 s of 10002 s serial" in run("critical-path", str(p)).stdout.decode()
+
+
+def test_a_finding_with_no_place_prints_no_empty_place(tmp_path):
+    p = tmp_path / "bad.json.gz"
+    p.write_bytes(b"not gzip\n")
+    out = run("validate", str(p)).stdout.decode()
+    assert "  OT007 corrupt or truncated compressed data" in out  # was "  OT007 : corrupt ..."

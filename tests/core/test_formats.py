@@ -85,7 +85,7 @@ def test_invalid_utf8_names_the_line_and_column_of_the_bad_byte(tmp_path):
     p.write_bytes(b'{"a": 1}\n{"trace_id": "\xfe"}\n')
     f = validate_path(p).findings[-1]
     assert (f.code, f.line) == ("OT002", 2)
-    assert "0xfe at byte 14 of the line" in f.message
+    assert "0xfe at column 15" in f.message
 
 
 def test_duplicate_key_in_an_event_log_points_into_the_trace(tmp_path):
@@ -101,6 +101,15 @@ def test_duplicate_key_in_an_event_log_points_into_the_trace(tmp_path):
         (f.line, f.pointer, f.message.split("'")[1]) for f in validate_path(p).findings if f.code == "OT005"
     ]
     assert dups == [(3, "/events/1", "id"), (4, "/edges/0", "type")]
+
+
+def test_max_findings_bounds_unparsable_jsonl_lines(tmp_path):
+    # a pretty-printed trace saved as .jsonl: every line fails to parse, and all were listed
+    # whatever --max-findings said
+    p = tmp_path / "pretty.jsonl"
+    p.write_text("{\n" + "".join(f'  "k{i}": {i},\n' for i in range(20)) + '  "z": 0\n}\n')
+    r = validate_path(p, max_findings=3)
+    assert [f.line for f in r.findings] == [1, 2, 3] and r.truncated == 20 and not r.valid
 
 
 def test_missing_file_is_io_error(tmp_path):

@@ -68,9 +68,8 @@ def validate(
                     for x in (f"line {f.line}" if f.line else "", "/" if f.pointer == "" else f.pointer or "")
                     if x
                 )
-                console.print(
-                    f"  [{color}]{f.code}[/{color}] {escape(f'{loc}: {f.message}')}", highlight=False
-                )
+                text = f"{loc}: {f.message}" if loc else f.message
+                console.print(f"  [{color}]{f.code}[/{color}] {escape(text)}", highlight=False)
             if r.truncated:
                 console.print(f"  ... and {r.truncated} more finding(s) not listed (--max-findings)")
         ok = sum(r.valid for r in results)

@@ -195,13 +195,11 @@ def _utf8_error(data: bytes, path: str | None, line: int | None) -> LoadError:
         data.decode("utf-8")
         at, where = None, ""  # orjson refused what Python decodes: no position to give
     except UnicodeDecodeError as u:
-        at = u.start
+        at = u.start  # a byte column, as no character is known there
         if line is None:
             line = data.count(b"\n", 0, at) + 1
-            column = at - data.rfind(b"\n", 0, at)
-            where = f" at column {column}"
-        else:
-            where = f" at byte {at} of the line"
+        column = at - data.rfind(b"\n", 0, at)
+        where = f" at column {column}"
     byte = "" if at is None else f" 0x{data[at]:02x}"
     return LoadError(
         "OT002",

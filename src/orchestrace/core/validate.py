@@ -1080,8 +1080,8 @@ def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[l
         return checked.sink.items, checked.sink.dropped
     try:
         parsed = parse_json(data, path=path, line=line)
-    except LoadError as e:
-        return [e.finding()], 0
+    except LoadError as e:  # counted against the file's budget like any finding
+        return ([e.finding()], 0) if budget > 0 else ([], 1)
     raw = RawTrace(parsed, path, line=line, may_have_null=b"null" in data, large=len(data) > MAX_STRING_CHARS)
     if dup := find_duplicate_key(data, parsed):
         raw.duplicates.append((dup[0], dup[1], line))
