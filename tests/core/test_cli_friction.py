@@ -142,3 +142,95 @@ def test_help_has_no_raw_rst_and_one_line_command_summaries(monkeypatch: pytest.
         panel = pages[name].split("Commands")[1].split("╰")[0]
         rows = [line for line in panel.splitlines() if line.startswith("│")]
         assert len(rows) == len(subs), (name, rows)
+
+
+def test_a_usage_error_is_one_line(corpus: Path, tmp_path: Path) -> None:
+    """typer's own usage errors (a missing option, an unknown option or command) as one line, not
+    its boxed usage text, and exit 2."""
+    cases = [
+        (
+            ("export", str(corpus), "-o", str(tmp_path / "s.jsonl")),
+            "orchestrace export: Missing option '--to'",
+        ),
+        (("validate",), "orchestrace validate: Missing argument 'paths'"),
+        (("validate", "--nope", str(corpus)), "No such option: --nope"),
+        (("gen", "-o"), "Option '-o' requires an argument"),
+        (("train", "stopp"), "No such command 'stopp'"),
+    ]
+    for args, said in cases:
+        r = run(*args)
+        assert r.returncode == 2 and r.stdout == "", args
+        assert len(r.stderr.strip().splitlines()) == 1 and said in r.stderr and "-h for help" in r.stderr, (
+            r.stderr
+        )
+        assert "╭" not in r.stderr and "Usage:" not in r.stderr
+    assert run("validate", str(corpus)).returncode == 0 and run("--version").returncode == 0
+
+
+CLAUDE_LOG = Path(__file__).resolve().parents[1] / "data/public/claude-code/test/test_data/real_projects"
+
+
+def test_a_foreign_agent_log_is_named_with_how_to_import_it(tmp_path: Path) -> None:
+    """A Claude Code session given where a trace belongs: one line naming the format and the
+    import command, not a finding per record (validate listed 200, ingest 180 lines)."""
+    log = tmp_path / "session.jsonl"
+    log.write_bytes(next(CLAUDE_LOG.glob("*/*.jsonl")).read_bytes())
+    said = f"a claude-code log, not an orchestration trace: import it first (orchestrace import {log}"
+    r = run("validate", str(log))
+    assert r.returncode == 1 and said in r.stdout and len(r.stdout.strip().splitlines()) == 3, r.stdout
+    for args in (
+        ("analyze", str(log)),
+        ("stats", str(log)),
+        ("view", str(log), "-o", str(tmp_path / "v.html")),
+        ("export", str(log), "--to", "survey", "-o", str(tmp_path / "s.jsonl")),
+        ("ingest", str(log), "-s", str(tmp_path / "t.duckdb"), "-q"),
+    ):
+        r = run(*args)
+        assert r.returncode == 1 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, (
+            args,
+            r.stderr,
+        )
+    broken = tmp_path / "broken.jsonl"  # a trace file that is merely broken keeps its own finding
+    broken.write_text('{"trace_id": "x"}\n')
+    r = run("validate", str(broken))
+    assert r.returncode == 1 and "missing required field 'task_id'" in r.stdout and "import" not in r.stdout
+
+
+def test_a_store_given_where_trace_files_go(corpus: Path, tmp_path: Path) -> None:
+    """stats and export read a store as analyze does; validate says what a store is instead of
+    'invalid UTF-8'."""
+    store = tmp_path / "traces.duckdb"
+    assert run("ingest", str(corpus), "-s", str(store)).returncode == 0
+    r = run("validate", str(store))
+    assert r.returncode == 2 and "a DuckDB store, not a trace file" in r.stdout and "UTF-8" not in r.stdout
+    from_store = json.loads(run("stats", str(store), "--format", "json").stdout)
+    from_file = json.loads(run("stats", str(corpus), "--format", "json").stdout)
+    assert (
+        from_store["corpus"]["events"]
+        == from_file["corpus"]["events"]
+        == sum(len(t.events) for t in load(corpus))
+    )
+    r = run("export", str(store), "--to", "jsonl", "-o", str(tmp_path / "out.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert sorted(t.trace_id for t in load(tmp_path / "out.jsonl")) == sorted(
+        t.trace_id for t in load(corpus)
+    )
+
+
+def test_piped_commands_leave_stderr_clean(corpus: Path, tmp_path: Path) -> None:
+    """Piped (stderr not a terminal), the progress bar drew nothing but an empty line on stderr,
+    validate printed 'OT001 : file not found' and parquet 'lake//traces/'."""
+    log = tmp_path / "one.events.jsonl"  # an event log: its traces are not counted up front
+    assert run("gen", "-o", str(log), "--size", "20", "--seed", "1").returncode == 0
+    r = run("analyze", str(log))
+    assert r.returncode == 0 and r.stderr == "", repr(r.stderr)
+    r = run("analyze", str(tmp_path / "missing.jsonl"))
+    assert r.returncode == 2 and r.stderr.startswith(str(tmp_path)) and r.stderr.count("\n") == 1, repr(
+        r.stderr
+    )
+    r = run("validate", str(tmp_path / "missing.json"))
+    assert "  OT001 file not found" in r.stdout, r.stdout
+    store = tmp_path / "traces.duckdb"
+    assert run("ingest", str(corpus), "-s", str(store)).returncode == 0
+    r = run("parquet", "-s", str(store), "-o", str(tmp_path / "lake") + "/")
+    assert r.returncode == 0 and f"-> {tmp_path}/lake/traces/" in r.stderr and "//" not in r.stderr, r.stderr

@@ -16,7 +16,7 @@ import click
 import typer
 
 from ..core.errors import OrchestraceError
-from .common import console_err
+from .common import console_err, explain_foreign
 
 app = typer.Typer(
     name="orchestrace",
@@ -74,15 +74,29 @@ def _command() -> click.Command:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: a user error is one line on stderr and exit 1 (bad input) or 2 (usage, I/O);
+    """Entry point: a user error is one line on stderr and exit 1 (bad input) or 2 (usage, I/O;
+    typer's own usage errors too, instead of its boxed usage text);
     anything else is a bug in orchestrace: one line, a hint to report it, exit 3.
     ``ORCHESTRACE_DEBUG=1`` shows the traceback of a bug instead."""
     from rich.markup import escape  # messages quote user input, which may hold [brackets]
 
     try:
-        _command()(args=argv, standalone_mode=True)
+        code = _command().main(args=argv, prog_name="orchestrace", standalone_mode=False)
+    except typer.TyperException as e:  # usage: a missing or unknown option, a bad value, no such command
+        if type(e).__name__ != "NoArgsIsHelpError":  # that one has printed the help already
+            ctx = getattr(e, "ctx", None)
+            where = ctx.command_path if ctx is not None else "orchestrace"
+            console_err.print(
+                f"[red]{escape(where)}: {escape(e.format_message())}[/red] ({escape(where)} -h for help)",
+                highlight=False,
+                soft_wrap=True,
+            )
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        console_err.print("[yellow]aborted[/yellow]")
+        sys.exit(1)
     except OrchestraceError as e:
-        console_err.print(f"[red]{escape(str(e))}[/red]", highlight=False, soft_wrap=True)
+        console_err.print(f"[red]{escape(str(explain_foreign(e)))}[/red]", highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         console_err.print("[yellow]interrupted[/yellow]")
@@ -100,3 +114,4 @@ def main(argv: list[str] | None = None) -> None:
             soft_wrap=True,
         )
         sys.exit(3)
+    sys.exit(code if isinstance(code, int) else 0)  # typer.Exit(n) comes back as n

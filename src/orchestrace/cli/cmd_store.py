@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import os
 import sys
 from typing import Annotated, Any
 
@@ -14,7 +15,7 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..store.schema import TABLES
-from .common import console, console_err, expand_paths
+from .common import console, console_err, expand_paths, foreign_log
 from .ray_option import RayCommand, RayOption
 
 StoreOption = Annotated[str, typer.Option("--store", "-s", help="The DuckDB store file (created by ingest).")]
@@ -80,10 +81,17 @@ def ingest_cmd(
     files = list(expand_paths(paths))
     report = ingest(store, files, on_error=on_error, measure=measure, ray=ray, workers=workers)  # type: ignore[arg-type]
     if on_error == "report":
+        foreign = {p: foreign_log(p) for p in {f.path for f in report.failures}}
+        told: set[str] = set()  # a foreign agent log: one line for the file, not one per record
         for f in report.failures:
-            console_err.print(
-                f"[red]invalid[/red] {escape(_failure_line(f))}", highlight=False, soft_wrap=True
-            )
+            if (hint := foreign[f.path]) is None:
+                line = _failure_line(f)
+            elif f.path in told:
+                continue
+            else:
+                told.add(f.path)
+                line = f"{f.path}: {hint}"
+            console_err.print(f"[red]invalid[/red] {escape(line)}", highlight=False, soft_wrap=True)
     if not quiet:
         failed = (
             f", {report.failed} invalid {'skipped' if on_error == 'skip' else 'not ingested'}"
@@ -186,7 +194,7 @@ def parquet_cmd(
         store, out, tables=table or list(TABLES), overwrite=overwrite, compression=compression
     )
     for name, n in counts.items():
-        console_err.print(f"{name}: {n:,} rows -> {out}/{name}/", highlight=False)
+        console_err.print(f"{name}: {n:,} rows -> {os.path.join(out, name, '')}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

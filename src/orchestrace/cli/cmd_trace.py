@@ -13,13 +13,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..core.counts import CorpusCounts, TraceCounts, corpus_counts, file_counts
+from ..core.counts import CorpusCounts, TraceCounts, corpus_counts, file_counts, trace_counts
 from ..core.errors import Finding, OrchestraceError
-from ..core.io import iter_traces, save
+from ..core.io import save
 from ..core.read import split_format
 from ..core.schema import schema_text
 from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult, validate_path
-from .common import console, console_err, expand_paths, fmt_number
+from .common import STORE_SUFFIXES, console, console_err, expand_paths, fmt_number, foreign_log
 from .progress import failure_exit_code, note_failed_file
 
 
@@ -91,8 +91,20 @@ def _validated(path: str, max_findings: int) -> Iterator[ValidationResult]:
         yield ValidationResult(path, False, [Finding(code=e.code, severity="error", message=e.message)])
         return
     for f in files:
+        if f.lower().endswith(STORE_SUFFIXES):
+            msg = (
+                "a DuckDB store, not a trace file: its traces were validated when ingested "
+                f"(orchestrace export {f} --to jsonl -o traces.jsonl writes them out as a file)"
+            )
+            yield ValidationResult(f, False, [Finding(code="OT001", severity="error", message=msg, path=f)])
+            continue
         try:
-            yield validate_path(f, max_findings=max_findings)
+            result = validate_path(f, max_findings=max_findings)
+            if not result.valid and (hint := foreign_log(f)):  # one line, not one per record
+                code = next((x.code for x in result.findings if x.severity == "error"), "OT101")
+                result.findings = [Finding(code=code, severity="error", message=hint, path=f)]
+                result.traces = result.truncated = 0
+            yield result
         except Exception as e:  # noqa: BLE001 - a bug met on one file must not hide the others
             what = f"{type(e).__name__}: {str(e)[:200]}"
             msg = f"internal error ({what}): a bug in orchestrace, not in the file; please report it"
@@ -128,7 +140,7 @@ def stats(
     for i, p in enumerate(expand_paths(paths)):  # one bad file does not hide the others
         mark = len(out)
         try:
-            out.extend(file_counts(p))
+            out.extend(store_counts(p) if p.lower().endswith(STORE_SUFFIXES) else file_counts(p))
         except OrchestraceError as e:
             del out[mark:]  # a file that failed part-way counts for nothing, as in validate
             note_failed_file(failed, i, p, e)
@@ -142,6 +154,13 @@ def stats(
         _corpus_tables(out, per_trace)
     if failed:
         raise typer.Exit(failure_exit_code(failed))
+
+
+def store_counts(path: str) -> Iterator[TraceCounts]:
+    """Counts of every trace of a DuckDB store, as stats counts a file's."""
+    from ..store import traces_of
+
+    return (trace_counts(tr, path) for tr in traces_of(path))
 
 
 def _corpus_tables(out: list[TraceCounts], per_trace: bool) -> None:
@@ -251,6 +270,7 @@ def export(
       orchestrace export corpus.jsonl --to trl -o samples/ --opt method=grpo --opt unit=agent
     """
     from ..export import get_exporter
+    from ..store import traces_of
 
     fn = get_exporter(to)
     options: dict[str, str] = {}
@@ -259,7 +279,7 @@ def export(
             raise OrchestraceError("OT010", f"--opt expects key=value, got {kv!r}")
         k, v = kv.split("=", 1)
         options[k] = v
-    traces = [t for p in expand_paths(paths) for t in iter_traces(p)]
+    traces = [t for p in expand_paths(paths) for t in traces_of(p)]
     count = fn(traces, out, **options)
     console_err.print(f"exported {count} item(s) -> {out}")
 

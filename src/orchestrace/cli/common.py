@@ -26,6 +26,7 @@ console = _console()
 console_err = _console(stderr=True)
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".events.jsonl")
+STORE_SUFFIXES = (".duckdb", ".db")  # a DuckDB store (store.is_store_path), read without importing the store
 COMPRESSED = ("", ".gz", ".zst")
 
 
@@ -84,6 +85,29 @@ def looks_like_trace(path: str) -> bool:
     except orjson.JSONDecodeError:
         return True
     return not isinstance(rec, dict) or "events" in rec or "trace_id" in rec or rec.get("rec") == "header"
+
+
+def foreign_log(path: str | None) -> str | None:
+    """When a file given where a trace belongs is an agent log that ``orchestrace import`` reads
+    (a Claude Code session, a Codex rollout, ...), the one line that says so and how to import
+    it; else None. Asked only of files that failed as traces, so a valid trace never pays for it."""
+    if not path or path == "-" or not os.path.isfile(path):
+        return None
+    from ..importers import detect
+
+    fmt = detect(path)
+    if fmt is None:
+        return None
+    return f"a {fmt} log, not an orchestration trace: import it first (orchestrace import {path} -o traces.jsonl)"
+
+
+def explain_foreign(e: OrchestraceError) -> OrchestraceError:
+    """``e`` with its message replaced by :func:`foreign_log`'s line when its file is a foreign
+    agent log: "missing required field 'trace_id'" does not tell a new user what to do."""
+    if (e.code == "OT003" or e.code.startswith("OT1")) and (hint := foreign_log(e.path)):
+        e.message = hint
+        e.line = e.pointer = None
+    return e
 
 
 def expand_paths(paths: list[str]) -> Iterator[str]:

@@ -1,7 +1,7 @@
 """A progress bar for commands that stream many traces (analyze, credit).
 
 It goes to stderr, disappears when done, and stays off for small inputs, with ``--quiet`` and when
-stderr is not a terminal (rich draws nothing then).
+stderr is not a terminal (rich would draw nothing there but an empty line when it stops).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from rich.progress import (
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
-from .common import console_err, expand_paths
+from .common import console_err, expand_paths, explain_foreign
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ def tracked(
     items: Iterable[T], *, label: str, total: int | None, quiet: bool = False, console: Console = console_err
 ) -> Iterator[T]:
     """Yield ``items`` while a bar counts them (of ``total`` when known)."""
-    off = quiet or (total is not None and total < MIN_TRACES)
+    off = quiet or not console.is_interactive or (total is not None and total < MIN_TRACES)
     columns = (
         TextColumn(f"[bold]{label}[/bold]"),
         BarColumn(),
@@ -111,7 +111,7 @@ def stream_file_traces(
 def note_failed_file(failed: dict[int, OrchestraceError], index: int, path: str, e: OrchestraceError) -> None:
     """Record file ``index`` as failed and say why on stderr, one line as main() would."""
     e.path = e.path or path
-    failed[index] = e
+    failed[index] = explain_foreign(e)
     console_err.print(f"[red]{escape(str(e))}[/red]", highlight=False, soft_wrap=True)
 
 
