@@ -8,6 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from orchestrace.core.io import load
 from orchestrace.core.model import Trace
 
@@ -117,3 +119,29 @@ def test_a_finding_with_no_place_prints_no_empty_place(tmp_path):
     p.write_bytes(b"not gzip\n")
     out = run("validate", str(p)).stdout.decode()
     assert "  OT007 corrupt or truncated compressed data" in out  # was "  OT007 : corrupt ..."
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["credit", "--top", "-1"],  # [:-1]: every unit but the last
+        ["credit", "-m", "shapley", "--samples", "0"],  # silently 2 permutations
+        ["validate", "--max-findings", "-1"],
+        ["view", "--max-content", "-1"],  # [:-1]: each content lost its last character
+        ["view", "--port", "70000"],
+        ["safety", "--limit", "-1"],
+        ["reward", "--step", "-1"],
+    ],
+)
+def test_counts_given_on_the_command_line_cannot_be_negative(args, tmp_path):
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import app
+
+    p = tmp_path / "t.json"
+    p.write_text(
+        '{"trace_id": "t", "task_id": "k", "events": [{"id": "a", "t": 0, "type": "message", "agent": "o"}],'
+        ' "edges": [], "rewards": {"team": 1}, "costs": {"tokens": 0, "wall_clock_s": 0}}'
+    )
+    r = CliRunner().invoke(app, [*args, str(p)])
+    assert r.exit_code == 2 and "is not in the range" in r.output, r.output

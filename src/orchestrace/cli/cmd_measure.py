@@ -312,7 +312,7 @@ def critical_path_cmd(
 def safety_cmd(
     trace: Annotated[str, typer.Argument(help="A trace file (every trace in it is shown).")],
     format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
-    limit: Annotated[int, typer.Option(help="Show at most this many flows per trace.")] = 100,
+    limit: Annotated[int, typer.Option(min=0, help="Show at most this many flows per trace.")] = 100,
 ) -> None:
     """Print untrusted-content flows: each decision reachable from untrusted content with no
     sanitising event (safety_event, human_intervention) on the way, one shortest path each,

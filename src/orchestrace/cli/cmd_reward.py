@@ -24,7 +24,7 @@ _SHOWN = ("team", "process", "tool", "verifier", "critical_steps", "r_parallel",
 def reward(
     paths: Annotated[list[str], typer.Argument(help="Trace files or directories.")],
     spec: Annotated[Path | None, typer.Option("--spec", "-s", help="Reward spec (TOML).")] = None,
-    step: Annotated[int, typer.Option(help="Training step for annealing schedules.")] = 0,
+    step: Annotated[int, typer.Option(min=0, help="Training step for annealing schedules.")] = 0,
     out: Annotated[
         str | None, typer.Option("--out", "-o", help="Write traces with the reward channels.")
     ] = None,
@@ -88,7 +88,7 @@ def credit(
     partition: Annotated[
         bool, typer.Option("--partition", help="Exact partition: unit credits sum to R.")
     ] = False,
-    samples: Annotated[int, typer.Option(help="Permutations for Shapley beyond 12 players.")] = 256,
+    samples: Annotated[int, typer.Option(min=1, help="Permutations for Shapley beyond 12 players.")] = 256,
     seed: Annotated[int, typer.Option(help="Seed for sampled Shapley.")] = 0,
     baseline: Annotated[str, typer.Option(help="broadcast baseline: none or mean")] = "none",
     opt: Annotated[
@@ -100,7 +100,9 @@ def credit(
     out: Annotated[
         str | None, typer.Option("--out", "-o", help="Write traces with credits on their events.")
     ] = None,
-    top: Annotated[int, typer.Option(help="Units shown per trace: the largest credits (by size).")] = 5,
+    top: Annotated[
+        int, typer.Option(min=0, help="Units shown per trace: the largest credits (by size).")
+    ] = 5,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ray: RayOption = None,
 ) -> None:

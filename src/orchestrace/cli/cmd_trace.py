@@ -27,7 +27,7 @@ def validate(
     paths: Annotated[list[str], typer.Argument(help="Files, directories, globs, or - for stdin.")],
     format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
     max_findings: Annotated[
-        int, typer.Option(help="List at most this many findings per file.")
+        int, typer.Option(min=0, help="List at most this many findings per file.")
     ] = DEFAULT_MAX_FINDINGS,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary line.")] = False,
 ) -> None:

@@ -23,10 +23,12 @@ def view(
     ] = None,
     trace_id: Annotated[str | None, typer.Option("--trace", help="The trace with this id.")] = None,
     max_content: Annotated[
-        int, typer.Option("--max-content", help="Characters of each event's content kept in the page.")
+        int, typer.Option("--max-content", min=0, help="Characters of each event's content kept in the page.")
     ] = 4000,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the page on 127.0.0.1 until Ctrl-C.")] = False,
-    port: Annotated[int, typer.Option("--port", help="Port for --serve (0 = any free port).")] = 0,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port for --serve (0 = any free port).")
+    ] = 0,
 ) -> None:
     """Write one self-contained, offline HTML page for a trace: swimlane timeline, event DAG,
     critical path, untrusted-content flows, details on click, credit as a colour scale.
