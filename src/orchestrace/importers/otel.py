@@ -74,8 +74,9 @@ def _val(v: dict[str, Any]) -> Any:
     if not isinstance(v, dict) or not v:
         return None
     k, x = next(iter(v.items()))
-    if k == "intValue":
-        return as_int(x)
+    if k == "intValue":  # beyond int64 it stays as written, so a reader can say it did not read it
+        n = as_int(x)
+        return x if n is None else n
     if k == "arrayValue":
         return [_val(y) for y in as_list(as_obj(x).get("values"))]
     if k == "kvlistValue":
@@ -119,8 +120,8 @@ def read_spans(
                         "id": _id(s.get("spanId")),
                         "parent": _id(s.get("parentSpanId")),
                         "name": name if isinstance(name, str) else "",
-                        "start": (as_int(s.get("startTimeUnixNano")) or 0) / 1e9,
-                        "end": (as_int(s.get("endTimeUnixNano")) or 0) / 1e9,
+                        "start": _seconds(s.get("startTimeUnixNano"), stats),
+                        "end": _seconds(s.get("endTimeUnixNano"), stats),
                         "attrs": _attrs(s.get("attributes")),
                         "status": as_obj(s.get("status")).get("code"),
                         "links": [
@@ -190,10 +191,43 @@ def _normalize(s: dict[str, Any]) -> None:
                 a.setdefault(dst, a[src])
 
 
-def _usage(a: dict[str, Any]) -> tuple[int | None, int | None]:
+def _seconds(value: Any, stats: ImportStats) -> float | None:
+    """A span time in seconds; None (noted) for one that is no positive int64 of nanoseconds,
+    which read as 0 put that span at 1970 and every other event ~1.7e9 s after it."""
+    ns = as_int(value)
+    if ns is not None and ns > 0:
+        return ns / 1e9
+    if value is not None:
+        stats.bad_values["span time"] += 1
+    return None
+
+
+def _fill_times(spans: list[dict[str, Any]]) -> None:
+    """A missing start takes the span's end, a missing end its start; a span with neither takes
+    the trace's first known time (0 when no span has one)."""
+    known = [t for s in spans for t in (s["start"], s["end"]) if t is not None]
+    first = min(known) if known else 0.0
+    for s in spans:
+        start = s["start"] if s["start"] is not None else s["end"]
+        s["start"] = first if start is None else start
+        s["end"] = s["start"] if s["end"] is None else s["end"]
+
+
+def _usage(a: dict[str, Any], stats: ImportStats) -> tuple[int | None, int | None]:
     tin = a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))
     tout = a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
-    return as_int(tin), as_int(tout)
+    return _tokens(tin, stats), _tokens(tout, stats)
+
+
+def _tokens(value: Any, stats: ImportStats) -> int | None:
+    """A token count; None (noted) for a negative, non-integral or beyond-int64 one: read as is,
+    a negative count made the trace invalid and the whole file was skipped."""
+    n = as_int(value)
+    if n is not None and n >= 0:
+        return n
+    if value is not None:
+        stats.bad_values["gen_ai.usage token count"] += 1
+    return None
 
 
 def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
@@ -207,8 +241,12 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
             children[s["parent"]].append(s)
         else:
             roots.append(s)
+    seen: set[int] = set()
 
     def visit(s: dict[str, Any], agent: str | None) -> None:
+        if id(s) in seen:  # a span that is its own ancestor (a parent cycle): once only
+            return
+        seen.add(id(s))
         a = s["attrs"]
         name = _agent_name(s)
         op = a.get("gen_ai.operation.name")
@@ -224,7 +262,7 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
             who = agent or "agent"
             tool = str(a.get("gen_ai.tool.name") or s["name"].split(" ", 1)[-1])
             cid = str(a.get("gen_ai.tool.call.id") or s["id"])
-            tin, tout = _usage(a)
+            tin, tout = _usage(a, b.stats)
             b.tool_call(
                 who,
                 s["start"],
@@ -238,7 +276,7 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
             )
             after = (who, tool, cid)
         elif op in _LLM_OPS or any(k.startswith("gen_ai.usage.") for k in a):
-            tin, tout = _usage(a)
+            tin, tout = _usage(a, b.stats)
             b.add(
                 "orchestrator_decision",
                 agent or str(a.get("gen_ai.system") or a.get("gen_ai.provider.name") or "llm"),
@@ -263,6 +301,11 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
 
     for r in roots:
         visit(r, None)
+    cyclic = [s for s in sorted(spans, key=lambda s: (s["start"], s["end"])) if id(s) not in seen]
+    if cyclic:  # parents that lead round in a circle: each such span was lost with its subtree
+        b.stats.bad_values["span in or under a parent cycle"] += len(cyclic)
+        for s in cyclic:
+            visit(s, None)
 
 
 def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
@@ -273,6 +316,7 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     if not groups:
         raise LoadError("OT006", "no spans in this OTLP file", path=str(p))
     for tid, spans in groups.items():
+        _fill_times(spans)
         if any("orchestrace.trace" in s["attrs"] for s in spans):
             try:
                 tr = _roundtrip(tid, spans)
