@@ -112,6 +112,19 @@ def test_max_findings_bounds_unparsable_jsonl_lines(tmp_path):
     assert [f.line for f in r.findings] == [1, 2, 3] and r.truncated == 20 and not r.valid
 
 
+def test_a_limit_in_an_event_log_record_points_into_the_trace(tmp_path):
+    # the pointer was the record's own: "line 4 /tokens_in" for the second event
+    p = tmp_path / "run.events.jsonl"
+    p.write_bytes(
+        b'{"rec":"header","trace_id":"x","task_id":"y","rewards":{},"costs":{"tokens":1,"wall_clock_s":1}}\n'
+        b'{"rec":"event","id":"a","t":0,"type":"message","agent":"o"}\n'
+        b'{"rec":"edge","src":"a","dst":"b","type":"causal","x":{"rec":[1]}}\n'
+        b'{"rec":"event","id":"b","t":1,"type":"message","agent":"o","tokens_in":1180591620717411303424}\n'
+    )
+    [f] = validate_path(p).findings
+    assert (f.code, f.line, f.pointer) == ("OT008", 4, "/events/1/tokens_in")
+
+
 def test_missing_file_is_io_error(tmp_path):
     r = validate_path(tmp_path / "nope.json")
     assert r.findings[0].code == "OT001"

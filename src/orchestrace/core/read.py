@@ -16,6 +16,7 @@ import gzip
 import io
 import json
 import os
+import re
 import sys
 import zlib
 from collections.abc import Iterator
@@ -407,6 +408,7 @@ def iter_log_records(
     """(line, record) of an event log, streamed. ``tolerant`` skips a bad or truncated line.
     ``longest``, when given, holds the length of the longest line read so far."""
     p = os.fspath(path)
+    seen = {"event": 0, "edge": 0}  # records of each kind so far: a limit's pointer says which
     for n, line in iter_lines(p, tolerant=tolerant):
         if not line.strip():
             continue
@@ -414,10 +416,15 @@ def iter_log_records(
             longest[0] = len(line)
         try:
             rec = parse_json(line, path=p, line=n)
-        except LoadError:
+        except LoadError as e:
             if tolerant:
                 continue
+            if e.pointer and (m := _REC_KIND.match(line)):  # the record's pointer, made the trace's
+                kind = m.group(1).decode()
+                e.pointer = f"/{kind}s/{seen[kind]}{e.pointer}"
             raise
+        if isinstance(rec, dict) and rec.get(REC) in ("event", "edge"):
+            seen[rec[REC]] += 1
         if check_duplicates and dups is not None and (dup := find_duplicate_key(line, rec)):
             dups.append((dup[0], dup[1], n))
         if not isinstance(rec, dict):
@@ -427,6 +434,9 @@ def iter_log_records(
                 "OT102", f"expected a JSON object per line, got {type(rec).__name__}", path=p, line=n
             )
         yield n, rec
+
+
+_REC_KIND = re.compile(rb'^\s*\{\s*"rec"\s*:\s*"(event|edge)"')
 
 
 def read_event_log_raw(path: str, *, tolerant: bool = False, check_duplicates: bool = False) -> RawTrace:
