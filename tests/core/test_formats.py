@@ -125,6 +125,18 @@ def test_a_limit_in_an_event_log_record_points_into_the_trace(tmp_path):
     assert (f.code, f.line, f.pointer) == ("OT008", 4, "/events/1/tokens_in")
 
 
+def test_a_jsonl_line_beyond_a_limit_keeps_its_pointer_in_the_collected_findings(tmp_path):
+    # ingest reads JSONL so (collect_errors): it said "t.jsonl:1: OT008 ..." with no pointer
+    from orchestrace.core.read import iter_raw
+    from orchestrace.core.validate import check_raw
+
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b'{"trace_id": "x", "events": [{"tokens_in": 1180591620717411303424}]}\n')
+    [raw] = list(iter_raw(p, collect_errors=True))
+    [f] = check_raw(raw)[0]
+    assert (f.code, f.line, f.pointer) == ("OT008", 1, "/events/0/tokens_in")
+
+
 def test_missing_file_is_io_error(tmp_path):
     r = validate_path(tmp_path / "nope.json")
     assert r.findings[0].code == "OT001"

@@ -274,7 +274,7 @@ def check_raw(
     """
     sink = _Sink(raw, max_findings)
     for err in raw.log_errors:
-        sink.add(err.code, err.message, None, line=err.line)
+        sink.add(err.code, err.message, err.pointer, line=err.line)
     for ptr, key, line in raw.duplicates:
         sink.add(
             "OT005",
