@@ -213,3 +213,15 @@ def test_spec_mistakes_are_ot403_with_the_place(tmp_path, toml, where):
     assert ei.value.code == "OT403" and ei.value.path == str(p)
     assert where in ei.value.message
     assert ei.value.line == (3 if b"\xff" in toml else None)
+
+
+def test_a_term_may_name_a_channel_the_trace_recorded():
+    # the hybrid read only the computed channels: a recorded judge_score of 0.8 counted 0
+    tr = mk([ev("a", 0, "message", "o")], rewards={"team": 1.0, "judge_score": 0.8, "tool": 5.0})
+    spec = RewardSpec(
+        terms=[Term(channel="team"), Term(channel="judge_score", weight=0.5), Term(channel="tool")]
+    )
+    out = compute_rewards(tr, spec)
+    # team 1 + 0.5 x 0.8 (recorded) + tool: computed (no tool calls: 0) wins over the recorded 5
+    assert out.channels["tool"] == 0.0 and out.channels["hybrid"] == pytest.approx(1.4)
+    assert compute_rewards(tr, RewardSpec(terms=[Term(channel="nope")])).channels["hybrid"] == 0.0

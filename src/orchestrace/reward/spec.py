@@ -17,7 +17,8 @@ A spec is a :class:`RewardSpec` (Python) or a TOML file of the same shape::
     [hooks]                               # optional "module:function" callables
     verifier = "mypkg.judge:score_trace"
 
-hybrid = sum_k weight_k * schedule_k(step) * channel_k. A term whose channel is absent counts 0.
+hybrid = sum_k weight_k * schedule_k(step) * channel_k, channel_k computed or else recorded in the
+trace's rewards. A term whose channel is absent from both counts 0.
 """
 
 from __future__ import annotations
@@ -185,7 +186,10 @@ def compute_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int =
     out.merge(r7)
     if caps.max_critical_steps is not None and out.channels["critical_steps"] > caps.max_critical_steps:
         out.channels[spec.team_channel] = 0.0  # over the Critical-Steps budget: the outcome does not count
-    out.add(spec.total, hybrid(out.channels, spec.terms, step), "R8")
+    # a term may name a channel the trace recorded (a judge's score, a run's own reward); a
+    # computed channel of the same name wins. Read from the computed channels alone, such a term
+    # counted 0 while the written trace still held the recorded value
+    out.add(spec.total, hybrid({**trace.rewards, **out.channels}, spec.terms, step), "R8")
     return out
 
 
