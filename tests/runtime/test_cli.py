@@ -95,3 +95,16 @@ def test_a_run_whose_every_call_failed_is_a_failed_run(tmp_path, capsys):
     tr = load_one(path)  # the trace is still written, valid, and says so
     assert tr.metadata["outcome"]["status"] == "error"
     assert sum(e.type == "return" and e.status == "error" for e in tr.events) == 18
+
+
+def test_repair_of_a_trace_that_is_no_event_log_says_what_repair_takes(tmp_path, capsys):
+    """A .json trace given to repair said 'no event survives in this log', as if it were a broken log."""
+    trace = str(tmp_path / "run.json")
+    assert _cli(["gen", "-o", trace, "--size", "20"], capsys)[0] == 0
+    code, cap = _cli(["repair", trace], capsys)
+    assert code == 2 and len(cap.err.strip().splitlines()) == 1
+    assert "repair salvages an event log (.events.jsonl)" in cap.err and "orchestrace validate" in cap.err
+    empty = tmp_path / "empty.events.jsonl"  # an event log with nothing in it keeps its own message
+    empty.write_text("")
+    code, cap = _cli(["repair", str(empty)], capsys)
+    assert code == 2 and "no event survives in this log" in cap.err

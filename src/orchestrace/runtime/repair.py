@@ -142,6 +142,13 @@ def repair_log(path: str) -> tuple[Trace, RepairReport]:
     for _ in range(50):  # each pass drops what the validator points at; few passes suffice
         if not report.had_costs:
             d["costs"] = _derived(d)
+        if not d["events"] and split_format(path)[0] != "events":  # e.g. a .json trace given to repair
+            raise OrchestraceError(
+                "OT106",
+                "no event-log record here: repair salvages an event log (.events.jsonl); "
+                "`orchestrace validate` says what is wrong with a .json or .jsonl trace",
+                path=path,
+            )
         if not d["events"]:
             raise OrchestraceError("OT106", "no event survives in this log: nothing to repair", path=path)
         errors = [f for f in validate_trace(d) if f.severity == "error"]
