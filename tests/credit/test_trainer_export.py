@@ -174,6 +174,15 @@ def _grpo_two_steps(monkeypatch, tmp_path, model, tok, rows, group_size, max_len
     return trainer, served, changed
 
 
+def test_trl_without_any_sample_says_why(tmp_path):
+    # no output event carries content, content_ref or tokens_out: the error said "0 samples with
+    # content withheld: import the traces with their content kept (--keep-content)"
+    tr = mk([ev("a", 0, "message", "o", to="o")], rewards={"team": 1.0})
+    with pytest.raises(OrchestraceError, match="no sample: no event of type aggregate, message,") as ei:
+        get_exporter("trl")([tr], str(tmp_path / "none"))
+    assert "keep-content" not in ei.value.message
+
+
 def test_trl_grpo_two_steps_on_our_export(tmp_path, monkeypatch):
     get_exporter("trl")(task_group(), str(tmp_path / "trl"), method="grpo", unit="agent")
     rows = [orjson.loads(x) for x in (tmp_path / "trl" / "solver.jsonl").read_bytes().splitlines()]

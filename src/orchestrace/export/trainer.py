@@ -216,11 +216,16 @@ def export_trl(traces: Iterable[Trace], out: str, **opts: Any) -> int:
     streams = samples(traces, **_options(opts))
     rows = {k: [trl_row(s) for s in v if s.response] for k, v in streams.items()}
     withheld = sum(len(v) for v in streams.values()) - sum(len(v) for v in rows.values())
-    if not any(rows.values()):
+    if not any(rows.values()) and withheld:
         raise OrchestraceError(
             "OT421",
             f"no sample has completion text ({withheld} samples with content withheld): "
             "import the traces with their content kept (--keep-content)",
+        )
+    if not any(rows.values()):  # "0 samples withheld ... --keep-content" sent the user the wrong way
+        raise OrchestraceError(
+            "OT421",
+            f"no sample: no event of type {', '.join(sorted(SAMPLE_TYPES))} carries content, content_ref or tokens_out",
         )
     return _write_jsonl({k: v for k, v in rows.items() if v}, out)
 
