@@ -57,6 +57,15 @@ def test_bom_is_accepted():
     assert validate_path(NASTY / "bom.json").valid
 
 
+def test_a_second_bom_is_not_json_rather_than_bad_utf8(tmp_path):
+    # two byte-order marks are valid UTF-8; the file was reported as "invalid UTF-8 byte" (OT002)
+    p = tmp_path / "two_boms.json"
+    p.write_bytes(b"\xef\xbb\xbf" + (NASTY / "bom.json").read_bytes())
+    r = validate_path(p)
+    assert [f.code for f in r.findings] == ["OT003"]
+    assert "byte-order mark" in r.findings[0].message
+
+
 def test_line_numbers_for_jsonl_and_logs():
     r = validate_path(NASTY / "bad_line.jsonl")
     assert [(f.code, f.line) for f in r.findings] == [("OT003", 2)]

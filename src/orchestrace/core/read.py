@@ -164,6 +164,13 @@ def _json_error(e: orjson.JSONDecodeError, data: bytes, path: str | None, line: 
         return LoadError(
             "OT008", f"nested deeper than {MAX_DEPTH} levels of arrays/objects", path=path, line=where_line
         )
+    if "byte order mark" in msg:  # one was stripped above, so this is a second: valid UTF-8, not JSON
+        return LoadError(
+            "OT003",
+            f"not valid JSON at{col}: a second UTF-8 byte-order mark (one at the start is accepted)",
+            path=path,
+            line=where_line,
+        )
     if "UTF-8" in msg or "utf-8" in msg:
         return _utf8_error(data, path, line)
     if "infinity" in msg or head.lstrip(b"-").startswith((b"NaN", b"Infinity", b"inf")):
