@@ -127,6 +127,30 @@ def test_cli_ingest_query_parquet(tmp_path: Path, corpus) -> None:
     assert r.exit_code == 0 and (tmp_path / "lake" / "agents" / "system=handmade").is_dir()
 
 
+def test_query_json_writes_every_duckdb_type_exactly(store: Path) -> None:
+    # a DECIMAL, a HUGEINT or an INTERVAL in a json result was an internal error (exit 3)
+    sql = (
+        "SELECT 1.5::DECIMAL(10,2) AS d, 12345678901234567.891::DECIMAL(38,3) AS e, "
+        "170141183460469231731687303715884105727::HUGEINT AS h, 42::HUGEINT AS s, "
+        "INTERVAL 1 DAY AS i, '\\xff'::BLOB AS b, [1.25::DECIMAL(5,2)] AS l, "
+        "'nan'::DOUBLE AS n, 18446744073709551615::UBIGINT AS u"
+    )
+    r = CliRunner().invoke(app, ["query", sql, "-s", str(store), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    [row] = orjson.loads(r.stdout)
+    assert row == {
+        "d": 1.5,
+        "e": "12345678901234567.891",  # no float holds it: its exact text
+        "h": "170141183460469231731687303715884105727",  # past 64 bits: its exact text
+        "s": 42,
+        "i": "MonthDayNano(months=0, days=1, nanoseconds=0)",
+        "b": "ff",
+        "l": [1.25],
+        "n": None,  # JSON has no NaN
+        "u": 18446744073709551615,
+    }
+
+
 def test_cli_errors_are_one_line(tmp_path: Path, corpus, capsys) -> None:
     files, _ = corpus
     s = str(tmp_path / "c.duckdb")

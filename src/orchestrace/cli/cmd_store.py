@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import decimal
+import math
 import os
 import sys
 from typing import Annotated, Any
@@ -121,9 +123,31 @@ def _cell(v: Any) -> str:
 
 
 def _jsonable(v: Any) -> Any:
+    """A query value as JSON can hold it exactly: a DECIMAL or HUGEINT (Decimal, or an int past
+    64 bits) as a number when a float or int64 holds it, else as its decimal text; NaN and
+    infinity as null; a blob as hex; an interval or other type as its text. orjson refused the
+    Decimal and the big int (an internal error, exit 3)."""
+    if v is None or isinstance(v, bool | str):
+        return v
+    if isinstance(v, int):
+        return v if -(2**63) <= v < 2**64 else str(v)
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, decimal.Decimal):
+        if not v.is_finite():
+            return None
+        if v == v.to_integral_value():
+            return _jsonable(int(v))
+        return float(v) if decimal.Decimal(repr(float(v))) == v else str(v)
     if isinstance(v, dt.date | dt.datetime | dt.time):
         return v.isoformat()
-    return v
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    return str(v)
 
 
 def query_cmd(
