@@ -146,6 +146,17 @@ def test_a_jsonl_line_beyond_a_limit_keeps_its_pointer_in_the_collected_findings
     assert (f.code, f.line, f.pointer) == ("OT008", 1, "/events/0/tokens_in")
 
 
+def test_the_survey_edge_label_msg_gets_a_hint(tmp_path):
+    # spec 1.2: the survey's Definition 3 labels an edge msg; the schema writes message
+    tr = generate(seed=3, size=10)
+    d = orjson.loads(dumps(tr))
+    d["edges"][0]["type"] = "msg"
+    p = tmp_path / "t.json"
+    p.write_bytes(orjson.dumps(d))
+    [f] = validate_path(p).findings
+    assert (f.code, f.pointer) == ("OT104", "/edges/0/type") and f.message.endswith("is written message)")
+
+
 def test_missing_file_is_io_error(tmp_path):
     r = validate_path(tmp_path / "nope.json")
     assert r.findings[0].code == "OT001"

@@ -677,7 +677,12 @@ def _scan_edges_slow(edges: list[Any], index: dict[str, int], s: _Sink) -> tuple
                 )
         a, b, ty = ed.get("src"), ed.get("dst"), ed.get("type")
         if "type" in ed and (type(ty) is not str or ty not in etypes):
-            add("OT104", f"edge type {_short(ty)} is not one of {', '.join(EDGE_TYPES)}", f"/edges/{j}/type")
+            hint = " (the survey's label msg is written message)" if ty == "msg" else ""
+            add(
+                "OT104",
+                f"edge type {_short(ty)} is not one of {', '.join(EDGE_TYPES)}{hint}",
+                f"/edges/{j}/type",
+            )
         for key, v, arr in (("src", a, src), ("dst", b, dst)):
             if key not in ed:
                 continue
