@@ -234,3 +234,30 @@ def test_piped_commands_leave_stderr_clean(corpus: Path, tmp_path: Path) -> None
     assert run("ingest", str(corpus), "-s", str(store)).returncode == 0
     r = run("parquet", "-s", str(store), "-o", str(tmp_path / "lake") + "/")
     assert r.returncode == 0 and f"-> {tmp_path}/lake/traces/" in r.stderr and "//" not in r.stderr, r.stderr
+
+
+PUBLIC = Path(__file__).resolve().parents[1] / "data/public"
+
+
+def test_piped_bars_of_train_import_and_gen_leave_stderr_to_what_was_written(tmp_path: Path) -> None:
+    """Piped, rich's bars drew their final state (gen's 'generating' line) or an empty line
+    (train's, import's) on stderr; now stderr holds only what was written, or the one error."""
+    r = run("gen", "-o", str(tmp_path / "g.jsonl"), "-n", "50", "--size", "10")
+    lines = r.stderr.splitlines()
+    assert r.returncode == 0 and len(lines) == 1 and lines[0].startswith("wrote 50 trace(s), "), r.stderr
+    r = run("import", str(PUBLIC / "codex"), str(PUBLIC / "chatdev"), "-o", str(tmp_path / "i.jsonl"))
+    assert r.returncode == 0 and r.stderr == "" and "imported 3 trace(s) (1 codex, 2 chatdev)" in r.stdout, (
+        r.stderr
+    )
+    r = run("train", "stop", "--traces", str(tmp_path / "none" / "*.events.jsonl"))
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        f"OT615 error: no trace files match '{tmp_path / 'none' / '*.events.jsonl'}'"
+    ], r.stderr
+
+
+def test_a_bank_name_with_a_typo_lists_the_embedded_banks() -> None:
+    r = run("bank", "info", "antonym")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert (
+        "antonym: OT001 error: no such bank file, nor an embedded bank of that name (antonyms, " in r.stderr
+    )

@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
             TaskProgressColumn(),
             TimeRemainingColumn(),
             console=console_err,
-            disable=quiet or len(planned) < 2,
+            disable=quiet or len(planned) < 2 or not console_err.is_interactive,
             transient=True,
         ) as bar:
             task = bar.add_task("import", total=sum(_size(f) for f, _ in planned) or 1)

@@ -43,6 +43,7 @@ def _bars() -> Any:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console_err,
+        disable=not console_err.is_interactive,  # piped: no final bars, no empty line
     ) as prog:
 
         def make(label: str, total: int) -> Any:

@@ -248,7 +248,12 @@ def gen(
             error_rate=error_rate,
             topology=GEN_TOPOLOGIES[i % len(GEN_TOPOLOGIES)] if topology == "all" else topology,
         )
-        for i in track(range(n), description="generating", console=console_err, disable=n < 50)
+        for i in track(
+            range(n),
+            description="generating",
+            console=console_err,
+            disable=n < 50 or not console_err.is_interactive,
+        )
     ]
     save(traces, out)
     console_err.print(f"wrote {n} trace(s), {sum(len(t.events) for t in traces)} events -> {out}")

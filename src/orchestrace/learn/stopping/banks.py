@@ -207,6 +207,12 @@ def load_bank(path: str) -> Bank:
     """Load a ``.jsonl`` or ``.jsonl.gz`` bank, or an embedded default by name (``antonyms``)."""
     if not os.path.exists(path) and path in default_bank_names():
         return default_bank(path)
+    if not os.path.exists(path):  # a typo in a name reads best with the names beside it
+        raise OrchestraceError(
+            "OT001",
+            f"no such bank file, nor an embedded bank of that name ({', '.join(DEFAULT_BANKS)})",
+            path=path,
+        )
     try:
         with open(path, "rb") as f:
             data = f.read()
