@@ -152,3 +152,14 @@ def test_listing_is_capped_but_counted(base):
     d["edges"] = []
     items, dropped = check_raw(RawTrace(d, "<t>"), max_findings=50)
     assert len(items) == 50 and dropped == 450
+
+
+def test_acting_after_despawn(base):
+    # spec 1.2 names acting after despawn among the lifecycle rules; nothing caught it
+    gone = {"id": "d1", "t": 4.5, "type": "despawn", "agent": "orchestrator", "to": "executor_1"}
+    d = _mutate(base, lambda d: d["events"].insert(5, gone))
+    assert _codes(d) == [("OT211", "/events/7")]  # e7, executor_1's return at t=6
+    # spawned again before it acts: alive; its own events at the despawn's instant: not after it
+    again = {"id": "s9", "t": 5.5, "type": "spawn", "agent": "orchestrator", "to": "executor_1"}
+    assert _codes(_mutate(d, lambda d: d["events"].insert(7, again))) == []
+    assert _codes(_mutate(base, lambda d: d["events"].insert(5, {**gone, "t": 6}))) == []

@@ -32,6 +32,7 @@ OT207  error     tool_result without a matching earlier tool_call
 OT208  error     non-finite reward, cost, metric or time
 OT209  warning   ``from``/``to`` names an agent that never appears
 OT210  error     event ends before it starts (t_end < t)
+OT211  error     agent acts after it was despawned (and before it is spawned again)
 =====  ========  =================================================================
 
 All edge types order their endpoints (src happens before dst), so the acyclicity rule covers
@@ -40,6 +41,7 @@ every edge type; ``temporal`` included.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import reprlib
@@ -834,6 +836,7 @@ def _check_semantics(
                     f"agent {_short(ag)} acts at t={t[i]:g} before it is spawned at t={st:g}",
                     f"/events/{i}",
                 )
+    _check_despawned(events, types, agents, t, ok_t, interesting, s)
     # returns go back to the spawner; tool results follow calls
     if _tools_paired_by_id(events, types, t, interesting):
         interesting = [i for i in interesting if types[i] == "return"]
@@ -898,6 +901,38 @@ def _check_semantics(
                     f"/events/{i}/{k}",
                     warn=True,
                 )
+
+
+def _check_despawned(
+    events: list[Any],
+    types: list[Any],
+    agents: list[Any],
+    t: np.ndarray,
+    ok_t: np.ndarray,
+    interesting: list[int],
+    s: _Sink,
+) -> None:
+    """OT211: an agent acts after its despawn and before any later spawn of it."""
+    life: dict[str, list[tuple[float, int]]] = defaultdict(list)  # (t, 0 despawn / 1 spawn)
+    for i in interesting:
+        if types[i] in ("spawn", "despawn") and ok_t[i]:
+            who = events[i].get("to")
+            if isinstance(who, str):
+                life[who].append((float(t[i]), int(types[i] == "spawn")))
+    gone = {a: sorted(v) for a, v in life.items() if any(k == 0 for _, k in v)}
+    if not gone:
+        return
+    for i, ag in enumerate(agents):
+        if type(ag) is not str or ag not in gone or not ok_t[i]:
+            continue
+        marks = gone[ag]
+        last = bisect.bisect_left(marks, (float(t[i]), -1)) - 1  # the last mark strictly before
+        if last >= 0 and marks[last][1] == 0:
+            s.add(
+                "OT211",
+                f"agent {_short(ag)} acts at t={t[i]:g} after it was despawned at t={marks[last][0]:g}",
+                f"/events/{i}",
+            )
 
 
 # ---------------------------------------------------------------- files
