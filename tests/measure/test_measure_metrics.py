@@ -338,3 +338,17 @@ def test_taint_from_given_sources_is_monotone_on_an_example():
     v = TraceView(_safety_trace(sanitize=False))
     base = taint(v, np.zeros(v.n, dtype=bool))
     assert not base.reached.any()
+
+
+def test_a_verifier_that_fails_is_named():
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.core.plugins import resolve
+
+    tr = mk([ev("a", 0, "message", "o")])
+    for ref, says in (
+        ("os:getcwd", "verifier 'os:getcwd' failed"),
+        ("builtins:str", "expected a finite number"),
+    ):
+        with pytest.raises(OrchestraceError, match=says):
+            task_success(tr, resolve(ref, what="verifier", code="OT010"))
+    assert task_success(tr, resolve("builtins:bool", what="verifier", code="OT010")) == 1.0

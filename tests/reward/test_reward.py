@@ -225,3 +225,21 @@ def test_a_term_may_name_a_channel_the_trace_recorded():
     # team 1 + 0.5 x 0.8 (recorded) + tool: computed (no tool calls: 0) wins over the recorded 5
     assert out.channels["tool"] == 0.0 and out.channels["hybrid"] == pytest.approx(1.4)
     assert compute_rewards(tr, RewardSpec(terms=[Term(channel="nope")])).channels["hybrid"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("hook", "says"),
+    [
+        (
+            "os:getcwd",
+            "reward hook 'os:getcwd' failed: TypeError",
+        ),  # raises: was exit 3, "a bug in orchestrace"
+        ("builtins:str", "'builtins:str' returned \"Trace("),  # not a number: was a ValueError, exit 3
+        ("os:sep", "reward hook 'os:sep' is a str, not a function"),
+    ],
+)
+def test_a_named_hook_that_fails_is_named(hook, says):
+    tr = mk([ev("a", 0, "message", "o")], rewards={"team": 1.0})
+    with pytest.raises(OrchestraceError) as ei:
+        compute_rewards(tr, RewardSpec(hooks=Hooks(verifier=hook)))
+    assert ei.value.code == "OT401" and says in ei.value.message

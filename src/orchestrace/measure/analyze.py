@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.model import Trace
+from ..core.plugins import hook_number
 from .amplification import error_amplification
 from .collab import Similarity, debate, message_redundancy, messages_per_delegation
 from .cost import protocol_overhead, totals
@@ -71,7 +72,7 @@ def band(n_events: int) -> str:
 def task_success(trace: Trace, verifier: Verifier | None = None) -> float | None:
     if verifier is not None:
         r = verifier(trace)
-        return None if r is None else float(r)
+        return None if r is None else hook_number(r, verifier, trace.trace_id, "OT010")
     if trace.metrics and trace.metrics.get("task_success") is not None:
         return float(trace.metrics["task_success"])
     for k in ("task_success", "success"):

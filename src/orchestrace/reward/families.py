@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from ..core.access import attr, num, tool_pairs
 from ..core.errors import OrchestraceError
 from ..core.model import Event, Trace
+from ..core.plugins import hook_number
 from ._common import RewardOut, mean
 
 Verifier = Callable[[Trace], float]
@@ -26,7 +27,7 @@ def r1_team(trace: Trace, verifier: Verifier | None = None, *, channel: str = "t
     """R1 shared team outcome: the verifier's score, else ``rewards[channel]``, else ``metrics.task_success``."""
     out = RewardOut()
     if verifier is not None:
-        value = float(verifier(trace))
+        value = hook_number(verifier(trace), verifier, trace.trace_id, "OT401")
     elif channel in trace.rewards:
         value = float(trace.rewards[channel])
     elif trace.metrics and "task_success" in trace.metrics:
