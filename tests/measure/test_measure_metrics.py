@@ -352,3 +352,15 @@ def test_a_verifier_that_fails_is_named():
         with pytest.raises(OrchestraceError, match=says):
             task_success(tr, resolve(ref, what="verifier", code="OT010"))
     assert task_success(tr, resolve("builtins:bool", what="verifier", code="OT010")) == 1.0
+
+
+def test_success_channel_must_hold_a_success_flag():
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.measure.analyze import success_flag
+
+    def tr(team):
+        return mk([ev("a", 0, "message", "o")], rewards={} if team is None else {"team": team})
+
+    assert [success_flag(tr(v), "team") for v in (1, 0.25, 0, None)] == [1.0, 0.25, 0.0, None]
+    with pytest.raises(OrchestraceError, match="is -2.5, not a success flag"):  # was task_success -2.5
+        success_flag(tr(-2.5), "team")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
@@ -58,7 +59,9 @@ def _verifier(spec: str | None, channel: str | None) -> Callable[[Trace], Any] |
     if spec and channel:
         raise OrchestraceError("OT010", "give --verifier or --success-channel, not both")
     if channel:
-        return lambda tr: tr.rewards.get(channel)
+        from ..measure.analyze import success_flag
+
+        return functools.partial(success_flag, channel=channel)
     if not spec:
         return None
     from ..core.plugins import resolve

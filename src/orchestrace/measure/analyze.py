@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..core.errors import OrchestraceError
 from ..core.model import Trace
 from ..core.plugins import hook_number
 from .amplification import error_amplification
@@ -67,6 +68,22 @@ def band(n_events: int) -> str:
         if n_events <= hi:
             return name
     return ">1000"
+
+
+def success_flag(trace: Trace, channel: str) -> float | None:
+    """E1 from a reward channel that is a success flag (``analyze --success-channel``): None
+    when the trace lacks it; an error for a value outside [0, 1], which no success rate can
+    average (a team reward of -2.5 was reported as task_success -2.5)."""
+    v = trace.rewards.get(channel)
+    if v is None:
+        return None
+    if not 0.0 <= v <= 1.0:
+        raise OrchestraceError(
+            "OT010",
+            f"rewards.{channel} of trace {trace.trace_id!r} is {v:g}, not a success flag (0 to 1): "
+            "name a success channel or give a --verifier",
+        )
+    return float(v)
 
 
 def task_success(trace: Trace, verifier: Verifier | None = None) -> float | None:
