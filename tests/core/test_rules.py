@@ -163,3 +163,16 @@ def test_acting_after_despawn(base):
     again = {"id": "s9", "t": 5.5, "type": "spawn", "agent": "orchestrator", "to": "executor_1"}
     assert _codes(_mutate(d, lambda d: d["events"].insert(7, again))) == []
     assert _codes(_mutate(base, lambda d: d["events"].insert(5, {**gone, "t": 6}))) == []
+
+
+def test_return_from_an_agent_no_spawn_starts(base):
+    # a trace that spawns its agents, and a return from one it never spawned: valid, said nothing
+    d = _mutate(base, lambda d: d["events"][6].update(agent="ghost", **{"from": "ghost"}))
+    assert _codes(d) == [("OT212", "/events/6")]
+    items, _ = check_raw(RawTrace(d, "<t>"))
+    assert items[0].severity == "warning"
+    # a fixed team (no spawn at all): returns need no spawn
+    fixed = _mutate(
+        base, lambda d: d.update(events=[e for e in d["events"] if e["type"] != "spawn"], edges=[])
+    )
+    assert "OT212" not in {c for c, _ in _codes(fixed)}

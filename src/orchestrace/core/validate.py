@@ -33,6 +33,7 @@ OT208  error     non-finite reward, cost, metric or time
 OT209  warning   ``from``/``to`` names an agent that never appears
 OT210  error     event ends before it starts (t_end < t)
 OT211  error     agent acts after it was despawned (and before it is spawned again)
+OT212  warning   a ``return`` from an agent no spawn starts, in a trace that spawns its agents
 =====  ========  =================================================================
 
 All edge types order their endpoints (src happens before dst), so the acyclicity rule covers
@@ -852,6 +853,13 @@ def _check_semantics(
                 sender = agents[i]
             boss = spawner.get(sender) if type(sender) is str else None
             target = ev.get("to")
+            if spawn_t and type(sender) is str and sender not in spawn_t:
+                s.add(
+                    "OT212",
+                    f"return from {_short(sender)}, which no spawn event starts (this trace spawns its agents)",
+                    f"/events/{i}",
+                    warn=True,
+                )
             if boss is not None and isinstance(target, str) and target != boss:
                 s.add(
                     "OT206",
