@@ -250,3 +250,11 @@ def test_copy_by_default_inplace_on_request():
     assert tr.events[0].credit is None and tr.metadata is None and out.events[0].credit == {"grpo/agent": a}
     same = assign_credit([tr], "grpo", "agent", inplace=True)[0]
     assert same is tr and tr.events[0].credit == {"grpo/agent": a}
+
+
+def test_an_unknown_option_name_is_refused():
+    # samplse=64 was ignored and Shapley ran with its default 256 samples
+    with pytest.raises(OrchestraceError, match="unknown credit option 'samplse'") as ei:
+        compute_credit([centralized()], "shapley", "agent", samplse=64)
+    assert ei.value.code == "OT413" and "samples" in ei.value.message
+    assert compute_credit([centralized()], "loo", "agent", seed=3)  # an option another method reads is fine

@@ -241,3 +241,14 @@ def test_trl_grpo_two_steps_on_real_log_rows(public_excerpt, tmp_path, monkeypat
     logged = [h for h in trainer.state.log_history if "reward_std" in h]
     assert logged and any(h["reward_std"] > 0 for h in logged)
     assert changed > 0
+
+
+def test_an_export_option_with_a_typo_is_refused(tmp_path):
+    # --opt mthod=shapley was ignored: the streams came out under the default grpo, exit 0
+    with pytest.raises(OrchestraceError, match="unknown option 'mthod'") as ei:
+        get_exporter("trl")(task_group(), str(tmp_path / "trl"), mthod="shapley")
+    assert "method" in ei.value.message
+    for target in ("survey", "jsonl"):  # they read no option at all
+        with pytest.raises(OrchestraceError, match=f"the {target} export takes no options, got 'method'"):
+            get_exporter(target)(task_group(), str(tmp_path / "x.jsonl"), method="grpo")
+    assert get_exporter("trl")(task_group(), str(tmp_path / "ok"), method="shapley", samples="64") > 0

@@ -21,6 +21,7 @@ from .methods import (
     default_coma_q,
     iter_credit,
     normalise,
+    option_names,
     partition_gap,
     streamable,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "iter_credit",
     "leave_one_out",
     "normalise",
+    "option_names",
     "owners",
     "partition_gap",
     "removal_game",

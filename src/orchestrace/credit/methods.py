@@ -27,6 +27,7 @@ refused for drmas, c3 and coma, whose signals have no trace-level total.
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from hashlib import blake2b
@@ -292,6 +293,17 @@ _IMPL = {
 }
 
 
+def option_names() -> frozenset[str]:
+    """Every option some credit method reads (each ignores the others', so a caller can pass one set
+    to any method): what a typo in an option name is checked against."""
+    return frozenset(
+        name
+        for fn in _IMPL.values()
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ) | {"partition"}
+
+
 # ------------------------------------------------------------------ partition and writing
 
 
@@ -323,6 +335,11 @@ def compute_credit(
     """Per trace: the units and the credit per unit id (per token at the token level)."""
     if method not in _IMPL:
         raise OrchestraceError("OT413", f"unknown credit method {method!r}; known: {', '.join(METHODS)}")
+    if unknown := sorted(set(options) - option_names()):  # a typo must not fall back to a default
+        raise OrchestraceError(
+            "OT413",
+            f"unknown credit option {', '.join(map(repr, unknown))}; known: {', '.join(sorted(option_names()))}",
+        )
     if partition and method not in (*_BROADCAST, *_ADDITIVE):
         raise OrchestraceError(
             "OT414", f"exact partition is not defined for {method!r} (no trace-level total)"

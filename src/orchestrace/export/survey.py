@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
+from ..core.errors import OrchestraceError
 from ..core.io import save
 from ..core.model import REQUIRED_COSTS, Trace, derived_costs
 
@@ -35,10 +36,20 @@ def to_survey(trace: Trace, warn: Callable[[str], None] = _stderr) -> Trace:
 
 
 def export_survey(
-    traces: Iterable[Trace], out: str, warn: Callable[[str], None] = _stderr, **_: object
+    traces: Iterable[Trace], out: str, warn: Callable[[str], None] = _stderr, **options: object
 ) -> int:
+    _no_options("survey", options)
     return save([to_survey(t, warn) for t in traces], out)
 
 
-def export_jsonl(traces: Iterable[Trace], out: str, **_: object) -> int:
+def export_jsonl(traces: Iterable[Trace], out: str, **options: object) -> int:
+    _no_options("jsonl", options)
     return save(list(traces), out)
+
+
+def _no_options(target: str, options: dict[str, object]) -> None:
+    """An --opt these exports do not read is a mistake to say, not to ignore."""
+    if options:
+        raise OrchestraceError(
+            "OT020", f"the {target} export takes no options, got {', '.join(map(repr, options))}"
+        )

@@ -36,7 +36,7 @@ import orjson
 from ..core.errors import OrchestraceError
 from ..core.io import atomic_output
 from ..core.model import Trace
-from ..credit import EPS, assign_credit, normalise, unit_keys
+from ..credit import EPS, assign_credit, normalise, option_names, unit_keys
 from .context import DEFAULT_MAX_CHARS, event_prompts
 
 SAMPLE_TYPES = frozenset(("orchestrator_decision", "message", "tool_call", "return", "aggregate"))
@@ -96,6 +96,14 @@ def samples(
     own per-event reward (``step_reward``: R5 ``tool`` outcome of the call, or R4 ``process``
     score); samples without one are left out; advantage = (reward - group mean) / (group std + eps).
     """
+    if unknown := sorted(set(credit_options) - option_names()):  # a typo must not fall back to a default
+        known = sorted(
+            {"key", "by", "method", "unit", "channel", "group", "step_reward", "max_prompt_chars"}
+            | option_names()
+        )
+        raise OrchestraceError(
+            "OT420", f"unknown option {', '.join(map(repr, unknown))}; known: {', '.join(known)}"
+        )
     if by not in ("agent", "role"):
         raise OrchestraceError("OT420", f"streams are per agent or per role, got by={by!r}")
     if group not in ("task", "turn"):
