@@ -108,3 +108,29 @@ def test_repair_of_a_trace_that_is_no_event_log_says_what_repair_takes(tmp_path,
     empty.write_text("")
     code, cap = _cli(["repair", str(empty)], capsys)
     assert code == 2 and "no event survives in this log" in cap.err
+
+
+def test_a_config_key_the_program_does_not_read_is_named(tmp_path, capsys):
+    """--set widht=2 (a typo) ran with the default width and said nothing."""
+    out = str(tmp_path / "v.events.jsonl")
+    code, cap = _cli(
+        ["run", "vote", "--backend", "scripted", "--set", "widht=2", "--set", "budget=4", "-o", out], capsys
+    )
+    assert code == 0 and "recorded" in cap.out
+    assert (
+        "warning: vote did not read --set widht (it reads " in cap.err
+        and "width" in cap.err
+        and "budget" in cap.err
+    )
+    assert load_one(out).metadata["runtime"]["config"] == {
+        "widht": 2,
+        "budget": 4,
+    }  # kept, as annotations are
+    code, cap = _cli(["run", "vote", "--backend", "scripted", "--set", "width=2", "-o", out], capsys)
+    assert code == 0 and "warning" not in cap.err
+
+
+def test_a_run_written_to_a_folder_says_so(tmp_path, capsys):
+    """-o DIR/ was an internal error (IsADirectoryError, exit 3)."""
+    code, cap = _cli(["run", "vote", "--backend", "scripted", "-o", str(tmp_path)], capsys)
+    assert code == 2 and "is a folder: the run writes one event log" in cap.err and "internal" not in cap.err

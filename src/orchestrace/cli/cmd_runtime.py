@@ -129,6 +129,12 @@ def run(
         retries=retries,
         budget=Budget(budget_tokens, budget_usd, budget_seconds),
     )
+    if res.unread_config:  # most likely a typo in --set; kept in the trace's metadata all the same
+        console_err.print(
+            f"[yellow]warning:[/yellow] {example} did not read --set {', '.join(res.unread_config)} "
+            f"(it reads {', '.join(sorted(res.config_read))})",
+            highlight=False,
+        )
     if res.outcome.get("status") == "error":
         console.print(f"[red]failed[/red] {res.path} ({spec['kind']}): {_summary(res)}", highlight=False)
         console_err.print(f"[red]error:[/red] {escape(str(res.outcome.get('cause')))}", highlight=False)

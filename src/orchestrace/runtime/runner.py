@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -41,6 +41,33 @@ class RunResult:
     live_calls: int
     cache_hits: int
     diverged_at: int | None = None
+    #: config keys the program did not look up (a typo, or an annotation) and those it did
+    unread_config: list[str] = field(default_factory=list)
+    config_read: list[str] = field(default_factory=list)
+
+
+class _ReadKeys(dict[str, Any]):
+    """A config that remembers which keys its program looked up, so that a key nobody reads (a
+    typo: ``--set widht=2``) can be told apart from one the program uses. Unread keys are not
+    errors: they are kept in the trace's metadata, where callers put annotations (the loop's
+    ``gold``, ``family``) for the code that reads the trace later."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        self.read: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return super().__contains__(key)
 
 
 def load_program(name: str) -> Any:
@@ -152,10 +179,15 @@ async def execute(
     ``trace_policies`` (decision -> policy reading the trace so far) answer those decisions
     instead of the program's policy; which one acted is in the metadata and in every decision event.
     """
-    config = dict(config or {})
-    setup: Setup = load_program(program)(config)
+    if os.path.isdir(out):
+        raise OrchestraceError(
+            "OT010", "is a folder: the run writes one event log (e.g. runs/a.events.jsonl)", path=out
+        )
+    read = _ReadKeys(config or {})
+    setup: Setup = load_program(program)(read)
     if trace_policies:
-        check_trace_policies(trace_policies, program, setup.learnable, config)
+        check_trace_policies(trace_policies, program, setup.learnable, read)
+    config = dict(read)
     budget = budget or Budget()
     spec = backend if isinstance(backend, dict) else {"kind": getattr(backend, "name", "custom")}
     live: Backend | None
@@ -232,7 +264,14 @@ async def execute(
             path=out,
         )
     return RunResult(
-        out, rec.trace(), rec.metadata.get("outcome", {}), calls.live_calls, calls.cache_hits, rec.diverged_at
+        out,
+        rec.trace(),
+        rec.metadata.get("outcome", {}),
+        calls.live_calls,
+        calls.cache_hits,
+        rec.diverged_at,
+        sorted(set(read) - read.read),
+        sorted(read.read),
     )
 
 
