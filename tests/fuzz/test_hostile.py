@@ -283,3 +283,14 @@ def test_claude_code_sidechain_ids_of_another_type(tmp_path: Path) -> None:
         ["import", "--from", "claude-code", str(f), "-o", str(tmp_path / "o.jsonl"), "-q"]
     )
     assert exc is None and code == 0, err
+
+
+@pytest.mark.parametrize(("seed", "command"), [(40471, "import:gemini-cli"), (40438, "import:who-and-when")])
+def test_a_foreign_value_nested_past_orjson_is_a_finding(tmp_path: Path, seed: int, command: str) -> None:
+    """Found by bench/fuzz_hostile.py --offset 40000: a log whose kept value nests past 255 levels
+    (the Gemini session's projectHash) made the import's encoder raise, an internal error (exit 3)."""
+    case = hostile.make_case(seed, command)
+    main = hostile.write_case(case, tmp_path)
+    code, _, err, exc = hostile.run_cli(["import", str(main), "-o", str(tmp_path / "o.jsonl"), "-q"])
+    assert exc is None and code == 1, err
+    assert "nested deeper than 64 levels" in err

@@ -20,6 +20,7 @@ import orjson
 
 from .errors import LoadError
 from .fastload import load_clean
+from .limits import MAX_DEPTH
 from .model import TRACE_HEADER_FIELDS, TRACE_NUMBER_MAPS, Edge, Event, Trace, event_to_dict, trace_to_dict
 from .read import REC, RawTrace, iter_raw, parse_json, raw_to_trace, split_format
 from .validate import check_raw
@@ -61,7 +62,14 @@ def loads(data: bytes | str, *, validate: bool = True) -> Trace:
 def dumps(trace: Trace, *, indent: bool = False) -> bytes:
     """JSON bytes of one trace (deterministic: same trace, same bytes)."""
     _check_finite(trace)
-    return orjson.dumps(trace_to_dict(trace), option=orjson.OPT_INDENT_2 if indent else 0)
+    try:
+        return orjson.dumps(trace_to_dict(trace), option=orjson.OPT_INDENT_2 if indent else 0)
+    except TypeError as e:  # orjson stops at 255 levels; a trace built from a deeper foreign value
+        if "Recursion limit" not in str(e):
+            raise
+        raise LoadError(
+            "OT008", f"trace {trace.trace_id!r}: nested deeper than {MAX_DEPTH} levels of arrays/objects"
+        ) from None
 
 
 def _check_finite(trace: Trace) -> None:
