@@ -354,3 +354,15 @@ def test_written_files_get_the_mode_open_gives(tmp_path, umask, mode):
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "plain.txt").st_mode) == mode
     assert {p.name: stat.S_IMODE(os.stat(p).st_mode) for p in paths} == {p.name: mode for p in paths}
+
+
+def test_several_traces_to_a_name_that_is_not_jsonl_say_why_it_is_one_trace(tmp_path):
+    # reward ... -o rewarded.txt said "a .json file holds exactly one trace" of a .txt file
+    two = [generate(seed=s, size=10) for s in (1, 2)]
+    with pytest.raises(LoadError, match=r"a \.json file holds exactly one trace, got 2: use \.jsonl"):
+        ot.save(two, tmp_path / "a.json.gz")
+    with pytest.raises(
+        LoadError, match=r"one JSON trace \(the name does not end in \.jsonl\), got 2 traces"
+    ) as ei:
+        ot.save(two, tmp_path / "a.txt")
+    assert ".json file" not in ei.value.message and ei.value.code == "OT112"

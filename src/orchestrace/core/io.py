@@ -134,9 +134,13 @@ def save(traces: Trace | Iterable[Trace], path: str | os.PathLike[str]) -> int:
     fmt, _ = split_format(p)
     items = [traces] if isinstance(traces, Trace) else list(traces)
     if fmt == "json" and len(items) != 1:
-        raise LoadError(
-            "OT112", f"a .json file holds exactly one trace, got {len(items)}: use .jsonl", path=p
+        named = p.lower().removesuffix(".gz").removesuffix(".zst").endswith(".json")
+        msg = (
+            f"a .json file holds exactly one trace, got {len(items)}: use .jsonl"
+            if named
+            else f"written as one JSON trace (the name does not end in .jsonl), got {len(items)} traces: use .jsonl"
         )
+        raise LoadError("OT112", msg, path=p)
     if fmt == "events" and len(items) != 1:
         raise LoadError("OT112", f"an event log holds exactly one trace, got {len(items)}", path=p)
     with atomic_output(p) as tmp:
