@@ -145,3 +145,20 @@ def test_counts_given_on_the_command_line_cannot_be_negative(args, tmp_path):
     )
     r = CliRunner().invoke(app, [*args, str(p)])
     assert r.exit_code == 2 and "is not in the range" in r.output, r.output
+
+
+def test_stdin_is_read_in_the_format_its_content_has():
+    # stdin was always one JSON document: a piped .jsonl or event log failed at its line 2
+    # with "unexpected content after document"
+    ev = '{"id": "a", "t": 0, "type": "message", "agent": "o"}'
+    top = '"task_id": "k", "rewards": {}, "costs": {"tokens": 0, "wall_clock_s": 0}'
+    jsonl = "".join(f'{{"trace_id": "t{i}", {top}, "events": [{ev}], "edges": []}}\n' for i in range(2))
+    log = f'{{"rec": "header", "trace_id": "t9", {top}}}\n{{"rec": "event", {ev[1:]}\n'
+    for data, traces in ((jsonl, 2), (log, 1)):
+        r = run("validate", "-", "--format", "json", stdin=data.encode())
+        assert r.returncode == 0, r.stdout
+        assert json.loads(r.stdout)[0]["traces"] == traces
+        r = run("stats", "-", "--format", "json", stdin=data.encode())
+        assert r.returncode == 0 and len(json.loads(r.stdout)["traces"]) == traces
+    r = run("stats", "-", stdin=(jsonl + '{"trace_id": \n').encode())  # the file's name is -
+    assert r.returncode == 1 and "- line 3: OT006" in r.stderr.decode()

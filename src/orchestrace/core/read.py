@@ -18,8 +18,10 @@ import json
 import os
 import re
 import sys
+import tempfile
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO, Any, Literal
 
 import msgspec
@@ -326,6 +328,19 @@ def iter_raw(
     then reuses instead of a dump of its own.
     """
     p = os.fspath(path)
+    if p == "-":
+        opts = {"tolerant": tolerant, "check_duplicates": check_duplicates}
+        with stdin_copy() as f:
+            try:
+                for raw in iter_raw(f, collect_errors=collect_errors, canonical=canonical, **opts):
+                    raw.path = "-"
+                    for e in raw.log_errors:
+                        e.path = "-"
+                    yield raw
+            except LoadError as e:
+                e.path = "-"
+                raise
+        return
     fmt, _ = split_format(p)
     if fmt == "events":
         yield read_event_log_raw(p, tolerant=tolerant, check_duplicates=check_duplicates)
@@ -339,6 +354,29 @@ def iter_raw(
             canonical=canonical,
             check_duplicates=check_duplicates,
         )
+
+
+@contextmanager
+def stdin_copy() -> Iterator[str]:
+    """Standard input in a temporary file named for its format, which no name tells: a first line
+    that is a whole JSON object makes an event log when it has "rec", else JSONL; anything else is
+    one JSON document. Read as one document, a piped .jsonl or event log failed at its line 2 with
+    "unexpected content after document"."""
+    data = sys.stdin.buffer.read()
+    first = next((line for line in data.splitlines() if line.strip()), b"")
+    ext = ".json"
+    if first.strip() != data.strip():
+        try:
+            head = orjson.loads(first[3:] if first[:3] == b"\xef\xbb\xbf" else first)
+        except orjson.JSONDecodeError:
+            head = None
+        if isinstance(head, dict):
+            ext = ".events.jsonl" if REC in head else ".jsonl"
+    with tempfile.TemporaryDirectory() as tmp:
+        f = os.path.join(tmp, "stdin" + ext)
+        with open(f, "wb") as out:
+            out.write(data)
+        yield f
 
 
 def iter_docs(p: str, fmt: Format) -> Iterator[tuple[bytes, int | None]]:

@@ -90,6 +90,7 @@ from .read import (
     open_read,
     parse_json,
     split_format,
+    stdin_copy,
 )
 
 _EVENT_TYPES = frozenset(EVENT_TYPES)
@@ -951,6 +952,8 @@ def validate_path(
 ) -> ValidationResult:
     """Validate every trace in a file. I/O and parse problems become findings, never exceptions."""
     p = os.fspath(path)
+    if p == "-":
+        return _validate_stdin(max_findings)
     findings: list[Finding] = []
     dropped = 0
     count = 0
@@ -983,6 +986,15 @@ def validate_path(
         findings.append(e.finding())
     valid = not any(f.severity == "error" for f in findings) and dropped == 0
     return ValidationResult(p, valid, findings, traces=count, truncated=dropped)
+
+
+def _validate_stdin(max_findings: int) -> ValidationResult:
+    """Standard input, in the format ``stdin_copy`` reads from its content."""
+    with stdin_copy() as f:
+        r = validate_path(f, max_findings=max_findings)
+    for x in r.findings:
+        x.path = "-"
+    return msgspec.structs.replace(r, path="-")
 
 
 _EVENT_REC, _EDGE_REC = b'{"rec":"event"', b'{"rec":"edge"'
