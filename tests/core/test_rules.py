@@ -176,3 +176,17 @@ def test_return_from_an_agent_no_spawn_starts(base):
         base, lambda d: d.update(events=[e for e in d["events"] if e["type"] != "spawn"], edges=[])
     )
     assert "OT212" not in {c for c, _ in _codes(fixed)}
+
+
+def test_second_result_for_one_call_and_spawn_without_target(base):
+    # both were valid with nothing said: a repeated result (a retry? a lost call?) and a spawn
+    # whose child no count can see (r_parallel, utilisation and lifecycles skip it)
+    def second_result(d):
+        d["events"][4]["call_id"] = d["events"][5]["call_id"] = "c1"
+        d["events"].insert(6, {**d["events"][5], "id": "e6b", "t": 5.5})
+
+    assert _codes(_mutate(base, second_result)) == [("OT213", "/events/6")]
+    d = _mutate(base, lambda d: d["events"][1].pop("to"))
+    assert ("OT214", "/events/1") in _codes(d)
+    items, _ = check_raw(RawTrace(d, "<t>"))
+    assert {f.severity for f in items if f.code in ("OT213", "OT214")} == {"warning"}

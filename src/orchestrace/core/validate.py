@@ -34,6 +34,8 @@ OT209  warning   ``from``/``to`` names an agent that never appears
 OT210  error     event ends before it starts (t_end < t)
 OT211  error     agent acts after it was despawned (and before it is spawned again)
 OT212  warning   a ``return`` from an agent no spawn starts, in a trace that spawns its agents
+OT213  warning   a second ``tool_result`` for one ``call_id``
+OT214  warning   a ``spawn`` that names no agent (no ``to``)
 =====  ========  =================================================================
 
 All edge types order their endpoints (src happens before dst), so the acyclicity rule covers
@@ -787,7 +789,7 @@ def _tools_paired_by_id(events: list[Any], types: list[Any], t: np.ndarray, idx:
     if not set(map(type, call_ids)) | set(map(type, result_ids)) <= {str}:
         return False
     started = dict(zip(call_ids, t[calls].tolist(), strict=True))
-    if len(started) != len(call_ids):
+    if len(started) != len(call_ids) or len(set(result_ids)) != len(result_ids):
         return False
     when = np.fromiter((started.get(c, _INF) for c in result_ids), np.float64, len(result_ids))
     return bool(np.all(when <= t[results]))
@@ -821,6 +823,10 @@ def _check_semantics(
     spawn_t: dict[str, float] = {}
     spawner: dict[str, str] = {}
     for i in interesting:
+        if types[i] == "spawn" and events[i].get("to") is None:
+            s.add(
+                "OT214", "spawn names no agent (to): nothing counts it as spawned", f"/events/{i}", warn=True
+            )
         if types[i] == "spawn" and ok_t[i]:
             child = events[i].get("to")
             if isinstance(child, str) and (child not in spawn_t or t[i] < spawn_t[child]):
@@ -844,6 +850,7 @@ def _check_semantics(
         interesting = [i for i in interesting if types[i] == "return"]
     order = sorted(interesting, key=lambda i: (t[i], i))
     calls_by_id: dict[str, float] = {}
+    results_by_id: dict[str, int] = {}
     open_calls: dict[str, int] = defaultdict(int)
     for i in order:
         ty = types[i]
@@ -882,6 +889,14 @@ def _check_semantics(
                         f"tool_result for call_id {_short(cid)} has no earlier tool_call with that call_id",
                         f"/events/{i}",
                     )
+                elif cid in results_by_id:
+                    s.add(
+                        "OT213",
+                        f"second tool_result for call_id {_short(cid)} (the first: /events/{results_by_id[cid]})",
+                        f"/events/{i}",
+                        warn=True,
+                    )
+                results_by_id.setdefault(cid, i)
                 open_calls[tool] -= 1
             elif open_calls[tool] > 0:
                 open_calls[tool] -= 1
