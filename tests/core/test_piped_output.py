@@ -30,9 +30,9 @@ def test_bars_become_one_line_per_stage_when_stderr_is_piped(capsys: pytest.Capt
     """The real tqdm, as the GGUF loader draws it, inside the guard the local model loads under."""
     from tqdm import tqdm
 
-    from orchestrace.runtime.backends.local import _bars_as_lines
+    from orchestrace.runtime.backends.local import bars_as_lines
 
-    with _bars_as_lines():
+    with bars_as_lines():
         for _ in tqdm(range(300), desc="Converting tensors", mininterval=0):
             pass
         print("a warning", file=sys.stderr)

@@ -17,11 +17,12 @@ import hashlib
 import json
 import os
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...runtime.backends.local import GGUF_NAME, MODEL_NAME, model_folder
+from ...runtime.backends.local import GGUF_NAME, MODEL_NAME, bars_as_lines, model_folder
 from .program import BadInput
 
 LORA_TARGETS = ("q_proj", "v_proj")
@@ -121,7 +122,8 @@ class TeamModel:
         folder = dequantised_folder()
         self.base_id = base_model_id()
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
-        base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        with bars_as_lines():  # piped: the "Loading weights" bar as one line, not its \r redraws
+            base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         self.eos_ids = {int(self.tokenizer.eos_token_id)}
         im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         if isinstance(im_end, int) and im_end >= 0:
@@ -137,7 +139,13 @@ class TeamModel:
         )
         self.adapters = list(adapters)
         torch.manual_seed(0)  # LoRA A matrices are random; B is zero, so every adapter starts as the base
-        self.model = get_peft_model(base, cfg, adapter_name=self.adapters[0])
+        with (
+            warnings.catch_warnings()
+        ):  # peft asks transformers a deprecated question; nothing for a user to do
+            warnings.filterwarnings(
+                "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+            )
+            self.model = get_peft_model(base, cfg, adapter_name=self.adapters[0])
         for name in self.adapters[1:]:
             self.model.add_adapter(name, cfg)
         self.model.eval()

@@ -51,7 +51,7 @@ def model_folder() -> Path:
 
 
 @contextmanager
-def _bars_as_lines() -> Iterator[None]:
+def bars_as_lines() -> Iterator[None]:
     """When stderr is piped, progress bars drawn meanwhile (the GGUF loader's tqdm redraws with
     ``\r``, 10 KB on one line) come out as their last state, one line per bar."""
     if sys.stderr.isatty():
@@ -97,7 +97,7 @@ class LocalModel:
         logging.getLogger("transformers.quantizers.quantizer_gguf").addFilter(_drop_packed_dtype_advice)
         self.torch = torch
         self.name = MODEL_NAME
-        with _bars_as_lines():
+        with bars_as_lines():
             self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_NAME)
             self.model = AutoModelForCausalLM.from_pretrained(
                 folder, gguf_file=GGUF_NAME, dtype=getattr(torch, dtype)
