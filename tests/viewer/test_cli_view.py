@@ -91,3 +91,9 @@ def test_report_command(tmp_path: Path):
     assert (tmp_path / "rep" / "report.html").exists()
     r = run("report", str(tmp_path / "nothing"))
     assert r.returncode != 0 and "Traceback" not in r.stderr and "run directory not found" in r.stderr
+    r = run("report", str(run_dir / "pareto.json"))  # a file said "run directory not found"
+    assert (
+        r.returncode == 2
+        and "is a file: report reads a run folder" in r.stderr
+        and "not found" not in r.stderr
+    )

@@ -434,6 +434,12 @@ def default_report_dir(run: Path) -> Path:
 def build_report(run_dir: str | Path, out: str | Path | None = None) -> RunReport:
     """Read the run's JSON (and traces), write PNGs and ``report.html`` into ``out``."""
     run = Path(run_dir)
+    if run.is_file():  # a trace: `view` draws one
+        raise OrchestraceError(
+            "OT001",
+            "is a file: report reads a run folder (e.g. runs/stop); `orchestrace view` draws one trace",
+            path=str(run),
+        )
     if not run.is_dir():
         raise OrchestraceError("OT001", "run directory not found", path=str(run))
     dest = Path(out) if out is not None else default_report_dir(run)
