@@ -294,3 +294,19 @@ def test_a_foreign_value_nested_past_orjson_is_a_finding(tmp_path: Path, seed: i
     code, _, err, exc = hostile.run_cli(["import", str(main), "-o", str(tmp_path / "o.jsonl"), "-q"])
     assert exc is None and code == 1, err
     assert "nested deeper than 64 levels" in err
+
+
+@pytest.mark.parametrize("depth", [70, 300])
+def test_an_unknown_event_field_has_the_limits_of_attrs(tmp_path: Path, depth: int) -> None:
+    """Unknown event fields are kept verbatim, free-form like attrs: a value nested past 64 levels
+    there was valid, and past 255 levels `view` exited 3 (bench/fuzz_hostile.py, ingest seed 40024)."""
+    from orchestrace.core.validate import validate_path
+
+    tr = hostile.seed_trace()
+    text = orjson.dumps({**tr, "events": [{**tr["events"][0], "note": "HOLE"}, *tr["events"][1:]]})
+    f = tmp_path / "t.json"
+    f.write_bytes(text.replace(b'"HOLE"', b'{"a":' * depth + b"1" + b"}" * depth))
+    r = validate_path(f)
+    assert [(x.code, x.pointer[:15]) for x in r.findings] == [("OT008", "/events/0/note/")]
+    code, _, err, exc = hostile.run_cli(["view", str(f), "-o", str(tmp_path / "v.html")])
+    assert exc is None and code == 1, err

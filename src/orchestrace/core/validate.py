@@ -52,7 +52,7 @@ import typing
 from collections import defaultdict
 from collections.abc import Iterator
 from functools import partial
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter, is_not
 from typing import Annotated, Any, Literal, NamedTuple
 
@@ -267,6 +267,10 @@ _OPTIONAL_EVENT_FIELDS: dict[str, tuple[Any, str, str]] = {
 }
 
 
+#: Every event field the schema names; other fields are kept verbatim, free-form like ``attrs``.
+_EVENT_FIELD_NAMES = frozenset(_OPTIONAL_EVENT_FIELDS) | frozenset(_EVENT_REQUIRED)
+
+
 def check_raw(
     raw: RawTrace,
     *,
@@ -391,11 +395,28 @@ def _check_limits(metadata: Any, events: list[Any], s: _Sink) -> None:
     for i, a in attrs:
         if type(a) is dict and a and (over := check_value(a, f"/events/{i}/attrs", attrs_depth)) is not None:
             s.add("OT008", over.message, over.pointer)
+    for i, k, v in _unknown_event_fields(events):
+        pointer = f"/events/{i}/" + k.replace("~", "~0").replace("/", "~1")
+        if (over := check_value(v, pointer, attrs_depth)) is not None:
+            s.add("OT008", over.message, over.pointer)
     total = sum(tokens)
     if total > INT64_MAX:
         s.add("OT008", f"token counts (tokens_in + tokens_out) sum to {total}, over 2**63 - 1", "/events")
     if s.raw.large:
         _check_string_sizes(events, s)
+
+
+def _unknown_event_fields(events: list[Any]) -> list[tuple[int, str, Any]]:
+    """(event index, key, value) of the event fields the schema does not name, which are kept
+    verbatim and so need the same limits as ``attrs``. Struct events have none (the fast path
+    skips unknown fields and falls back to dicts when the key count shows one)."""
+    dicts = events if all(type(e) is dict for e in events) else [e for e in events if type(e) is dict]
+    if _EVENT_FIELD_NAMES.issuperset(chain.from_iterable(map(dict.keys, dicts))):  # C speed, the usual case
+        return []
+    named = _EVENT_FIELD_NAMES
+    return [
+        (i, k, v) for i, e in enumerate(events) if type(e) is dict for k, v in e.items() if k not in named
+    ]
 
 
 def _check_string_sizes(events: list[Any], s: _Sink) -> None:
