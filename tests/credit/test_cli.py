@@ -79,3 +79,14 @@ def test_credit_table_shows_the_largest_credits(tmp_path):
     assert r.exit_code == 0, r.output
     rows = [line.split("│")[2:4] for line in r.output.splitlines() if line.startswith("│")]
     assert [(u.strip(), c.strip()) for u, c in rows] == [("orch", "+0.8333"), ("w19", "+0.1667")]
+
+
+def test_coma_without_q_values_says_its_zeros_are_no_data(tmp_path):
+    # every unit printed +0, exit 0, with nothing said: a 0 credit and "no Q-values" looked alike
+    src = tmp_path / "one.json"
+    save(centralized(), str(src))
+    r = CliRunner().invoke(app, ["credit", "-m", "coma", "-q", str(src)])
+    assert r.exit_code == 0, r.output
+    assert "unit(s) record no Q-values" in r.stderr and "their coma credit is 0" in r.stderr
+    r = CliRunner().invoke(app, ["credit", "-m", "grpo", "-q", str(src)])
+    assert "Q-values" not in r.stderr

@@ -130,9 +130,10 @@ def credit(
     opts.update(_method_options(opt or []))
     tables = {u: Table("trace", "unit", "credit", title=f"{method}/{u}") for u in units}
     n = 0
+    without_q = 0  # coma: units whose events record no Q-values, credited 0
 
     def credited() -> Iterator[Trace]:  # streamed one trace at a time when the method allows it
-        nonlocal n
+        nonlocal n, without_q
         traces = stream_traces(paths, "credit", quiet=quiet)
         if ray is not None and streamable(method, **opts):  # per-trace methods: one Ray task per batch
             from ..parallel import parallel_imap
@@ -143,6 +144,7 @@ def credit(
             stream = iter_credit(traces, method, units, channel=channel, partition=partition, **opts)
         for t in stream:
             n += 1
+            without_q += sum(t.metadata["credit"][f"{method}/{u}"].get("units_without_q", 0) for u in units)
             if n <= _MAX_SHOWN:
                 for u, table in tables.items():
                     vals = t.metadata["credit"][f"{method}/{u}"]["units"]
@@ -159,6 +161,12 @@ def credit(
         console.print(table)
     if n > _MAX_SHOWN:
         console.print(f"(credits of the first {_MAX_SHOWN} of {n} traces shown)")
+    if without_q:  # a 0 that means "no data", said once rather than shown as a credit
+        console_err.print(
+            f"note: {without_q} unit(s) record no Q-values (attrs.q and attrs.q_alternatives, or --opt q=...): "
+            "their coma credit is 0",
+            highlight=False,
+        )
     if out is not None:
         console_err.print(f"wrote {n} trace(s) with credits -> {out}")
 
