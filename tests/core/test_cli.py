@@ -162,3 +162,23 @@ def test_stdin_is_read_in_the_format_its_content_has():
         assert r.returncode == 0 and len(json.loads(r.stdout)["traces"]) == traces
     r = run("stats", "-", stdin=(jsonl + '{"trace_id": \n').encode())  # the file's name is -
     assert r.returncode == 1 and "- line 3: OT006" in r.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-n", "0"],
+        ["-n", "-1"],
+        ["--size", "0"],
+        ["--width", "0"],
+        ["--error-rate", "2"],
+        ["--error-rate", "nan"],
+    ],
+)
+def test_gen_refuses_counts_and_rates_out_of_range(args, tmp_path):
+    # -n -1 printed "wrote -1 trace(s)" and left an empty (invalid) file; -n 0 the same with 0;
+    # --size -5, --width 0 and --error-rate nan were taken as they came
+    out = tmp_path / "g.jsonl"
+    r = run("gen", "-o", str(out), *args)
+    assert r.returncode == 2 and not out.exists(), r.stderr
+    assert len(r.stderr.decode().strip().splitlines()) == 1  # one line, no traceback

@@ -211,8 +211,8 @@ def gen(
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Output file (.json, .jsonl, .events.jsonl, +.gz/.zst).")
     ],
-    n: Annotated[int, typer.Option("--n", "-n", help="Number of traces.")] = 1,
-    size: Annotated[int, typer.Option(help="Approximate events per trace.")] = 100,
+    n: Annotated[int, typer.Option("--n", "-n", min=1, help="Number of traces.")] = 1,
+    size: Annotated[int, typer.Option(min=1, help="Approximate events per trace.")] = 100,
     topology: Annotated[
         str,
         typer.Option(
@@ -220,7 +220,7 @@ def gen(
         ),
     ] = "all",
     seed: Annotated[int, typer.Option(help="Seed; the same seed gives the same bytes.")] = 0,
-    width: Annotated[int, typer.Option(help="Sub-agents per spawn round (max).")] = 4,
+    width: Annotated[int, typer.Option(min=1, help="Sub-agents per spawn round (max).")] = 4,
     error_rate: Annotated[float, typer.Option(help="Probability that a tool call fails.")] = 0.05,
 ) -> None:
     """Write realistic synthetic traces.
@@ -235,6 +235,8 @@ def gen(
         raise OrchestraceError(
             "OT010", f"--topology must be one of {', '.join(GEN_TOPOLOGIES)} or all, got {topology!r}"
         )
+    if not 0.0 <= error_rate <= 1.0:  # a probability (nan, 2 and -1 were taken)
+        raise OrchestraceError("OT010", f"--error-rate must be a probability from 0 to 1, got {error_rate}")
     fmt, _ = split_format(str(out))
     if fmt != "jsonl" and n != 1:
         raise OrchestraceError("OT010", "several traces need a .jsonl output", path=str(out))
