@@ -201,9 +201,11 @@ def test_report_errors(tmp_path: Path):
     with pytest.raises(OrchestraceError) as e:
         build_report(bad)
     assert e.value.pointer == "/1" and "pareto.json" in str(e.value)
+    assert e.value.exit_code == 1  # bad input (docs/input-limits.md), not usage
     (bad / "pareto.json").write_text("{not json")
-    with pytest.raises(OrchestraceError, match="not valid JSON"):
+    with pytest.raises(OrchestraceError, match="not valid JSON") as e:
         build_report(bad)
+    assert (e.value.code, e.value.exit_code) == ("OT003", 1)  # was OT001, exit 2 (a file that cannot be read)
 
 
 def test_report_on_the_main_jobs_folder_and_on_its_report_folder(tmp_path: Path):

@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from ..core.errors import OrchestraceError
+from ..core.errors import LoadError, OrchestraceError
 from ..core.stats import pareto_front
 
 COST_KEYS = ("cost", "mean_samples", "usd", "tokens")
@@ -63,12 +63,12 @@ def _read_json(path: Path) -> Any:
     try:
         return orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as e:
-        raise OrchestraceError("OT001", f"not valid JSON: {e}", path=str(path)) from None
+        raise LoadError("OT003", f"not valid JSON: {e}", path=str(path)) from None
 
 
 def _need(cond: bool, path: Path, pointer: str, message: str) -> None:
-    if not cond:
-        raise OrchestraceError("OT010", message, path=str(path), pointer=pointer)
+    if not cond:  # a report input of the wrong shape is bad input (exit 1), as a bad trace is
+        raise LoadError("OT010", message, path=str(path), pointer=pointer)
 
 
 def _number(x: Any) -> bool:
@@ -301,7 +301,7 @@ def plot_learning_curve(data: dict[str, Any], out: Path) -> Path:
     x, recs = data["x"], data["records"]
     metrics = _metrics(recs, x)
     if not metrics:
-        raise OrchestraceError("OT010", "learning-curve records carry no numeric metric besides the x key")
+        raise LoadError("OT010", "learning-curve records carry no numeric metric besides the x key")
     groups, total = shown_runs(data), len({_group(r) for r in recs})
     recs = [r for r in recs if _group(r) in groups]
     metrics = [m for m in metrics if any(_number(r.get(m)) for r in recs)]
