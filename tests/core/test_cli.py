@@ -182,3 +182,15 @@ def test_gen_refuses_counts_and_rates_out_of_range(args, tmp_path):
     r = run("gen", "-o", str(out), *args)
     assert r.returncode == 2 and not out.exists(), r.stderr
     assert len(r.stderr.decode().strip().splitlines()) == 1  # one line, no traceback
+
+
+def test_ingest_reads_piped_jsonl(tmp_path):
+    # ingest read stdin as one JSON document: two piped traces were "not valid JSON" at line 3
+    ev = '{"id": "a", "t": 0, "type": "message", "agent": "o"}'
+    top = '"task_id": "k", "rewards": {}, "costs": {"tokens": 0, "wall_clock_s": 0}'
+    jsonl = "".join(f'{{"trace_id": "t{i}", {top}, "events": [{ev}], "edges": []}}\n\n' for i in range(2))
+    r = run("ingest", "-", "-s", str(tmp_path / "s.duckdb"), "--workers", "1", stdin=jsonl.encode())
+    assert r.returncode == 0 and "2 new" in r.stderr.decode(), r.stderr
+    log = f'{{"rec": "header", "trace_id": "t9", {top}}}\n{{"rec": "event", {ev[1:]}\n'
+    r = run("ingest", "-", "-s", str(tmp_path / "s.duckdb"), "--workers", "1", stdin=log.encode())
+    assert r.returncode == 1 and "an event log on stdin" in r.stderr.decode()

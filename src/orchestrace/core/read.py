@@ -380,7 +380,19 @@ def stdin_copy() -> Iterator[str]:
 
 
 def iter_docs(p: str, fmt: Format) -> Iterator[tuple[bytes, int | None]]:
-    """The raw text of each trace in a .json or .jsonl file, with its line for JSONL."""
+    """The raw text of each trace in a .json or .jsonl file, with its line for JSONL. For stdin
+    (``-``) the content decides between the two, as ``stdin_copy`` reads it."""
+    if p == "-":
+        with stdin_copy() as f:
+            piped = split_format(f)[0]
+            if piped == "events":
+                raise LoadError("OT110", "an event log on stdin: give it as a .events.jsonl file", path=p)
+            try:
+                yield from iter_docs(f, piped)
+            except LoadError as e:
+                e.path = p
+                raise
+        return
     if fmt == "jsonl":
         empty = True
         for n, line in iter_lines(p):
