@@ -90,3 +90,16 @@ def test_coma_without_q_values_says_its_zeros_are_no_data(tmp_path):
     assert "unit(s) record no Q-values" in r.stderr and "their coma credit is 0" in r.stderr
     r = CliRunner().invoke(app, ["credit", "-m", "grpo", "-q", str(src)])
     assert "Q-values" not in r.stderr
+
+
+def test_reward_names_the_file_of_a_trace_without_an_outcome(tmp_path):
+    # "OT402 error: trace 't1' has no rewards.team ..." named no file among many
+    ok, bad = tmp_path / "ok.json", tmp_path / "bad.json"
+    save(centralized(team=1.0), str(ok))
+    tr = centralized(team=1.0)
+    tr.rewards = {}
+    save(tr, str(bad))
+    r = subprocess.run(
+        [sys.executable, "-m", "orchestrace", "reward", "-q", str(ok), str(bad)], capture_output=True
+    )
+    assert r.returncode == 2 and f"{bad}: OT402" in r.stderr.decode(), r.stderr

@@ -46,8 +46,13 @@ def reward(
     rows: list[tuple[str, dict[str, float]]] = []  # (trace id, channels) for the table
 
     def rewarded() -> Iterator[Trace]:  # one trace in memory at a time; each computed once
-        for t in stream_traces(paths, "reward", quiet=quiet):
-            r = compute_rewards(t, rs, step=step)
+        source: list[str] = []
+        for t in stream_traces(paths, "reward", quiet=quiet, source=source):
+            try:
+                r = compute_rewards(t, rs, step=step)
+            except OrchestraceError as e:  # about this trace: name its file too (OT402 named none)
+                e.path = e.path or source[0]
+                raise
             if format == "json":
                 console.out(
                     orjson.dumps({"trace_id": t.trace_id, "rewards": r.channels, "family": r.family}).decode()

@@ -77,13 +77,23 @@ def tracked(
             bar.advance(task)
 
 
-def stream_traces(paths: list[str], label: str, *, quiet: bool = False) -> Iterator[Trace]:
-    """Traces of files, directories, globs or stores, one at a time, with a bar when there are many."""
+def stream_traces(
+    paths: list[str], label: str, *, quiet: bool = False, source: list[str] | None = None
+) -> Iterator[Trace]:
+    """Traces of files, directories, globs or stores, one at a time, with a bar when there are many.
+    ``source``, when given, holds the file of the trace last yielded, for an error about it."""
     from ..store import traces_of
 
     files = list(expand_paths(paths))
-    traces = (tr for p in files for tr in traces_of(p))
-    return tracked(traces, label=label, total=count_traces(files), quiet=quiet)
+
+    def traces() -> Iterator[Trace]:
+        for p in files:
+            for tr in traces_of(p):
+                if source is not None:
+                    source[:] = [p]
+                yield tr
+
+    return tracked(traces(), label=label, total=count_traces(files), quiet=quiet)
 
 
 def stream_file_traces(
