@@ -224,7 +224,11 @@ def test_a_term_may_name_a_channel_the_trace_recorded():
     out = compute_rewards(tr, spec)
     # team 1 + 0.5 x 0.8 (recorded) + tool: computed (no tool calls: 0) wins over the recorded 5
     assert out.channels["tool"] == 0.0 and out.channels["hybrid"] == pytest.approx(1.4)
-    assert compute_rewards(tr, RewardSpec(terms=[Term(channel="nope")])).channels["hybrid"] == 0.0
+    # a channel neither computed nor recorded (a typo: "teamm") counted 0 and dropped the team reward
+    with pytest.raises(OrchestraceError, match="term channel 'teamm' is neither computed nor recorded") as ei:
+        compute_rewards(tr, RewardSpec(terms=[Term(channel="teamm"), Term(channel="r_finish", weight=0.1)]))
+    assert ei.value.code == "OT403" and "team" in ei.value.message
+    assert compute_rewards(tr, RewardSpec(terms=[Term(channel="agent/nobody")])).channels["hybrid"] == 0.0
 
 
 @pytest.mark.parametrize(

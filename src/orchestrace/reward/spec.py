@@ -189,7 +189,15 @@ def compute_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int =
     # a term may name a channel the trace recorded (a judge's score, a run's own reward); a
     # computed channel of the same name wins. Read from the computed channels alone, such a term
     # counted 0 while the written trace still held the recorded value
-    out.add(spec.total, hybrid({**trace.rewards, **out.channels}, spec.terms, step), "R8")
+    channels = {**trace.rewards, **out.channels}
+    for t in spec.terms:  # a typo ("teamm") counted 0 and dropped the team reward from the total
+        if t.channel not in channels and t.channel not in CHANNEL_FAMILY and "/" not in t.channel:
+            raise OrchestraceError(
+                "OT403",
+                f"bad reward spec: term channel {t.channel!r} is neither computed nor recorded in trace "
+                f"{trace.trace_id!r} (computed: {', '.join(sorted(k for k in out.channels if '/' not in k))})",
+            )
+    out.add(spec.total, hybrid(channels, spec.terms, step), "R8")
     return out
 
 
