@@ -117,3 +117,15 @@ def test_user_errors_are_one_line(run, reference_example, tmp_path):
 def test_as_a_real_process(reference_example):
     r = subprocess_run("safety", str(reference_example), "--format", "yaml")
     assert r.returncode == 2 and b"Traceback" not in r.stderr and r.stderr.count(b"\n") == 1
+
+
+def test_a_success_channel_no_trace_has_is_named(run, tmp_path):
+    """--success-channel teamm (a typo) left E1 empty, exit 0, without a word."""
+    corpus = tmp_path / "corpus.jsonl"
+    io.save(generate_corpus(3, seed=1, size=30), corpus)
+    r = run("analyze", str(corpus), "--success-channel", "teamm")
+    err = r.stderr.decode()
+    assert r.returncode == 0 and "warning: no trace has rewards.teamm, so E1 (task_success) is empty" in err
+    assert "the traces have " in err and "team" in err.split("the traces have ")[1]
+    r = run("analyze", str(corpus), "--success-channel", "team")
+    assert r.returncode == 0 and b"warning" not in r.stderr

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import msgspec
 import orjson
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..core.errors import OrchestraceError
@@ -127,6 +128,7 @@ def analyze_cmd(
     check = _verifier(verifier, success_channel)
     kept: list[tuple[int, dict[str, Any], dict[str, dict[str, Any]] | None]] = []
     failed: dict[int, OrchestraceError] = {}
+    channels: set[str] = set()  # reward channels seen, to name them when --success-channel found none
 
     def measured() -> Iterator[Trace]:  # one trace in memory at a time (.jsonl outputs stream too)
         if write:  # an output file is written whole or not at all: the first bad input stops it
@@ -137,6 +139,7 @@ def analyze_cmd(
             traces = stream_file_traces(paths, "analyze", failed, quiet=quiet)
         for m in measure_traces(traces, failed, verifier=check, by=by, ray=ray):
             kept.append((m.file, m.metrics, m.groups))
+            channels.update(m.trace.rewards)
             yield write_metrics(m.trace, m.metrics) if write else m.trace
 
     n_written = 0
@@ -154,6 +157,12 @@ def analyze_cmd(
         raise OrchestraceError("OT001", "no traces found in the given paths")
     if write:  # on stderr: stdout may be the JSON or CSV report
         console_err.print(f"wrote {n_written} trace(s) with their metrics -> {write}", highlight=False)
+    if success_channel and success_channel not in channels:  # a typo left E1 empty without a word
+        console_err.print(
+            f"[yellow]warning:[/yellow] no trace has rewards.{escape(success_channel)}, so E1 (task_success) "
+            f"is empty; the traces have {escape(', '.join(sorted(c for c in channels if '/' not in c)) or 'no reward channel')}",
+            highlight=False,
+        )
     if format == "json":
         _json({"traces": result.traces, "corpus": result.corpus, "failed": _failures(failed)})
     elif format == "csv":
