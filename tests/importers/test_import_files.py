@@ -76,3 +76,33 @@ def test_collector_thresholds_restored(tmp_path: Path, monkeypatch: pytest.Monke
     finally:
         gc.set_threshold(*old)
     assert seen == [(10_000, 10, 10)]
+
+
+def test_claude_code_files_sharing_a_session_id_get_distinct_trace_ids(tmp_path: Path) -> None:
+    """Files not named after the session their records carry (copies, fixtures, resumed logs)
+    became traces of one id, and ingest refused all but the first (OT310, exit 1)."""
+    import orjson
+
+    from orchestrace.store import ingest
+
+    def session(sid: str, text: str) -> bytes:
+        recs = [
+            {"type": "user", "uuid": f"{text}-u", "sessionId": sid, "timestamp": "2026-01-01T00:00:00Z",
+             "message": {"role": "user", "content": text}},
+            {"type": "assistant", "uuid": f"{text}-a", "sessionId": sid, "timestamp": "2026-01-01T00:00:01Z",
+             "message": {"id": f"m-{text}", "role": "assistant", "content": [{"type": "text", "text": "ok"}]}},
+        ]  # fmt: skip
+        return b"".join(orjson.dumps(r) + b"\n" for r in recs)
+
+    logs = tmp_path / "project"
+    logs.mkdir()
+    (logs / "s1.jsonl").write_bytes(session("s1", "first"))
+    (logs / "resumed.jsonl").write_bytes(session("s1", "second"))
+    (logs / "copy.jsonl").write_bytes(session("s1", "third"))
+    out = tmp_path / "out.jsonl"
+    planned = importers.plan(importers.walk([logs]))
+    assert importers.import_files(planned, str(out), workers=1) == 3
+    ids = sorted(orjson.loads(line)["trace_id"] for line in out.read_bytes().splitlines())
+    assert ids == ["claude-code:s1", "claude-code:s1:copy", "claude-code:s1:resumed"]
+    rep = ingest(str(tmp_path / "s.duckdb"), [str(out)], measure=False)
+    assert (rep.inserted, rep.failures) == (3, [])

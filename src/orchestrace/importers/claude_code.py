@@ -770,8 +770,14 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     if cwd:
         meta["cwd"] = cwd
     has_spawn = "spawn" in map(_event_type, b.events)
+    if standalone:
+        trace_id = f"claude-code:{sid}:{m.group(1)}"
+    elif p.stem != sid:  # a file not named after its session (a copy, a fixture, a resumed log)
+        trace_id = f"claude-code:{sid}:{p.stem}"  # shares the id with others of that session
+    else:
+        trace_id = f"claude-code:{sid}"
     yield b.build(
-        trace_id=f"claude-code:{sid}" + (f":{m.group(1)}" if standalone else ""),
+        trace_id=trace_id,
         task_id=sid,
         system="claude-code",
         topology="centralized" if has_spawn else "harness",
