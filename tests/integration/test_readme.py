@@ -33,8 +33,6 @@ SKIP = {
     "run pec --base-url": "needs an OpenAI-compatible server",
     "import ~/": "reads the user's own Claude Code / Codex home folder",
     "import spans.otlp.json": "your own OpenTelemetry export",
-    "import ../shared/data -o": "the whole public data set (minutes); the end-to-end block imports part of it",
-    "export all.jsonl.zst": "reads the whole-data import skipped above",
     "export codex.jsonl --to otlp -o http": "needs a Phoenix server",
     "ingest examples/runs/ -s traces.duckdb --ray": "starts a local Ray instance (slow); tests/store runs Ray",
     "analyze examples/corpus.jsonl --ray": "starts a local Ray instance (slow); tests/store runs Ray",
