@@ -106,3 +106,21 @@ def test_claude_code_files_sharing_a_session_id_get_distinct_trace_ids(tmp_path:
     assert ids == ["claude-code:s1", "claude-code:s1:copy", "claude-code:s1:resumed"]
     rep = ingest(str(tmp_path / "s.duckdb"), [str(out)], measure=False)
     assert (rep.inserted, rep.failures) == (3, [])
+
+
+def test_the_note_about_unreadable_lines_names_them(tmp_path: Path) -> None:
+    """It said only "2 unreadable line(s) skipped"; the lines were in the trace's metadata."""
+    good = (
+        b'{"type":"user","uuid":"u1","sessionId":"s","timestamp":"2026-01-01T00:00:00Z",'
+        b'"message":{"role":"user","content":"hi"}}\n'
+    )
+    log = tmp_path / "s.jsonl"
+    log.write_bytes(
+        good + b"{not json\n" + good.replace(b"u1", b"u2") + b"[1, 2\n" + good.replace(b"u1", b"u3")
+    )
+    said: list[tuple[str, str]] = []
+    planned = importers.plan([str(log)])
+    importers.import_files(
+        planned, str(tmp_path / "out.jsonl"), workers=1, notify=lambda f, lv, m: said.append((lv, m))
+    )
+    assert said == [("warn", "2 unreadable line(s) skipped (line 2, 4)")]

@@ -198,6 +198,7 @@ def test_same_id_different_content_in_one_input(tmp_path: Path) -> None:
     rep = ingest(str(store), [str(a), str(b), str(a)])
     assert (rep.inserted, rep.unchanged, rep.duplicates) == (1, 0, 1)
     assert [x.first().code for x in rep.failures] == ["OT310"]
+    assert rep.failures[0].path == str(b) and rep.failures[0].first().message.endswith(f"(first in {a})")
     assert query(str(store), "SELECT value FROM rewards WHERE channel = 'team'").to_pylist() == [
         {"value": 1.0}
     ]
@@ -215,6 +216,7 @@ def test_same_id_twice_in_one_file(tmp_path: Path) -> None:
     rep = ingest(str(store), [str(f)])
     assert (rep.inserted, rep.unchanged, rep.duplicates, rep.events) == (2, 0, 1, 12)
     assert [x.first().code for x in rep.failures] == ["OT310"]
+    assert rep.failures[0].first().message.endswith("(earlier in this file)")
     counts = stats(str(store))
     assert (counts["traces"], counts["events"], counts["edges"], counts["rewards"]) == (2, 12, 10, 4)
     agents = query(str(store), "SELECT events FROM agents WHERE trace_id = 'hand-1' ORDER BY agent")

@@ -393,7 +393,10 @@ def _check_file(
                     "warn", f"truncated: last line cut off, imported up to line {info['bad_lines'][-1] - 1}"
                 )
             elif info.get("bad_line_count"):
-                yield FileNote("warn", f"{info['bad_line_count']} unreadable line(s) skipped")
+                lines = ", ".join(map(str, info["bad_lines"][:5])) + (
+                    ", ..." if info["bad_line_count"] > 5 else ""
+                )
+                yield FileNote("warn", f"{info['bad_line_count']} unreadable line(s) skipped (line {lines})")
             if "compressed_stream_damaged_after_line" in info:
                 line = info["compressed_stream_damaged_after_line"]
                 yield FileNote("warn", f"compressed stream damaged after line {line}: the rest was not read")

@@ -210,7 +210,7 @@ def ingest(
             r[0]: (r[1], bool(r[2]))
             for r in con.execute("SELECT trace_id, digest, measured FROM traces").fetchall()
         }
-        seen: dict[str, str] = {}
+        seen: dict[str, tuple[str, str]] = {}
         con.execute("BEGIN TRANSACTION")
         now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
         processes = ingest_processes(files, workers)
@@ -331,8 +331,9 @@ def _chunks(
         yield from chunks
 
 
-def _conflict(report: IngestReport, path: str, tid: str, on_error: str) -> None:
-    msg = f"trace id {tid!r} appears twice in the input with different content"
+def _conflict(report: IngestReport, path: str, tid: str, first: str, on_error: str) -> None:
+    where = "earlier in this file" if first == path else f"first in {first}"
+    msg = f"trace id {tid!r} appears twice in the input with different content ({where})"
     _fail(report, Failure(path, None, tid, [Finding(code="OT310", severity="error", message=msg)]), on_error)
 
 
@@ -340,19 +341,19 @@ def _admit(
     con: Any,
     chunk: Chunk,
     stored: Known,
-    seen: dict[str, str],
+    seen: dict[str, tuple[str, str]],
     report: IngestReport,
     on_error: str,
     measure: bool,
 ) -> dict[str, dict[str, np.ndarray]] | None:
     """Count the chunk's traces in the report, delete the stored traces it replaces, and return
-    the rows to insert (None: none)."""
+    the rows to insert (None: none). ``seen``: trace id -> (digest, file) of its first occurrence."""
     for tid, dig in chunk.unchanged:
         if tid not in seen:
-            seen[tid] = dig
+            seen[tid] = (dig, chunk.path)
             report.unchanged += 1
-        elif seen[tid] != dig:
-            _conflict(report, chunk.path, tid, on_error)
+        elif seen[tid][0] != dig:
+            _conflict(report, chunk.path, tid, seen[tid][1], on_error)
         else:
             report.duplicates += 1
     traces = chunk.tables["traces"]
@@ -362,12 +363,12 @@ def _admit(
     cols = (traces[c].tolist() for c in ("trace_id", "digest", "measured"))
     for tid, dig, was_measured in zip(*cols, strict=True):
         if tid in seen:
-            if seen[tid] != dig:
-                _conflict(report, chunk.path, tid, on_error)
+            if seen[tid][0] != dig:
+                _conflict(report, chunk.path, tid, seen[tid][1], on_error)
             else:
                 report.duplicates += 1
             continue
-        seen[tid] = dig
+        seen[tid] = (dig, chunk.path)
         if is_unchanged(stored, tid, dig, measure):
             report.unchanged += 1
             continue
@@ -393,7 +394,7 @@ def _admit(
             con.execute(f"DELETE FROM {name} WHERE trace_id IN (SELECT trace_id FROM _replace)")
         con.unregister("_replace")
     for tid in keep:
-        stored[tid] = (seen[tid], measured[tid])
+        stored[tid] = (seen[tid][0], measured[tid])
     report.inserted += len(keep) - len(replace)
     report.replaced += len(replace)
     report.events += len(tables["events"]["trace_id"])
