@@ -52,6 +52,8 @@ def test_failures_are_typed(server, action, kind, status, retryable):
     assert (e.kind, e.status, e.retryable) == (kind, status, retryable)
     if action == "429":
         assert e.retry_after == 0.0
+    if action == "close":  # 'ConnectError: All connection attempts failed' did not say where it tried
+        assert f"{server.url}/chat/completions: " in str(e)
 
 
 def test_request_key_ignores_formatting_but_not_content():

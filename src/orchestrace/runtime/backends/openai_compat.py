@@ -76,7 +76,7 @@ class OpenAICompatBackend:
                 "timeout", f"no answer within {self.timeout:g} s ({type(e).__name__})", retryable=True
             ) from None
         except (httpx.RemoteProtocolError, httpx.ConnectError, httpx.ReadError, httpx.WriteError) as e:
-            raise BackendError("connection", f"{type(e).__name__}: {e}", retryable=True) from None
+            raise BackendError("connection", f"{url}: {type(e).__name__}: {e}", retryable=True) from None
         if r.status_code != 200:
             ra = r.headers.get("retry-after")
             raise http_error(r.status_code, r.text, float(ra) if ra and _is_float(ra) else None)
