@@ -101,3 +101,24 @@ def test_every_readme_command_runs_as_written(tmp_path, monkeypatch):
     print(f"ran {len(ran)} README commands; skipped {len(skipped)}:")
     for cmd, why in skipped:
         print(f"  {cmd}: {why}")
+
+
+def test_the_python_names_the_readme_gives_exist():
+    """`orchestrace.store.parallel_map` was named in the README after it had moved to
+    orchestrace.parallel: a new user's first import failed."""
+    import importlib
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    names = sorted(set(re.findall(r"`(orchestrace(?:\.\w+)+)", text)))
+    assert len(names) >= 5, names
+    for name in names:
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest importable module, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            for attr in parts[cut:]:
+                assert hasattr(obj, attr), f"README names {name}: {obj.__name__} has no {attr}"
+                obj = getattr(obj, attr)
+            break
