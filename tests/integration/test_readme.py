@@ -122,3 +122,15 @@ def test_the_python_names_the_readme_gives_exist():
                 assert hasattr(obj, attr), f"README names {name}: {obj.__name__} has no {attr}"
                 obj = getattr(obj, attr)
             break
+
+
+def test_the_readme_python_blocks_run(tmp_path, monkeypatch):
+    """The README's Python, as written, from a folder holding examples/ (it reads examples/run.json)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})
+    assert (tmp_path / "run.events.jsonl.zst").exists()
