@@ -173,9 +173,9 @@ CLAUDE_LOG = Path(__file__).resolve().parents[1] / "data/public/claude-code/test
 def test_a_foreign_agent_log_is_named_with_how_to_import_it(tmp_path: Path) -> None:
     """A Claude Code session given where a trace belongs: one line naming the format and the
     import command, not a finding per record (validate listed 200, ingest 180 lines)."""
-    log = tmp_path / "session.jsonl"
+    log = tmp_path / "my session.jsonl"  # a space: the suggested command quotes the path
     log.write_bytes(next(CLAUDE_LOG.glob("*/*.jsonl")).read_bytes())
-    said = f"a claude-code log, not an orchestration trace: import it first (orchestrace import {log}"
+    said = f"a claude-code log, not an orchestration trace: import it first (orchestrace import '{log}'"
     r = run("validate", str(log))
     assert r.returncode == 1 and said in r.stdout and len(r.stdout.strip().splitlines()) == 3, r.stdout
     for args in (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 from collections.abc import Iterator
 
 import orjson
@@ -98,7 +99,7 @@ def foreign_log(path: str | None) -> str | None:
     fmt = detect(path)
     if fmt is None:
         return None
-    return f"a {fmt} log, not an orchestration trace: import it first (orchestrace import {path} -o traces.jsonl)"
+    return f"a {fmt} log, not an orchestration trace: import it first (orchestrace import {shlex.quote(path)} -o traces.jsonl)"
 
 
 def explain_foreign(e: OrchestraceError) -> OrchestraceError:
