@@ -204,7 +204,10 @@ def test_same_id_different_content_in_one_input(tmp_path: Path) -> None:
     ]
     with pytest.raises(IngestAborted):
         ingest(str(tmp_path / "t.duckdb"), [str(a), str(b)], on_error="abort")
-    assert stats(str(tmp_path / "t.duckdb"))["traces"] == 0
+    assert not (tmp_path / "t.duckdb").exists()  # a new store: an aborted ingest leaves none behind
+    with pytest.raises(IngestAborted):  # an existing one is left as it was
+        ingest(str(store), [str(b), str(tmp_path / "missing.json")], on_error="abort")
+    assert stats(str(store))["traces"] == 1
 
 
 def test_same_id_twice_in_one_file(tmp_path: Path) -> None:

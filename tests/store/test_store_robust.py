@@ -179,3 +179,33 @@ def test_disk_full_after_commit(tmp_path: Path, big_file: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "OT305" in r.stderr and "committed" in r.stderr
     assert stats(str(store))["traces"] == 25  # the log is replayed on open
+
+
+def test_a_typo_in_every_input_leaves_no_empty_store(tmp_path: Path) -> None:
+    """ingest of a missing file created a 536 KB store with empty tables."""
+    store = tmp_path / "new.duckdb"
+    rep = ingest(str(store), [str(tmp_path / "rn.json")])
+    assert [f.first().code for f in rep.failures] == ["OT001"] and not store.exists()
+    good = tmp_path / "run.json"
+    save(hand_trace(), good)
+    ingest(str(store), [str(good)])
+    rep = ingest(str(store), [str(tmp_path / "rn.json")])  # an existing store is kept
+    assert rep.failures and stats(str(store))["traces"] == 1
+
+
+def test_a_file_that_is_not_a_store_is_named_so(tmp_path: Path) -> None:
+    """query on a trace file said "Catalog Error: Cannot launch in-memory database in read-only
+    mode"; parquet -o an existing file was an internal error (FileExistsError, exit 3)."""
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.store import export_parquet
+
+    trace = tmp_path / "run.json"
+    save(hand_trace(), trace)
+    with pytest.raises(StoreError) as e:
+        query(str(trace), "SELECT 1")
+    assert (e.value.code, "not a DuckDB store" in e.value.message) == ("OT301", True)
+    store = tmp_path / "s.duckdb"
+    ingest(str(store), [str(trace)])
+    with pytest.raises(OrchestraceError) as e2:
+        export_parquet(str(store), str(trace))
+    assert e2.value.code == "OT011" and "is a file" in e2.value.message

@@ -107,7 +107,13 @@ def ingest_cmd(
         )
         console_err.print(
             f"{report.inserted} new, {report.replaced} replaced, {report.unchanged} unchanged trace(s)"
-            f"{dups}{failed}; {report.events:,} events written to {store} in {report.seconds:.2f} s",
+            f"{dups}{failed}; "
+            + (
+                f"{report.events:,} events written to {store}"
+                if os.path.exists(store)
+                else "no store written (every input failed)"
+            )
+            + f" in {report.seconds:.2f} s",
             highlight=False,
         )
     if report.failed and on_error == "report":

@@ -129,6 +129,8 @@ def connect(path: str, *, read_only: bool = False) -> Any:
     p = os.fspath(path)
     if read_only and not os.path.exists(p):
         raise StoreError("OT300", "no store here (run `orchestrace ingest ... --store` first)", path=p)
+    if _other_file(p):  # DuckDB's own error for it was "Cannot launch in-memory database in read-only mode"
+        raise StoreError("OT301", "not a DuckDB store (a store is a .duckdb file ingest wrote)", path=p)
     try:
         con = duckdb.connect(p, read_only=read_only)
     except (duckdb.Error, OSError) as e:
@@ -139,6 +141,16 @@ def connect(path: str, *, read_only: bool = False) -> Any:
         con.close()
         raise
     return con
+
+
+def _other_file(path: str) -> bool:
+    """A file that exists, holds data and is not a DuckDB database (its header says ``DUCK``)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:  # missing or unreadable: DuckDB says which
+        return False
+    return len(head) > 0 and head[8:12] != b"DUCK"
 
 
 def _check_version(con: Any, path: str, *, create: bool) -> None:
@@ -204,6 +216,7 @@ def ingest(
     files = list(paths)
     report = IngestReport(files=len(files))
     start = time.perf_counter()
+    created = not os.path.exists(store)
     con = connect(store)
     try:
         stored: Known = {
@@ -241,10 +254,14 @@ def ingest(
     except (duckdb.Error, OSError) as e:
         _rollback(con)
         con.close()
+        if created:
+            _remove_store(store)
         raise store_error(e, store) from None
     except BaseException:
         _rollback(con)
         con.close()
+        if created:  # an aborted ingest into a new store leaves no store behind
+            _remove_store(store)
         raise
     try:
         con.execute("CHECKPOINT")
@@ -257,8 +274,16 @@ def ingest(
         ) from None
     finally:
         con.close()
+    if created and report.failures and not (report.inserted or report.unchanged or report.duplicates):
+        _remove_store(store)  # every input failed (a typo in its name): no empty store is left behind
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _remove_store(store: str) -> None:
+    for p in (store, store + ".wal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(p)
 
 
 def _rollback(con: Any) -> None:

@@ -71,6 +71,8 @@ def export_parquet(
         raise OrchestraceError(
             "OT010", f"compression must be zstd, snappy, gzip or uncompressed, got {compression!r}"
         )
+    if os.path.exists(out) and not os.path.isdir(out):  # os.makedirs failed on it (exit 3)
+        raise OrchestraceError("OT011", "is a file: parquet writes a folder of tables (-o FOLDER)", path=out)
     for n in names:
         if os.path.exists(os.path.join(out, n)) and not overwrite:
             raise OrchestraceError("OT011", f"{n}/ exists already (use --overwrite to replace it)", path=out)
