@@ -109,13 +109,13 @@ def require_logprobs(bank: Bank, who: str, path: str | None = None) -> None:
                                "questions without them (build it with bank build --logprobs)", path=path)  # fmt: skip
 
 
-def split(bank: Bank, frac: float, seed: int) -> tuple[Bank, Bank]:
-    """Held-out questions: a seeded split into (train, test)."""
+def split(bank: Bank, frac: float, seed: int, names: tuple[str, str] | None = None) -> tuple[Bank, Bank]:
+    """Held-out questions: a seeded split into (train, test), named ``names`` (default: the bank's
+    name + ``-train`` / ``-test``)."""
     idx = np.random.default_rng(seed).permutation(len(bank))
     k = int(round(len(bank) * frac))
-    return bank.subset(sorted(idx[:k]), bank.name + "-train"), bank.subset(
-        sorted(idx[k:]), bank.name + "-test"
-    )
+    first, second = names or (bank.name + "-train", bank.name + "-test")
+    return bank.subset(sorted(idx[:k]), first), bank.subset(sorted(idx[k:]), second)
 
 
 def merge(banks: Sequence[Bank], name: str) -> Bank:
@@ -492,7 +492,8 @@ def train_stop(
             require_logprobs(b, "--confidence")
     # no free samples: the budget calibration and the answer priors read a disjoint half of the
     # held-out questions (per family); accuracy and samples are reported on the other half only
-    halves = [split(b, 0.5, seed + 1) for b in test_banks]
+    # both halves keep the held-out bank's name: a split held-out bank is already "<family>-test"
+    halves = [split(b, 0.5, seed + 1, (b.name, b.name)) for b in test_banks]
     calib_bank, test_bank = (
         (halves[0][0], halves[0][1])
         if len(halves) == 1
