@@ -10,7 +10,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from orchestrace.cli import app
+from orchestrace.cli import app, main
 from orchestrace.learn.stopping.banks import SynthParams, save_bank, synthetic_bank
 
 runner = CliRunner()
@@ -26,7 +26,7 @@ def test_eval_stop_json_covers_every_baseline() -> None:
     assert all(set(row) == {"method", "accuracy", "mean_samples", "questions"} for row in rows)
 
 
-def test_train_then_eval_with_policy(tmp_path) -> None:
+def test_train_then_eval_with_policy(tmp_path, capsys) -> None:
     bank = tmp_path / "syn.jsonl"
     save_bank(synthetic_bank(60, SynthParams(samples=20), seed=2), str(bank))
     pol = tmp_path / "p"
@@ -115,6 +115,29 @@ def test_train_then_eval_with_policy(tmp_path) -> None:
     rows = {row["method"]: row for row in json.loads(r.output)}
     # 60 questions x 3 orders: every accuracy is a multiple of 1/180
     assert all(abs(row["accuracy"] * 180 - round(row["accuracy"] * 180)) < 1e-3 for row in rows.values())
+    # the aggregator beside the policies is named for what it is (was "PolicyConfig.__init__() got an
+    # unexpected keyword argument 'priors'")
+    with pytest.raises(SystemExit) as e:
+        main(
+            [
+                "eval",
+                "stop",
+                "--bank",
+                str(bank),
+                "--policy",
+                str(tmp_path / "p-aggregator"),
+                "--budget",
+                "20",
+            ]
+        )
+    text = " ".join(capsys.readouterr().err.split())
+    assert (
+        e.value.code == 1
+        and "OT606" in text
+        and "an answer aggregator" in text
+        and "not a stop policy" in text
+    )
+    assert "p-aggregator.safetensors" in text and "priors" not in text
 
 
 @pytest.mark.parametrize(

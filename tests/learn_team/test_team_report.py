@@ -142,6 +142,11 @@ def test_cli_prints_the_comparison_and_refuses_bad_folders(folders, tmp_path, ca
         main(["eval", "team", str(tmp_path)])
     assert e.value.code == 1
     assert "OT699" in capsys.readouterr().err
+    # a mistyped folder is not found (exit 2, as every other missing path), not a bad folder (1)
+    with pytest.raises(SystemExit) as e:
+        main(["eval", "team", str(b), str(tmp_path / "tem")])
+    assert e.value.code == 2
+    assert "OT001" in (err := capsys.readouterr().err) and "folder not found" in err and "tem" in err
 
 
 def test_two_runs_of_one_credit_and_seed_are_refused(folders):

@@ -18,6 +18,14 @@ from ...core.errors import BadInput, OrchestraceError
 from .aggregate import Aggregator
 from .features import FEATURE_NAMES, FEATURE_SETS, feature_names
 
+#: what a policy file of another decision (its header's ``orchestrace.decision``) is, in words
+DECISION_NAMES = {
+    "aggregate": "an answer aggregator (train stop's -aggregator file: it picks the answer, it does not stop)",
+    "retry_stop": "a RetryStop policy (give up or retry)",
+    "delegate": "a Delegate routing policy",
+    "spawn": "a Swarm spawn-width policy",
+}
+
 
 @dataclass
 class PolicyConfig:
@@ -161,6 +169,10 @@ class StopPolicy:
                 tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
         except Exception as e:  # safetensors raises its own error types for corrupt headers
             raise BadInput("OT621", f"not a safetensors file: {e}", path=st) from None
+        decision = meta.get("orchestrace.decision", "stop")
+        if decision != "stop":  # e.g. train stop's -aggregator file beside the stop policies
+            what = DECISION_NAMES.get(decision, f"a {decision!r} policy")
+            raise BadInput("OT606", f"this file is {what}, not a stop policy", path=st)
         cfg_text = None
         if os.path.isfile(base + ".json"):
             with open(base + ".json") as f:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...core.errors import LoadError
 from ...core.io import load_one
 from ...core.model import Trace
 from ...core.stats import mean_ci
@@ -159,6 +160,8 @@ def agent_changes(before: dict[str, Answers], after: dict[str, Answers]) -> list
 
 
 def _config(folder: Path) -> dict:
+    if not folder.exists():  # a typo: not found, exit 2 as every other missing path
+        raise LoadError("OT001", "folder not found", path=str(folder))
     p = folder / CONFIG_FILE
     try:
         return json.loads(p.read_text(encoding="utf-8"))
