@@ -13,7 +13,11 @@ def train_team_cmd(
     tasks: str = typer.Option(
         "countries", "--tasks", help="question family (training and held-out questions)"
     ),
-    credit: str = typer.Option("grpo", "--credit", help="broadcast, grpo, drmas, loo, shapley or c3"),
+    credit: str = typer.Option(
+        "grpo",
+        "--credit",
+        help="broadcast, grpo, drmas, loo, shapley, c3 or loo-fork (each run re-run without one solver; agent unit)",
+    ),
     unit: str = typer.Option("agent", "--unit", help="credit unit: agent, role, turn, message, token, ..."),
     iterations: int = typer.Option(3, "--iterations", "-k", min=0),
     adapters: str = typer.Option("role", "--adapters", help="shared (one adapter), role or agent (one each)"),
