@@ -310,3 +310,60 @@ def test_an_unknown_event_field_has_the_limits_of_attrs(tmp_path: Path, depth: i
     assert [(x.code, x.pointer[:15]) for x in r.findings] == [("OT008", "/events/0/note/")]
     code, _, err, exc = hostile.run_cli(["view", str(f), "-o", str(tmp_path / "v.html")])
     assert exc is None and code == 1, err
+
+
+@pytest.mark.parametrize("meta", [b"[1, 2]", b"7", b"null"])
+def test_claude_code_sub_agent_meta_that_is_not_an_object(tmp_path: Path, meta: bytes) -> None:
+    """Issue 34: a sub-agent .meta.json holding an array (its log holding scalars) was an internal
+    error (TypeError); it is bad input (exit 1) naming the .meta.json file."""
+    session = tmp_path / "ef000000-0000-4000-8000-000000000001.jsonl"
+    session.write_bytes((hostile.SEEDS / "claude-code.jsonl").read_bytes())
+    sub = tmp_path / session.stem / "subagents"
+    sub.mkdir(parents=True)
+    (sub / "agent-a1.jsonl").write_bytes(b'7\n"s"\nnull\n[1]\n')
+    (sub / "agent-a1.meta.json").write_bytes(meta)
+    out = tmp_path / "o.jsonl"
+    code, _, err, exc = hostile.run_cli(
+        ["import", "--from", "claude-code", str(session), "-o", str(out), "-q"]
+    )
+    assert exc is None and code == 1, err
+    assert "agent-a1.meta.json" in err and "must be a JSON object" in err and not out.exists()
+
+
+@pytest.mark.parametrize("number", ["1.2.3", "9" * 400])
+def test_chatdev_post_info_number_that_is_malformed(tmp_path: Path, number: str) -> None:
+    """Issue 34: a [Post Info] number '1.2.3' was an internal error (ValueError), one of 400 digits
+    an infinite cost; both are bad input (exit 1) with the entry's line."""
+    log = (hostile.SEEDS / "chatdev.log").read_text()
+    n = log.count("\n") + 1
+    f = tmp_path / "x.log"
+    f.write_text(
+        log + f"[2023-25-08 09:40:37 INFO] **[Post Info]**\n\nSoftware Info: \n\n**cost**=${number}\n"
+    )
+    code, _, err, exc = hostile.run_cli(
+        ["import", "--from", "chatdev", str(f), "-o", str(tmp_path / "o.jsonl")]
+    )
+    assert exc is None and code == 1, err
+    assert f"line {n}: [Post Info] entry: cost=" in err and "expected a finite number" in err, err
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_validate_a_folder_with_a_corrupt_gzip(tmp_path: Path, fmt: str) -> None:
+    """Issue 34: a corrupt .json.gz beside a good trace in a folder was an internal error (exit 3)
+    while walking it, and --format json printed nothing; now each file has its verdict (exit 1)."""
+    import gzip
+    import json
+
+    hostile.good_trace_file(tmp_path)
+    z = bytearray(gzip.compress(orjson.dumps(hostile.seed_trace()), mtime=0))
+    z[40] ^= 0xFF
+    z[41] ^= 0xFF
+    (tmp_path / "bad.json.gz").write_bytes(bytes(z))
+    code, out, err, exc = hostile.run_cli(["validate", "--format", fmt, str(tmp_path)])
+    assert exc is None and code == 1, err
+    if fmt == "table":
+        assert b"OT007" in out and b"1/2 file(s) valid" in out
+        return
+    doc = json.loads(out)
+    assert [(Path(d["path"]).name, d["valid"]) for d in doc] == [("bad.json.gz", False), ("good.json", True)]
+    assert doc[0]["findings"][0]["code"] == "OT007"

@@ -422,3 +422,43 @@ def test_otlp_round_trip_keeps_content_only_redacted(tmp_path: Path) -> None:
     assert [e.content for e in kept.events] == ["token [REDACTED] here", "thanks"]
     (plain,) = list(importers.load(out, "otel"))
     assert [e.content for e in plain.events] == [None, None]
+
+
+def _one_command_log(fmt: str, path: Path, command: str) -> None:
+    """A Claude Code session or a Codex rollout whose one tool call runs ``command``."""
+    stamp = "2026-03-01T10:00:0{}Z"
+    if fmt == "claude-code":
+        common = {"sessionId": "s-aws", "cwd": "/srv/app", "version": "2.1.3"}
+        call = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": command}}
+        result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
+        recs = [
+            {**common, "type": "user", "uuid": "u1", "timestamp": stamp.format(1), "message": {"role": "user", "content": "configure aws"}},
+            {**common, "type": "assistant", "uuid": "a1", "timestamp": stamp.format(2), "message": {"id": "m1", "role": "assistant", "model": "claude-sonnet-4-5", "content": [call], "usage": {"input_tokens": 10, "output_tokens": 5}}},
+            {**common, "type": "user", "uuid": "r1", "timestamp": stamp.format(3), "message": {"role": "user", "content": [result]}},
+        ]  # fmt: skip
+    else:
+        recs = [
+            {"timestamp": stamp.format(0), "type": "session_meta", "payload": {"id": "r-aws", "cwd": "/srv/app", "cli_version": "0.125.0"}},
+            {"timestamp": stamp.format(1), "type": "event_msg", "payload": {"type": "user_message", "message": "configure aws"}},
+            {"timestamp": stamp.format(2), "type": "response_item", "payload": {"type": "function_call", "name": "exec_command", "arguments": json.dumps({"cmd": command}), "call_id": "call_1"}},
+            {"timestamp": stamp.format(3), "type": "response_item", "payload": {"type": "function_call_output", "call_id": "call_1", "output": "ok"}},
+        ]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+
+
+@pytest.mark.parametrize("sep", ["\t", "\n", " "])
+@pytest.mark.parametrize("fmt", ["claude-code", "codex"])
+def test_a_bare_aws_pair_in_a_command_is_redacted(fmt: str, sep: str, tmp_path: Path) -> None:
+    """A key id then its secret, no label (issue 34): a command is kept as JSON text, where a tab
+    or a newline before the secret reads ``\\t`` and the secret looked 41 characters long."""
+    rng = random.Random(34)
+    key_id = "AKIA" + "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") for _ in range(16))
+    secret = "".join(rng.choice(_B64) for _ in range(40))
+    src = tmp_path / ("session.jsonl" if fmt == "claude-code" else "rollout-2026-03-01T10-00-00-r.jsonl")
+    _one_command_log(fmt, src, f"printf '%s\\n' {key_id}{sep}{secret} | aws configure import")
+    out = tmp_path / "kept.jsonl"
+    res = CliRunner().invoke(app, ["import", "--from", fmt, str(src), "-o", str(out), "--keep-content"])
+    assert res.exit_code == 0, res.output
+    (tr,) = load(out)
+    blob = dumps(tr).decode()
+    assert "aws configure import" in blob and secret not in blob and key_id not in blob

@@ -98,7 +98,7 @@ def test_truncated_json_run_is_reported_and_the_rest_imported(data: Path, tmp_pa
     good = data / "who-and-when/Who&When/Hand-Crafted/2.json"
     res = CliRunner().invoke(app, ["import", str(cut), str(good), str(other), "-o", str(out)])
     assert res.exit_code == 0, res.output
-    assert "1.json: unexpected end of input" in res.output and "looks truncated" in res.output
+    assert "1.json: line 8: unexpected end of input" in res.output and "looks truncated" in res.output
     assert "notes.cfg: unknown log format" in res.output
     assert len(load(out)) == 1
 

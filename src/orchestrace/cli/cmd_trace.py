@@ -85,11 +85,14 @@ def validate(
 def _validated(path: str, max_findings: int) -> Iterator[ValidationResult]:
     """Results of one argument; a glob or directory that matches nothing is that argument's I/O
     error (exit 2 in the end), and the other arguments are still validated."""
+    files: list[str] = []
+    failure: Finding | None = None
     try:
-        files = list(expand_paths([path]))
+        files.extend(expand_paths([path]))
     except OrchestraceError as e:
-        yield ValidationResult(path, False, [Finding(code=e.code, severity="error", message=e.message)])
-        return
+        failure = Finding(code=e.code, severity="error", message=e.message)
+    except Exception as e:  # noqa: BLE001 - a bug met walking a folder must not hide its files
+        failure = _internal(e, path)
     for f in files:
         if f.lower().endswith(STORE_SUFFIXES):
             msg = (
@@ -106,9 +109,15 @@ def _validated(path: str, max_findings: int) -> Iterator[ValidationResult]:
                 result.traces = result.truncated = 0
             yield result
         except Exception as e:  # noqa: BLE001 - a bug met on one file must not hide the others
-            what = f"{type(e).__name__}: {str(e)[:200]}"
-            msg = f"internal error ({what}): a bug in orchestrace, not in the file; please report it"
-            yield ValidationResult(f, False, [Finding(code=INTERNAL, severity="error", message=msg, path=f)])
+            yield ValidationResult(f, False, [_internal(e, f)])
+    if failure is not None:
+        yield ValidationResult(path, False, [failure])
+
+
+def _internal(e: Exception, path: str) -> Finding:
+    what = f"{type(e).__name__}: {str(e)[:200]}"
+    msg = f"internal error ({what}): a bug in orchestrace, not in the file; please report it"
+    return Finding(code=INTERNAL, severity="error", message=msg, path=path)
 
 
 INTERNAL = "OT900"  # validate met a bug on a file: reported as that file's finding, exit 3

@@ -402,7 +402,20 @@ def _check_file(
                 yield FileNote("warn", f"compressed stream damaged after line {line}: the rest was not read")
             yield CheckedTrace(data, dict(info.get("unknown_records", {})), tr if keep_trace else None)
     except OrchestraceError as e:
-        yield FileNote("warn" if e.code == "OT006" else "error", f"{e.message}; skipped", e.code != "OT006")
+        yield FileNote(
+            "warn" if e.code == "OT006" else "error",
+            f"{_where_in(e, f)}{e.message}; skipped",
+            e.code != "OT006",
+        )
+
+
+def _where_in(e: OrchestraceError, f: str) -> str:
+    """Where an import error lies when the note about ``f`` does not say it: the line or pointer
+    in ``f``, or another file of the log (a sub-agent's .meta.json), so it can be found."""
+    where = e.finding().where()
+    if not where or where == f:
+        return ""
+    return (where.removeprefix(f).lstrip() if e.path == f else where) + ": "
 
 
 def write(traces: Iterable[Trace], out: str) -> int:

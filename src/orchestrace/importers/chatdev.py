@@ -11,6 +11,7 @@ steps (``[Update Codes]``, ``[Execute Detail]``, ...) a ``tool_call``/``tool_res
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -54,11 +55,12 @@ def sniff(path: str | os.PathLike[str]) -> bool:
     return any(k in head for k in (b"ChatDev Starts", b"AgentTech Starts", b"**[Preprocessing]**"))
 
 
-def _entries(text: str, path: str) -> Iterator[tuple[float, str]]:
-    """(POSIX time, body) of each log entry; ChatDev writes dates as year-day-month."""
+def _entries(text: str, path: str) -> Iterator[tuple[float, str, int]]:
+    """(POSIX time, body, line) of each log entry; ChatDev writes dates as year-day-month."""
     heads = list(_HEADER.finditer(text))
     for k, m in enumerate(heads):
         y, d, mo, hh, mi, ss = (int(x) for x in m.groups()[:6])
+        line = text.count("\n", 0, m.start()) + 1
         try:
             t = datetime(y, mo, d, hh, mi, ss, tzinfo=UTC).timestamp()
         except ValueError:  # a log with month-day order after all
@@ -69,15 +71,16 @@ def _entries(text: str, path: str) -> Iterator[tuple[float, str]]:
                     "OT023",
                     f"entry header {m.group(0).strip()!r} holds no valid date (expected [YYYY-DD-MM hh:mm:ss LEVEL])",
                     path=path,
-                    line=text.count("\n", 0, m.start()) + 1,
+                    line=line,
                 ) from None
         end = heads[k + 1].start() if k + 1 < len(heads) else len(text)
-        yield t, _ANSI.sub("", text[m.end() : end]).strip()
+        yield t, _ANSI.sub("", text[m.end() : end]).strip(), line
 
 
 class _Run:
-    def __init__(self, b: ImportStaging) -> None:
+    def __init__(self, b: ImportStaging, path: str) -> None:
         self.b = b
+        self.path = path
         self.phase: str | None = None
         self.roles: dict[str, str] = {}  # side -> role (old layouts)
         self.pending_usage = [0, 0]
@@ -110,7 +113,7 @@ class _Run:
         ev.tokens_out = (ev.tokens_out or 0) + self.pending_usage[1]
         self.pending_usage = [0, 0]
 
-    def entry(self, t: float, body: str) -> None:
+    def entry(self, t: float, body: str, line: int) -> None:
         b = self.b
         first = body.split("\n", 1)[0]
         rest = body.split("\n", 1)[1].strip() if "\n" in body else ""
@@ -152,7 +155,7 @@ class _Run:
             self.concluded = True
             return
         if first.startswith("**[Post Info]**"):
-            self.post = {k: float(v) for k, v in _POST.findall(body)}
+            self.post = {k: self._number(k, v, line) for k, v in _POST.findall(body)}
             return
         for tag, tool in _TOOL_TAGS.items():
             if first.startswith(f"**{tag}**"):
@@ -196,6 +199,22 @@ class _Run:
             return
         b.stats.unknown[first[:40]] += 1
 
+    def _number(self, key: str, text: str, line: int) -> float:
+        """A [Post Info] number; a malformed (``1.2.3``) or overflowing (400 digits) one is the
+        log's error at the entry's line: it was an internal error (ValueError), or an infinite cost."""
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise LoadError(
+                "OT023",
+                f"[Post Info] entry: {key}={text[:40]!r} is malformed or out of range (expected a finite number)",
+                path=self.path,
+                line=line,
+            )
+        return value
+
     def _phase(self, t: float, phase: str | None, assistant: str | None, user: str | None) -> None:
         self.phase = phase
         self.roles = {}
@@ -218,11 +237,11 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     require_nonempty(p)
     text = p.read_bytes().decode("utf-8", errors="replace")
     b = ImportStaging(keep_content=keep_content)
-    run = _Run(b)
+    run = _Run(b, str(p))
     n = 0
-    for t, body in _entries(text, str(p)):
+    for t, body, line in _entries(text, str(p)):
         n += 1
-        run.entry(t, body)
+        run.entry(t, body, line)
     if n == 0:
         raise LoadError("OT006", "no ChatDev log entries found", path=str(p))
     if run.pending_usage != [0, 0] and b.events:

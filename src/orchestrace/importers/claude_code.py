@@ -37,9 +37,9 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from ..core.errors import LoadError
 from ..core.limits import INT64_MAX
+from ..core.read import parse_json
 from ._common import (
     ImportStaging,
     ImportStats,
@@ -190,14 +190,25 @@ def _discover_children(
         children[aid] = _read(f, stats)
         meta = f.with_name(f.name[: -len(".jsonl")] + ".meta.json")
         if meta.is_file():
-            try:
-                metas[aid] = orjson.loads(meta.read_bytes())
-            except orjson.JSONDecodeError:
-                stats.notes.append(f"unreadable {meta.name}")
+            metas[aid] = _read_meta(meta)
         metas.setdefault(aid, {})["file"] = os.path.relpath(f, session.parent)
         if not keep_content:
             metas[aid].pop("description", None)
     return children, metas
+
+
+def _read_meta(meta: Path) -> dict[str, Any]:
+    """A sub-agent's ``.meta.json``: a JSON object, or the file is bad input (exit 1, named), as
+    a damaged session is; an array or a scalar there was an internal error (issue 34)."""
+    value = parse_json(meta.read_bytes(), path=str(meta))
+    if not isinstance(value, dict):
+        raise LoadError(
+            "OT102",
+            f"a sub-agent's .meta.json must be a JSON object, got {str(value)[:40]}",
+            path=str(meta),
+            pointer="",
+        )
+    return value
 
 
 def _beside(folder: Path) -> list[tuple[str, Path, frozenset[str]]]:
@@ -745,8 +756,6 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     s.run(main_records, main, is_main=True)
     s.finish()
     if not b.events:
-        from ..core.errors import LoadError
-
         raise LoadError(
             "OT006", "session holds no user or assistant messages (bookkeeping records only)", path=str(p)
         )

@@ -158,8 +158,11 @@ def _secret_name() -> re.Pattern[str]:
 
 
 _PASSWORD_NAME = re.compile(r"(?i)pass|contrase")
-_AWS_ID = re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")
-_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+# A token starts after a non-token character or after a JSON escape (a tool's input is kept as
+# JSON text, where "AKIA...<tab>secret" reads "AKIA...\\tsecret": a 41-character token otherwise).
+_AFTER_ESCAPE = r"(?:(?<=\\[nrt])|(?<![A-Za-z0-9/+]))"
+_AWS_ID = re.compile(rf"{_AFTER_ESCAPE}(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{{16}}\b")
+_AWS_SECRET = re.compile(rf"{_AFTER_ESCAPE}[A-Za-z0-9/+]{{40}}(?![A-Za-z0-9/+=])")
 
 
 def _spans(text: str) -> list[tuple[int, int]]:
