@@ -43,7 +43,8 @@ def peak_rss_gb() -> float:
 
 def our_loop(cfg, threads: int | None, iterations: int, tmp: Path) -> tuple[dict, list]:
     """(figures, the measured iteration's call rows) of the loop's own collect + update."""
-    from orchestrace.learn.team.trainer import make_step, read_batch
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.step import make_step
 
     t0 = time.perf_counter()
     step = make_step(cfg, threads)
@@ -219,7 +220,7 @@ def main() -> None:
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from orchestrace.learn.stopping.families import FAMILIES
-    from orchestrace.learn.team.trainer import TeamConfig
+    from orchestrace.learn.team.config import TeamConfig
 
     cfg = TeamConfig(questions=a.questions, group=a.group)
     max_new = FAMILIES[cfg.family].max_new_tokens

@@ -43,8 +43,10 @@ def test_ray_rollouts_equal_the_local_run(ray_local, tmp_path):
     import torch
     from safetensors import safe_open
 
+    from orchestrace.learn.team.config import TeamConfig
     from orchestrace.learn.team.remote import RayRollouts
-    from orchestrace.learn.team.trainer import TeamConfig, make_step, train_team
+    from orchestrace.learn.team.step import make_step
+    from orchestrace.learn.team.trainer import train_team
 
     # 1 question x 2 runs: each actor gets one run, the local run batches both
     cfg = TeamConfig(questions=1, group=2, train_pool=2, heldout=1, epochs=1, lr=1e-3)

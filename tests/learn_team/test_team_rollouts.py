@@ -17,7 +17,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def step():
-    from orchestrace.learn.team.trainer import TeamConfig, make_step
+    from orchestrace.learn.team.config import TeamConfig
+    from orchestrace.learn.team.step import make_step
 
     return make_step(TeamConfig(questions=1, group=2, heldout=2, train_pool=4), threads=1)
 
@@ -25,12 +26,13 @@ def step():
 def test_rollouts_are_validated_traces_with_tokens_and_adapters(step, tmp_path):
     import torch
 
-    from orchestrace.learn.team.trainer import Rollout, read_batch, run_rollouts
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.rollouts import run_rollouts
 
     q = step.train_ids[0]
-    rollouts = [Rollout(q, s, str(tmp_path / f"r{s}.events.jsonl")) for s in (1, 2)]
+    rollouts = [step.cfg.rollout(q, s, str(tmp_path / f"r{s}.events.jsonl")) for s in (1, 2)]
     step.backend.batch_sizes.clear()
-    traces = run_rollouts(step.backend, step.cfg, rollouts)
+    traces = run_rollouts(step.backend, rollouts)
     # both runs' solvers in one batch, then both aggregators
     assert step.backend.batch_sizes == [4, 2]
     for tr, r in zip(traces, rollouts, strict=True):
@@ -55,14 +57,16 @@ def test_rollouts_are_validated_traces_with_tokens_and_adapters(step, tmp_path):
 
 
 def test_same_seed_same_rollout(step, tmp_path):
-    from orchestrace.learn.team.trainer import Rollout, run_rollouts
+    from orchestrace.learn.team.rollouts import run_rollouts
 
     q = step.train_ids[1]
-    a = run_rollouts(step.backend, step.cfg, [Rollout(q, 5, str(tmp_path / "a.events.jsonl"))])
+    a = run_rollouts(step.backend, [step.cfg.rollout(q, 5, str(tmp_path / "a.events.jsonl"))])
     b = run_rollouts(
         step.backend,
-        step.cfg,
-        [Rollout(q, 5, str(tmp_path / "b.events.jsonl")), Rollout(q, 6, str(tmp_path / "c.events.jsonl"))],
+        [
+            step.cfg.rollout(q, 5, str(tmp_path / "b.events.jsonl")),
+            step.cfg.rollout(q, 6, str(tmp_path / "c.events.jsonl")),
+        ],
     )
     texts = [[e.content for e in tr.events if e.type == "return"] for tr in (a[0], b[0])]
     assert texts[0] == texts[1]  # a row's sample does not depend on what else shares its batch

@@ -113,8 +113,11 @@ def fake_server():
 def test_trainer_pushes_adapters_and_samples_them_by_name(fake_server, tmp_path):
     from safetensors.torch import load
 
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.config import TeamConfig, reward_spec
     from orchestrace.learn.team.served import ServedRollouts
-    from orchestrace.learn.team.trainer import TeamConfig, make_step, read_batch, reward_spec, train_team
+    from orchestrace.learn.team.step import make_step
+    from orchestrace.learn.team.trainer import train_team
 
     spec = tmp_path / "by_seed.toml"
     spec.write_text(

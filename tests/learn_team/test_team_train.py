@@ -48,7 +48,8 @@ def silent_program(config):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """The tiny config, its loaded model, and a reward spec whose R alternates within each group."""
-    from orchestrace.learn.team.trainer import TeamConfig, make_step
+    from orchestrace.learn.team.config import TeamConfig
+    from orchestrace.learn.team.step import make_step
 
     spec = tmp_path_factory.mktemp("spec") / "by_seed.toml"
     spec.write_text(
@@ -70,7 +71,9 @@ def trained(tiny, tmp_path_factory):
 
 
 def test_loss_recomputed_from_traces_alone(trained):
-    from orchestrace.learn.team.trainer import policy_loss, read_batch, reward_spec
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.config import reward_spec
+    from orchestrace.learn.team.loss import policy_loss
 
     cfg, step, out, recs = trained
     traces = recs[1].traces
@@ -89,7 +92,8 @@ def test_loss_recomputed_from_traces_alone(trained):
 
 def test_advantages_are_the_credit_values(trained):
     from orchestrace.credit import compute_credit
-    from orchestrace.learn.team.trainer import read_batch, reward_spec
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.config import reward_spec
 
     cfg, step, _, recs = trained
     traces = recs[1].traces
@@ -112,7 +116,7 @@ def test_advantages_are_the_credit_values(trained):
 def test_adapters_change_and_reload_bit_identically(trained):
     from safetensors.torch import load_file
 
-    from orchestrace.learn.team.trainer import load_policy
+    from orchestrace.learn.team.checkpoints import load_policy
 
     cfg, step, out, recs = trained
     policy = out / "iter-001" / "policy"
@@ -145,12 +149,14 @@ def test_reward_spec_without_a_reward_refused_before_any_checkpoint(tiny, tmp_pa
 
 
 def test_program_without_llm_calls_refused(tiny, tmp_path):
-    from orchestrace.learn.team.trainer import Rollout, read_batch, reward_spec, run_rollouts
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.config import reward_spec
+    from orchestrace.learn.team.rollouts import run_rollouts
 
     cfg, step = tiny
     silent = replace(cfg, program="test_team_train:silent_program")
     paths = [str(tmp_path / "s0.events.jsonl")]
-    run_rollouts(step.backend, silent, [Rollout("city-paris", 0, paths[0])])
+    run_rollouts(step.backend, [silent.rollout("city-paris", 0, paths[0])])
     with pytest.raises(OrchestraceError, match="no LLM call"):
         read_batch(paths, reward_spec(cfg), "grpo", "agent")
 
@@ -181,7 +187,9 @@ def test_cli_bad_inputs_exit_1_without_touching_a_run(trained, tmp_path, capsys)
 
 def test_loo_fork_credit_reruns_each_run_without_one_solver(trained):
     from orchestrace.core.io import load_one
-    from orchestrace.learn.team.trainer import fork_path, read_batch, reward_spec, run_forks
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.config import reward_spec
+    from orchestrace.learn.team.forks import fork_path, run_forks
 
     cfg, step, _, recs = trained
     traces = recs[1].traces

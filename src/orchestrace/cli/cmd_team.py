@@ -56,7 +56,10 @@ def train_team_cmd(
       orchestrace train team --ray --ray-workers 2          # rollouts on a local Ray
       orchestrace train team --server http://gpu:8000       # rollouts on a vLLM server
     """
-    from ..learn.team.trainer import RolloutPlace, TeamConfig, summarise, train_team
+    from ..learn.team.accuracy import summarise
+    from ..learn.team.config import TeamConfig
+    from ..learn.team.placement import RolloutPlace
+    from ..learn.team.trainer import train_team
     from .cmd_learn import _bars
 
     cfg = TeamConfig(

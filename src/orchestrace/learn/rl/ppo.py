@@ -20,6 +20,7 @@ import torch
 
 from .common import TrainResult, clip_grad, log_probs, optimiser, record
 from .rollouts import Batch
+from .surrogate import clipped_surrogate
 from .tasks import Task
 
 
@@ -80,12 +81,10 @@ def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.n
             if len(idx) < 2:
                 continue
             logp, ent = log_probs(actor, obs[idx], act[idx])
-            ratio = torch.exp(logp - old[idx])
             a = adv_t[idx]
             if norm_adv:
                 a = (a - a.mean()) / (a.std() + 1e-8)
-            pg = -torch.min(ratio * a, torch.clamp(ratio, 1 - clip, 1 + clip) * a).mean()
-            loss = pg - ent_coef * ent.mean()
+            loss = clipped_surrogate(logp, old[idx], a, clip).loss - ent_coef * ent.mean()
             if critic is not None and ret_t is not None:
                 loss = loss + vf_coef * ((critic(obs[idx])[:, 0] - ret_t[idx]) ** 2).mean()
             opt.zero_grad()

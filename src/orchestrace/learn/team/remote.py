@@ -26,7 +26,7 @@ from ...core.io import load_one
 from ...core.model import Trace
 from ...runtime.cache import cache_path
 from .model import LoraSettings, TeamModel
-from .rollouts import run_rollouts
+from .rollouts import Rollout, run_rollouts
 
 
 class RolloutWorker:
@@ -38,9 +38,7 @@ class RolloutWorker:
         self.model = TeamModel(adapters, LoraSettings(rank=rank), threads=threads)
         self.backend = TrainableBackend(self.model)
 
-    def run(
-        self, states: dict[str, dict[str, Any]], cfg: Any, rollouts: list[Any]
-    ) -> list[tuple[bytes, bytes]]:
+    def run(self, states: dict[str, dict[str, Any]], rollouts: list[Rollout]) -> list[tuple[bytes, bytes]]:
         """(trace file, call cache file) of every rollout, run with the adapters ``states``."""
         for name, state in states.items():
             self.model.load_adapter_state(name, state)
@@ -48,7 +46,7 @@ class RolloutWorker:
             here = [
                 replace(r, path=str(Path(tmp) / str(i) / Path(r.path).name)) for i, r in enumerate(rollouts)
             ]
-            run_rollouts(self.backend, cfg, here)
+            run_rollouts(self.backend, here)
             return [(Path(r.path).read_bytes(), Path(cache_path(r.path)).read_bytes()) for r in here]
 
 
@@ -68,12 +66,12 @@ class RayRollouts:
         self.ray = ray
         self.workers = [actor.remote(model.adapters, model.lora.rank, threads) for _ in range(workers)]
 
-    def run(self, model: TeamModel, cfg: Any, rollouts: list[Any]) -> list[Trace]:
+    def run(self, model: TeamModel, rollouts: list[Rollout]) -> list[Trace]:
         states = self.ray.put({name: model.adapter_state(name) for name in model.adapters})
         n = len(self.workers)
         size = -(-len(rollouts) // n)
         shards = [rollouts[i : i + size] for i in range(0, len(rollouts), size)]
-        refs = [w.run.remote(states, cfg, shard) for w, shard in zip(self.workers, shards, strict=False)]
+        refs = [w.run.remote(states, shard) for w, shard in zip(self.workers, shards, strict=False)]
         for shard, files in zip(shards, self.ray.get(refs), strict=True):
             for r, (trace, cache) in zip(shard, files, strict=True):
                 Path(r.path).parent.mkdir(parents=True, exist_ok=True)

@@ -23,8 +23,8 @@ from ...core.io import load_one
 from ...core.model import Trace
 from ...core.stats import mean_ci
 from ..loop import completed, iteration_dir
+from .config import CONFIG_FILE
 from .program import AGGREGATOR, BadInput, answer_correct, trace_question
-from .trainer import CONFIG_FILE
 
 REPORT_JSON = "team-report.json"
 REPORT_PNG = "team-report.png"

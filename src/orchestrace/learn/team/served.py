@@ -33,7 +33,7 @@ from ...core.model import Trace
 from ...runtime.backends.base import BackendError, ChatRequest, ChatResponse, TokenSample, http_error
 from .model import LORA_TARGETS, TeamModel
 from .program import BadInput
-from .rollouts import run_rollouts
+from .rollouts import Rollout, run_rollouts
 
 TOKEN_PREFIX = "token_id:"
 
@@ -187,9 +187,9 @@ class ServedRollouts:
                 self._post("/v1/unload_lora_adapter", {"lora_name": old})
         return loaded
 
-    def run(self, model: TeamModel, cfg: Any, rollouts: list[Any]) -> list[Trace]:
+    def run(self, model: TeamModel, rollouts: list[Rollout]) -> list[Trace]:
         self.push()
-        return run_rollouts(self.backend, cfg, rollouts)
+        return run_rollouts(self.backend, rollouts)
 
     def close(self) -> None:
         for lora_name in self.served.values():

@@ -1,0 +1,131 @@
+"""What decides a ``train team`` run's numbers (:class:`TeamConfig`), its reward spec, its
+question split, the rollout of one question, and the check that a resumed folder is the same run."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ...credit import UNITS
+from ...reward.spec import RewardSpec, load_spec, spec_from_dict
+from .program import ADAPTER_MODES, BadInput, family
+from .rollouts import Rollout
+
+PROGRAM = "team"
+CONFIG_FILE = "config.json"
+DEFAULT_REWARD = {
+    "terms": [{"channel": "team"}],
+    "hooks": {"verifier": "orchestrace.learn.team.program:verify"},
+}
+#: credit methods a training step accepts (coma needs Q-values the program does not record);
+#: ``loo-fork``: the credit module's leave-one-out with a game whose values come from re-running
+#: each recorded run without one agent (:func:`forks.fork_game`), not from the trace's static graph
+TRAIN_METHODS = ("broadcast", "grpo", "drmas", "loo", "shapley", "c3", "loo-fork")
+
+
+@dataclass(frozen=True)
+class TeamConfig:
+    """Everything that decides a run's numbers; a resume must match it (``iterations`` aside)."""
+
+    program: str = PROGRAM  # a runtime program taking the team program's config keys
+    family: str = "countries"
+    solvers: int = 2
+    adapters: str = "role"
+    credit: str = "grpo"
+    unit: str = "agent"
+    questions: int = 4  # training questions per iteration
+    group: int = 4  # runs per training question (the GRPO group)
+    train_pool: int = 150  # training questions (the next ``heldout`` of the split are held out)
+    heldout: int = 40
+    eval_runs: int = 1  # runs per held-out question
+    eval_every: int = 1  # evaluate after every this many iterations (and always at 0 and the last)
+    lr: float = 3e-4
+    clip: float = 0.2
+    epochs: int = 2
+    temperature: float = 0.7
+    aggregator_temperature: float = 0.7
+    lora_rank: int = 8
+    seed: int = 0
+    reward: str | None = None  # a reward spec TOML (default: R1 from the team verifier)
+
+    def check(self) -> None:
+        if self.credit not in TRAIN_METHODS:
+            raise BadInput(
+                "OT695",
+                f"unknown credit method {self.credit!r} for training; known: {', '.join(TRAIN_METHODS)}",
+            )
+        if self.unit not in UNITS:
+            raise BadInput("OT695", f"unknown credit unit {self.unit!r}; known: {', '.join(UNITS)}")
+        if self.adapters not in ADAPTER_MODES:
+            raise BadInput(
+                "OT695", f"unknown adapter mode {self.adapters!r}; known: {', '.join(ADAPTER_MODES)}"
+            )
+        for name in (
+            "solvers",
+            "questions",
+            "group",
+            "train_pool",
+            "heldout",
+            "eval_runs",
+            "epochs",
+            "lora_rank",
+        ):
+            if getattr(self, name) < 1:
+                raise BadInput("OT695", f"{name} must be >= 1, got {getattr(self, name)}")
+        n = len(family(self.family).questions)
+        if self.train_pool + self.heldout > n:
+            raise BadInput(
+                "OT695",
+                f"family {self.family!r} has {n} questions: train_pool + heldout = {self.train_pool + self.heldout}",
+            )
+
+    def rollout(self, question: str, seed: int, path: str) -> Rollout:
+        """The run of the team program on ``question`` with this configuration."""
+        return Rollout(
+            program=self.program,
+            seed=seed,
+            path=path,
+            trace_id=f"team-{question}-s{seed}",
+            config={
+                "family": self.family,
+                "question": question,
+                "solvers": self.solvers,
+                "adapters": self.adapters,
+                "temperature": self.temperature,
+                "aggregator_temperature": self.aggregator_temperature,
+            },
+        )
+
+
+def reward_spec(cfg: TeamConfig) -> RewardSpec:
+    return load_spec(cfg.reward) if cfg.reward else spec_from_dict(DEFAULT_REWARD)
+
+
+def split(cfg: TeamConfig) -> tuple[list[str], list[str]]:
+    """(training, held-out) question ids: one fixed shuffle (seed 0, not the run's seed), so every
+    seed is evaluated on the same held-out questions."""
+    ids = [q.id for q in family(cfg.family).questions]
+    random.Random(0).shuffle(ids)
+    return ids[: cfg.train_pool], ids[cfg.train_pool : cfg.train_pool + cfg.heldout]
+
+
+def check_resume(out: Path, cfg: TeamConfig) -> None:
+    """A loop folder belongs to one configuration; refuse to continue it with another."""
+    p = out / CONFIG_FILE
+    if not p.is_file():
+        return
+    try:
+        old = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise BadInput("OT699", f"unreadable loop configuration: {e}", path=str(p)) from None
+    new = asdict(cfg)
+    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if diff:
+        shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff)
+        raise BadInput(
+            "OT699",
+            f"this folder holds a run of another configuration ({shown}); use a new --out",
+            path=str(p),
+        )

@@ -1,0 +1,182 @@
+"""One ``train team`` iteration's three verbs for ``learn/loop.py`` (:class:`TeamStep`: collect
+rollouts, update the adapters, evaluate on held-out questions) and the loading of a step."""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...core.errors import OrchestraceError
+from ...core.model import Trace
+from ...reward.spec import RewardSpec, compute_rewards
+from .accuracy import accuracy_figures
+from .batch import read_batch
+from .checkpoints import load_policy, save_policy
+from .config import TeamConfig, reward_spec, split
+from .forks import run_forks
+from .loss import policy_loss
+from .model import LoraSettings, TeamModel
+from .placement import RolloutPlace, remote_rollouts
+from .program import BadInput, adapters_for
+from .rollouts import Rollout, run_rollouts
+
+
+def release_freed_memory() -> None:
+    """Give the heap pages the update freed back to the OS (glibc ``malloc_trim``): otherwise the
+    held-out evaluation after an update allocates on top of them and set the run's peak RSS."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def _pick(cfg: TeamConfig, pool: list[str], iteration: int) -> list[str]:
+    rng = random.Random(f"{cfg.seed}/{iteration}")
+    return rng.sample(pool, min(cfg.questions, len(pool)))
+
+
+@dataclass
+class TeamStep:
+    """collect / update / evaluate of ``learn/loop.py`` for the team program."""
+
+    cfg: TeamConfig
+    model: TeamModel
+    backend: Any
+    optimizer: Any
+    spec: RewardSpec
+    loaded: str | None = None
+    train_ids: list[str] = field(default_factory=list)
+    heldout_ids: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    last_iteration: int = 0
+    initial: dict[str, dict[str, Any]] = field(default_factory=dict)  # adapter tensors at the start
+    remote: Any = None  # :func:`placement.remote_rollouts`: rollouts elsewhere (forks stay here)
+
+    def rollouts(self, rollouts: list[Rollout]) -> list[Trace]:
+        if self.remote is not None:
+            return self.remote.run(self.model, rollouts)
+        return run_rollouts(self.backend, rollouts)
+
+    def restart(self, cfg: TeamConfig) -> None:
+        """Back to the starting adapters and a fresh optimizer, for another run of the same model."""
+        if (
+            adapters_for(cfg.adapters, cfg.solvers) != self.model.adapters
+            or cfg.lora_rank != self.model.lora.rank
+        ):
+            raise BadInput("OT699", "a loaded team model can only be reused with the same adapters")
+        for name, state in self.initial.items():
+            self.model.load_adapter_state(name, state)
+        self.cfg, self.spec, self.loaded = cfg, reward_spec(cfg), None
+        self.train_ids, self.heldout_ids = split(cfg)
+        params = [p for name in self.model.adapters for p in self.model.trainable(name)]
+        self.optimizer = self.model.torch.optim.Adam(params, lr=cfg.lr)
+
+    def _ensure(self, policy: str | None) -> None:
+        if policy != self.loaded:
+            if policy is None:
+                raise BadInput("OT699", "cannot go back to the starting adapters in a running loop")
+            load_policy(self.model, policy, self.optimizer)
+            self.loaded = policy
+
+    def collect(self, iteration: int, policy: str | None, out_dir: Path) -> list[str]:
+        self._ensure(policy)
+        t0 = time.perf_counter()
+        rollouts = [
+            self.cfg.rollout(
+                q,
+                1_000_003 * self.cfg.seed + 1000 * iteration + 10 * j + g,
+                str(out_dir / "traces" / f"{q}-g{g}.events.jsonl"),
+            )
+            for j, q in enumerate(_pick(self.cfg, self.train_ids, iteration))
+            for g in range(self.cfg.group)
+        ]
+        self.rollouts(rollouts)
+        paths = [r.path for r in rollouts]
+        if self.cfg.credit == "loo-fork":
+            run_forks(self.backend, paths)
+        self.timings["rollout_s"] = time.perf_counter() - t0
+        return paths
+
+    def update(
+        self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
+    ) -> tuple[str, dict[str, float]]:
+        self._ensure(policy)
+        t0 = time.perf_counter()
+        batch = read_batch(traces, self.spec, self.cfg.credit, self.cfg.unit)
+        figures: dict[str, float] = {}
+        for epoch in range(self.cfg.epochs):
+            self.optimizer.zero_grad()
+            loss, fig = policy_loss(self.model, batch.rows, self.cfg.clip, backward=True)
+            self.optimizer.step()
+            if epoch == 0:
+                figures |= {"loss": float(loss.detach()), **fig}
+            else:
+                figures[f"loss_epoch{epoch}"] = float(loss.detach())
+                figures["clip_fraction"] = fig["clip_fraction"]
+                figures["approx_kl"] = fig["approx_kl"]
+        release_freed_memory()
+        path = save_policy(self.model, self.optimizer, out_dir / "policy", self.cfg, iteration)
+        self.loaded = path
+        n = len(batch.rewards)
+        figures |= {
+            "reward": sum(batch.rewards) / n,
+            **{f"rollout_{k}": v for k, v in accuracy_figures(batch.traces).items()},
+            "calls": float(len(batch.rows)),
+            "rollout_s": self.timings.get("rollout_s", 0.0),
+            "update_s": time.perf_counter() - t0,
+        }
+        return path, figures
+
+    def evaluate(self, policy: str | None, out_dir: Path) -> dict[str, float]:
+        i = int(out_dir.name.rpartition("-")[2])
+        if i not in (0, self.last_iteration) and i % self.cfg.eval_every:
+            return {}
+        if policy is not None:
+            self._ensure(policy)
+        rollouts = [
+            self.cfg.rollout(q, 7_000_000 + 10 * i + g, str(out_dir / "eval" / f"{q}-g{g}.events.jsonl"))
+            for i, q in enumerate(self.heldout_ids)
+            for g in range(self.cfg.eval_runs)
+        ]
+        traces = self.rollouts(rollouts)
+        for tr in traces[:1]:  # the reward spec must yield a reward on this program's traces
+            try:
+                compute_rewards(tr, self.spec)
+            except OrchestraceError as e:
+                raise BadInput(
+                    "OT402",
+                    f"the reward spec yields no reward on this program's traces: {e.message}",
+                    path=self.cfg.reward,
+                ) from None
+        return accuracy_figures(traces)
+
+
+def make_step(cfg: TeamConfig, threads: int | None = None, place: RolloutPlace | None = None) -> TeamStep:
+    """Load the model (and the rollout workers or server connection ``place`` asks for)."""
+    from .backend import TrainableBackend
+
+    cfg.check()
+    spec = reward_spec(cfg)
+    model = TeamModel(
+        adapters_for(cfg.adapters, cfg.solvers), LoraSettings(rank=cfg.lora_rank), threads=threads
+    )
+    params = [p for name in model.adapters for p in model.trainable(name)]
+    optimizer = model.torch.optim.Adam(params, lr=cfg.lr)
+    train_ids, heldout_ids = split(cfg)
+    initial = {name: model.adapter_state(name) for name in model.adapters}
+    return TeamStep(
+        cfg,
+        model,
+        TrainableBackend(model),
+        optimizer,
+        spec,
+        None,
+        train_ids,
+        heldout_ids,
+        initial=initial,
+        remote=remote_rollouts(model, place or RolloutPlace(), threads),
+    )
