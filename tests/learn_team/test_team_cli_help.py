@@ -7,7 +7,7 @@ import re
 from typer.testing import CliRunner
 
 from orchestrace.cli import app
-from orchestrace.learn.team.trainer import TRAIN_METHODS
+from orchestrace.learn.team.config import TRAIN_METHODS
 
 
 def test_credit_help_lists_every_method() -> None:
