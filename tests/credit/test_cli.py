@@ -103,3 +103,66 @@ def test_reward_names_the_file_of_a_trace_without_an_outcome(tmp_path):
         [sys.executable, "-m", "orchestrace", "reward", "-q", str(ok), str(bad)], capture_output=True
     )
     assert r.returncode == 2 and f"{bad}: OT402" in r.stderr.decode(), r.stderr
+
+
+def test_credit_table_shows_float_noise_as_zero_and_says_what_rest_is(tmp_path):
+    # the README's chain printed "e11 -1.11e-16" (a partition's 1 - 1) and a unit "~rest" that nothing
+    # on screen explained
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    rewarded = tmp_path / "rewarded.jsonl"
+    r = CliRunner().invoke(
+        app,
+        [
+            "reward",
+            "--spec",
+            str(examples / "reward.toml"),
+            str(examples / "runs.jsonl"),
+            "-q",
+            "-o",
+            str(rewarded),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(
+        app, ["credit", "-m", "shapley", "-u", "agent,tool", "--partition", "-q", str(rewarded)]
+    )
+    assert r.exit_code == 0, r.output
+    rows = {
+        tuple(c.strip() for c in line.split("│")[1:4])
+        for line in r.output.splitlines()
+        if line.startswith("│")
+    }
+    assert ("pec-s1", "e11", "0") in rows and "e-1" not in r.output
+    assert ("pec-s1", "~rest", "+1") in rows
+    legend = " ".join(r.output.split())
+    assert "~rest: the events in no unit of the level (tool); never a player" in legend
+    assert "shapley credit is v(no units)" in legend
+    # a level with no residual unit shown needs no legend line
+    r = CliRunner().invoke(app, ["credit", "-m", "shapley", "-u", "agent", "-q", str(rewarded)])
+    assert "~rest" not in r.output
+
+
+def test_reward_table_calls_r6_judge_and_says_where_team_comes_from(tmp_path):
+    # the table showed "verifier 0" beside "team 1" while examples/reward.toml takes team from its
+    # [hooks] verifier: the column was R6, a judge score sharing the word
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    r = CliRunner().invoke(
+        app, ["reward", "--spec", str(examples / "reward.toml"), str(examples / "runs.jsonl"), "-q"]
+    )
+    assert r.exit_code == 0, r.output
+    header = next(line for line in r.output.splitlines() if "trace" in line and "team" in line)
+    cols = [c.strip() for c in header.strip("┃").split("┃")]
+    assert "judge" in cols and "verifier" not in cols
+    judge = cols.index("judge")
+    rows = [
+        [c.strip() for c in line.strip("│").split("│")]
+        for line in r.output.splitlines()
+        if line.startswith("│")
+    ]
+    assert len(rows) == 3 and all(row[judge] == "-" for row in rows)  # no message carries a judge score
+    text = " ".join(r.output.split())
+    assert "team: R1 team outcome (from the spec's [hooks] verifier); judge: R6 mean judge score" in text

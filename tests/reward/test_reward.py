@@ -95,8 +95,34 @@ def test_message_padding_cap_and_duplicates():
         ev("m3", 2, "message", "a", content="x", tokens_out=10, attrs={"judge_score": 1.0}),
     ]
     out = r6_verifier(mk(es), max_message_tokens=200)
-    assert out.per_event["verifier"] == {"m1": 1.0, "m2": 0.5, "m3": 0.0}
-    assert out.channels["verifier"] == pytest.approx(0.5)
+    assert out.per_event["judge"] == {"m1": 1.0, "m2": 0.5, "m3": 0.0}
+    assert out.channels["judge"] == pytest.approx(0.5)
+
+
+def test_r6_is_the_judge_channel_and_its_former_name_still_reads():
+    """R6 was the channel ``verifier``, a word the spec's [hooks] verifier (which scores R1 team)
+    also uses: a reward table showed verifier 0 beside team 1. It is ``judge`` now; the former name
+    still works in a spec term and for credit, and a trace rewarded before is not left with both."""
+    from orchestrace.credit import assign_credit
+    from orchestrace.reward import spec_from_dict
+
+    es = [ev("m1", 0, "message", "a", content="x", attrs={"judge_score": 0.8})]
+    tr = mk(es, rewards={"team": 1.0})
+    rewarded = apply_rewards(tr)
+    assert rewarded.rewards["judge"] == pytest.approx(0.8) and "verifier" not in rewarded.rewards
+    assert rewarded.metadata["reward_channels"]["judge"]["family"] == "R6"
+    old_spec = spec_from_dict({"terms": [{"channel": "verifier", "weight": 2.0}]})
+    assert compute_rewards(tr, old_spec).channels["hybrid"] == pytest.approx(1.6)
+    (credited,) = assign_credit([rewarded], "broadcast", "agent", channel="verifier")
+    assert credited.metadata["credit"]["broadcast/agent"]["units"]["a"] == pytest.approx(0.8)
+    # a trace `reward` wrote before the rename: R6 under the former name, recorded as R6
+    before = mk(es, rewards={"team": 1.0, "verifier": 0.8})
+    before.metadata = {"reward_channels": {"verifier": {"family": "R6", "annealed": False}}}
+    again = apply_rewards(before)
+    assert "verifier" not in again.rewards and again.rewards["judge"] == pytest.approx(0.8)
+    # a value the trace recorded itself under that name is kept
+    own = apply_rewards(mk(es, rewards={"team": 1.0, "verifier": 0.3}))
+    assert own.rewards["verifier"] == 0.3 and own.rewards["judge"] == pytest.approx(0.8)
 
 
 def test_r1_r2_r4_sources():

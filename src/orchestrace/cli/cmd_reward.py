@@ -18,7 +18,7 @@ from .ray_option import RayCommand, RayOption
 
 _MAX_SHOWN = 50  # traces whose credits the tables list
 
-_SHOWN = ("team", "process", "tool", "verifier", "critical_steps", "r_parallel", "r_finish")
+_SHOWN = ("team", "process", "tool", "judge", "critical_steps", "r_parallel", "r_finish")
 
 
 def reward(
@@ -57,17 +57,29 @@ def reward(
                 console.out(
                     orjson.dumps({"trace_id": t.trace_id, "rewards": r.channels, "family": r.family}).decode()
                 )
-            elif len(rows) < _MAX_SHOWN:
-                rows.append((t.trace_id, r.channels))
+            elif len(rows) < _MAX_SHOWN:  # "-" where no message is judged: R6 is 0 there by default
+                shown = {k: v for k, v in r.channels.items() if k != "judge" or r.per_event.get("judge")}
+                rows.append((t.trace_id, shown))
             yield with_rewards(t, r, rs, step=step)
 
     n = write(rewarded(), out) if out is not None else sum(1 for _ in rewarded())
     if format == "table":
-        cols = [c for c in (*_SHOWN, rs.total) if any(c in ch for _, ch in rows)]
+        cols = [c for c in (*_SHOWN, rs.total) if c == "judge" or any(c in ch for _, ch in rows)]
         table = Table("trace", *cols)
         for tid, ch in rows:
             table.add_row(tid, *(fmt_number(ch[c]) if c in ch else "-" for c in cols))
         console.print(table)
+        team = (
+            "from the spec's [hooks] verifier"
+            if rs.hooks.verifier
+            else "rewards.team or metrics.task_success"
+        )
+        console.print(
+            f"team: R1 team outcome ({team}); judge: R6 mean judge score of the messages "
+            "(attrs.judge_score or [hooks] judge; '-': no message judged)",
+            highlight=False,
+            markup=False,
+        )
         if n > _MAX_SHOWN:
             console.print(f"(the first {_MAX_SHOWN} of {n} traces shown)")
     if out is not None:
@@ -120,8 +132,8 @@ def credit(
       orchestrace credit --method drmas --unit message --opt reward=agent runs.jsonl\n
       orchestrace credit --method shapley --unit agent big.jsonl --ray -o out.jsonl   # per-trace work on Ray
     """
-    from ..credit import METHODS, UNITS, iter_credit
-    from ..credit.methods import credit_at, streamable
+    from ..credit import METHODS, REST, UNITS, iter_credit
+    from ..credit.methods import REST_CREDIT, credit_at, streamable
     from ..importers import write
 
     if method not in METHODS:
@@ -134,6 +146,7 @@ def credit(
         opts["baseline"] = baseline
     opts.update(_method_options(opt or []))
     tables = {u: Table("trace", "unit", "credit", title=f"{method}/{u}") for u in units}
+    rest_shown: set[str] = set()  # unit levels whose table lists the residual unit
     n = 0
     without_q = 0  # coma: units whose events record no Q-values, credited 0
 
@@ -152,9 +165,14 @@ def credit(
             without_q += sum(t.metadata["credit"][f"{method}/{u}"].get("units_without_q", 0) for u in units)
             if n <= _MAX_SHOWN:
                 for u, table in tables.items():
-                    vals = t.metadata["credit"][f"{method}/{u}"]["units"]
-                    for name, v in sorted(vals.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:top]:
-                        table.add_row(t.trace_id, name, f"{v:+.4g}")
+                    level = t.metadata["credit"][f"{method}/{u}"]
+                    vals = level["units"]
+                    scale = max([abs(v) for v in vals.values()] + [abs(level.get("target") or 0.0)])
+                    shown = {k: _snap(v, scale) for k, v in vals.items()}
+                    for name, v in sorted(shown.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:top]:
+                        table.add_row(t.trace_id, name, "0" if v == 0 else f"{v:+.4g}")
+                        if name == REST:
+                            rest_shown.add(u)
             yield t
 
     if out is not None:
@@ -164,6 +182,13 @@ def credit(
             pass
     for table in tables.values():
         console.print(table)
+    if rest_shown:  # the residual unit, which no option names, said once
+        console.print(
+            f"{REST}: the events in no unit of the level ({', '.join(sorted(rest_shown))}); never a player, "
+            f"its {method} credit is {REST_CREDIT[method]}",
+            highlight=False,
+            markup=False,
+        )
     if n > _MAX_SHOWN:
         console.print(f"(credits of the first {_MAX_SHOWN} of {n} traces shown)")
     if without_q:  # a 0 that means "no data", said once rather than shown as a credit
@@ -174,6 +199,12 @@ def credit(
         )
     if out is not None:
         console_err.print(f"wrote {n} trace(s) with credits -> {out}")
+
+
+def _snap(v: float, scale: float) -> float:
+    """A credit as shown: 0 where it is float noise, under 1e-12 of the trace's largest credit or
+    reward (a partition's 1 - 1 printed as -1.11e-16)."""
+    return 0.0 if abs(v) <= 1e-12 * scale else v
 
 
 def _method_options(pairs: list[str]) -> dict[str, object]:

@@ -30,6 +30,7 @@ import numpy as np
 from ..core.access import attr, num
 from ..core.graph import TraceGraph
 from ..core.model import Trace
+from ..reward.spec import channel_value
 from .units import Units
 
 DEPENDENCY_EDGES = ("causal", "spawn", "message", "tool_dependency", "return", "aggregate", "safety_flow")
@@ -111,7 +112,7 @@ class RemovalGame(Game):
         else:
             anc = np.ones(n, dtype=bool)
         self.anc = anc
-        self.R = float(trace.rewards.get(channel, 0.0))
+        self.R = float(channel_value(trace.rewards, channel) or 0.0)
         s = default_event_score(trace, error_penalty)
         if event_scores is not None:
             s = np.array([event_scores.get(e.id, 0.0) for e in ev], dtype=np.float64)

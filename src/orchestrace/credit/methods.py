@@ -39,10 +39,20 @@ import numpy as np
 from ..core.access import attr, num
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
+from ..reward.spec import channel_value
 from .game import Game, GameFactory, RemovalGame, leave_one_out, shapley
 from .units import REST, Units, unit_keys
 
 METHODS = ("broadcast", "grpo", "drmas", "loo", "difference", "shapley", "c3", "coma")
+
+#: what the residual unit ``~rest`` (the events in no unit of a level) is credited, per method
+REST_CREDIT = {
+    **dict.fromkeys(("broadcast", "grpo"), "the signal every unit gets (split equally under --partition)"),
+    **dict.fromkeys(
+        ("loo", "difference", "shapley"), "v(no units): what the trace is worth with every unit removed"
+    ),
+    **dict.fromkeys(("drmas", "c3", "coma"), "0"),
+}
 EPS = 1e-6
 _BROADCAST = ("broadcast", "grpo")
 #: methods whose credit of a trace depends on that trace alone (broadcast too, without a baseline)
@@ -61,11 +71,13 @@ class UnitCredit(msgspec.Struct):
 
 
 def reward_of(trace: Trace, channel: str) -> float:
-    if channel not in trace.rewards:
+    """``rewards[channel]``; a renamed channel is found under either name (``verifier`` is ``judge``)."""
+    value = channel_value(trace.rewards, channel)
+    if value is None:
         raise OrchestraceError(
             "OT411", f"trace {trace.trace_id!r} has no rewards.{channel}; run `orchestrace reward` first"
         )
-    return float(trace.rewards[channel])
+    return float(value)
 
 
 def normalise(values: Sequence[float]) -> tuple[float, float]:

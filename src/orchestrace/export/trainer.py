@@ -37,6 +37,7 @@ from ..core.errors import OrchestraceError
 from ..core.io import atomic_output
 from ..core.model import Trace
 from ..credit import EPS, assign_credit, normalise, option_names, unit_keys
+from ..reward.spec import channel_value
 from .context import DEFAULT_MAX_CHARS, event_prompts
 
 SAMPLE_TYPES = frozenset(("orchestrator_decision", "message", "tool_call", "return", "aggregate"))
@@ -143,7 +144,7 @@ def samples(
                     task_id=tr.task_id,
                     event_id=e.id,
                     method=method if group == "task" else f"grpo-step/{step_reward}",
-                    reward=tr.rewards.get(channel) if group == "task" else per_event[e.id],
+                    reward=channel_value(tr.rewards, channel) if group == "task" else per_event[e.id],
                 )
             )
     if group == "turn":

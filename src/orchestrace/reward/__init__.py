@@ -5,12 +5,14 @@ from .families import r1_team, r2_agent, r3_role, r4_process, r5_tool, r6_verifi
 from .orchestration import critical_steps, r7_orchestration
 from .schedule import Schedule
 from .spec import (
+    CHANNEL_ALIASES,
     CHANNEL_FAMILY,
     Caps,
     Hooks,
     RewardSpec,
     Term,
     apply_rewards,
+    channel_value,
     compute_rewards,
     hybrid,
     load_spec,
@@ -19,6 +21,7 @@ from .spec import (
 )
 
 __all__ = [
+    "CHANNEL_ALIASES",
     "CHANNEL_FAMILY",
     "STEP_TYPES",
     "Caps",
@@ -28,6 +31,7 @@ __all__ = [
     "Schedule",
     "Term",
     "apply_rewards",
+    "channel_value",
     "compute_rewards",
     "critical_steps",
     "hybrid",

@@ -146,7 +146,8 @@ def r6_verifier(
     max_message_tokens: int | None = None,
     penalize_duplicates: bool = True,
 ) -> RewardOut:
-    """R6 verifier / debate: mean judge score over messages.
+    """R6 verifier / debate: mean judge score over messages, channel ``judge`` (named
+    ``verifier`` before: it shared the word with the spec's ``[hooks] verifier``, which scores R1).
 
     Anti-padding caps: a message longer than ``max_message_tokens`` (tokens_out) keeps only the
     fraction cap/tokens of its score; a repeated message (same agent, same content) scores 0.
@@ -169,6 +170,6 @@ def r6_verifier(
             s *= max_message_tokens / e.tokens_out  # type: ignore[operator]
         scores[e.id] = float(s)
     out = RewardOut()
-    out.add("verifier", mean(scores.values()), "R6")
-    out.per_event["verifier"] = scores
+    out.add("judge", mean(scores.values()), "R6")
+    out.per_event["judge"] = scores
     return out

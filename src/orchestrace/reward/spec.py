@@ -45,7 +45,7 @@ CHANNEL_FAMILY = {
     "process": "R4",
     "tool": "R5",
     "tool_spam": "R5",
-    "verifier": "R6",
+    "judge": "R6",
     **{
         k: "R7"
         for k in (
@@ -59,6 +59,37 @@ CHANNEL_FAMILY = {
         )
     },
 }
+
+
+#: a channel's former name -> its name: R6's mean judge score on messages was ``verifier``, a word
+#: that also names the ``[hooks] verifier`` scoring R1 ``team``. The former name is still read (a spec
+#: term, ``credit --channel``, a trace rewarded before the rename); traces are written with the new one
+CHANNEL_ALIASES = {"verifier": "judge"}
+
+
+def renamed_channels(trace: Trace) -> set[str]:
+    """The former-name channels in ``trace.rewards`` that ``orchestrace reward`` wrote (its
+    ``metadata.reward_channels`` gives them the family of the channel they were renamed to), not a
+    value the trace recorded under that name itself."""
+    written = (trace.metadata or {}).get("reward_channels") or {}
+    return {
+        old
+        for old, new in CHANNEL_ALIASES.items()
+        if old in trace.rewards
+        and isinstance(written.get(old), dict)
+        and written[old].get("family") == CHANNEL_FAMILY[new]
+    }
+
+
+def channel_value(channels: dict[str, float], name: str) -> float | None:
+    """``channels[name]``, else the same channel under its new or former name, else None."""
+    if name in channels:
+        return channels[name]
+    for old, new in CHANNEL_ALIASES.items():
+        other = new if name == old else old if name == new else None
+        if other is not None and other in channels:
+            return channels[other]
+    return None
 
 
 class Term(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -130,7 +161,12 @@ def spec_from_dict(raw: dict[str, Any], *, path: str | None = None) -> RewardSpe
         spec = msgspec.convert(raw, RewardSpec)
     except (msgspec.ValidationError, ValueError) as e:
         raise OrchestraceError("OT403", f"bad reward spec: {e}", path=path) from None
-    if spec.total in CHANNEL_FAMILY or spec.total == spec.team_channel or "/" in spec.total:
+    if (
+        spec.total in CHANNEL_FAMILY
+        or spec.total in CHANNEL_ALIASES
+        or spec.total == spec.team_channel
+        or "/" in spec.total
+    ):
         raise OrchestraceError(
             "OT403",
             f"bad reward spec: total {spec.total!r} would overwrite a computed channel; name it e.g. 'hybrid'",
@@ -189,9 +225,14 @@ def compute_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int =
     # a term may name a channel the trace recorded (a judge's score, a run's own reward); a
     # computed channel of the same name wins. Read from the computed channels alone, such a term
     # counted 0 while the written trace still held the recorded value
-    channels = {**trace.rewards, **out.channels}
+    stale = renamed_channels(trace)  # recomputed under the new name
+    channels = {**{k: v for k, v in trace.rewards.items() if k not in stale}, **out.channels}
     for t in spec.terms:  # a typo ("teamm") counted 0 and dropped the team reward from the total
-        if t.channel not in channels and t.channel not in CHANNEL_FAMILY and "/" not in t.channel:
+        if (
+            channel_value(channels, t.channel) is None
+            and t.channel not in CHANNEL_FAMILY
+            and "/" not in t.channel
+        ):
             raise OrchestraceError(
                 "OT403",
                 f"bad reward spec: term channel {t.channel!r} is neither computed nor recorded in trace "
@@ -203,7 +244,7 @@ def compute_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int =
 
 def hybrid(channels: dict[str, float], terms: list[Term], step: int) -> float:
     """R8: sum_k lambda_k(step) * channel_k."""
-    return sum(t.lam(step) * channels.get(t.channel, 0.0) for t in terms)
+    return sum(t.lam(step) * (channel_value(channels, t.channel) or 0.0) for t in terms)
 
 
 def apply_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int = 0) -> Trace:
@@ -218,11 +259,17 @@ def apply_rewards(trace: Trace, spec: RewardSpec | None = None, *, step: int = 0
 
 def with_rewards(trace: Trace, res: RewardOut, spec: RewardSpec, *, step: int = 0) -> Trace:
     """``apply_rewards`` with the channels already computed (callers that also report them)."""
-    annealed = {t.channel for t in spec.terms if t.schedule is not None and t.schedule.kind != "constant"}
+    annealed = {
+        CHANNEL_ALIASES.get(t.channel, t.channel)
+        for t in spec.terms
+        if t.schedule is not None and t.schedule.kind != "constant"
+    }
+    stale = renamed_channels(trace)  # a re-rewarded trace keeps no copy under the former name
     meta = dict(trace.metadata or {})
     meta["reward_channels"] = {k: {"family": fam, "annealed": k in annealed} for k, fam in res.family.items()}
     meta["reward_step"] = step
-    return msgspec.structs.replace(trace, rewards={**trace.rewards, **res.channels}, metadata=meta)
+    kept = {k: v for k, v in trace.rewards.items() if k not in stale}
+    return msgspec.structs.replace(trace, rewards={**kept, **res.channels}, metadata=meta)
 
 
 RewardFn = Callable[[Trace], RewardOut]
