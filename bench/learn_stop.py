@@ -28,7 +28,6 @@ import time
 
 import numpy as np
 
-from orchestrace.learn.envs.stopvote import build_pool
 from orchestrace.learn.stopping.banks import (
     SynthParams,
     calibrate,
@@ -42,6 +41,7 @@ from orchestrace.learn.stopping.evaluation import (
     run_stopper,
     tables,
 )
+from orchestrace.learn.stopping.pool import build_pool
 from orchestrace.learn.stopping.training import (
     policy_method,
     train_policy,

@@ -16,8 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrace.learn.stopping.banks import DEFAULT_BANKS, build_bank, save_bank
+from orchestrace.learn.stopping.banks import DEFAULT_BANKS, save_bank
 from orchestrace.learn.stopping.families import family
+from orchestrace.learn.stopping.sampling import build_bank
 from orchestrace.runtime.backends.local import LocalModel
 
 OUT = Path(__file__).parent / "data" / "logprob_smollm2"

@@ -21,15 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrace.learn.envs.stopvote import build_pool, decision_points
 from orchestrace.learn.rl import exact
-from orchestrace.learn.rl.tasks import PoolTask
 from orchestrace.learn.stopping.banks import NULL, Bank, default_bank_names, load_bank
 from orchestrace.learn.stopping.confidence import pick_on_training
 from orchestrace.learn.stopping.evaluation import Result, _correct, paired_diff_ci, run_rule, tables
 from orchestrace.learn.stopping.features import PrefixTable, feature_names, replay_features, replay_table
 from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
+from orchestrace.learn.stopping.pool import build_pool, decision_points
 from orchestrace.learn.stopping.rules import Method, confidence_answer, confidence_counts, fixed_k
+from orchestrace.learn.stopping.task import PoolTask
 from orchestrace.learn.stopping.training import merge, policy_method, train_policy
 
 DATA = Path(__file__).parent / "data" / "logprob_smollm2"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrace.learn.envs.stopvote import build_pool
 from orchestrace.learn.stopping.adapt import fit_label_free
 from orchestrace.learn.stopping.banks import (
     Bank,
@@ -31,6 +30,7 @@ from orchestrace.learn.stopping.banks import (
 )
 from orchestrace.learn.stopping.evaluation import Result, run_rule, tables
 from orchestrace.learn.stopping.online import adaptive_pool, adaptive_stopper, run_online, train_adaptive
+from orchestrace.learn.stopping.pool import build_pool
 from orchestrace.learn.stopping.rules import default_methods, sweep_methods
 from orchestrace.learn.stopping.training import merge, policy_method, split, train_policy
 from orchestrace.learn.stopping.transfer import RULE_FAMILIES, _pool, dominating_rules

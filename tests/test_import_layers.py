@@ -1,8 +1,10 @@
-"""The import graph of ``orchestrace`` has no cycle and no upward arrow.
+"""The import graph of ``orchestrace`` has no cycle and no upward arrow, and names no upper layer in a string.
 
-Every import counts, also one inside a function (that is how the old cycles hid); imports under
-``if TYPE_CHECKING:`` do not run, so they do not count. The contract, lowest layer first: a
-module may import its own package and any package of a lower layer, nothing else.
+Every import counts, also one inside a function (that is how the old cycles hid) and one under
+``if TYPE_CHECKING:`` (a type-only import is still a file that needs the other one). Every module
+is in the graph: a folder of modules without ``__init__.py`` (a namespace package) is reported,
+since grimp leaves it out. The contract, lowest layer first: a module may import its own package
+and any package of a lower layer, nothing else.
 
 - ``core``: the trace vocabulary (model, reading, validation, writing, graph, accessors, plugins)
 - ``orchestrace`` (the package's ``__init__``): re-exports of ``core``
@@ -14,14 +16,32 @@ module may import its own package and any package of a lower layer, nothing else
 - ``viewer``: pages and reports (opens a trace from a file or a ``store``)
 - ``learn``: environments, policies and training (runs ``runtime``, reads credit and reward)
 - ``cli``, then ``__main__``: parse, call the library, print
+
+Inside ``learn`` the same contract holds between its parts (``LEARN_LAYERS``): the generic loop and
+the public data loaders, then the algorithms (``rl``), the stop decision (``stopping``: banks,
+features, rules, the stop policy and its training), the Gymnasium views (``envs``, StopVote's over
+``stopping``), the runtime adapters of every saved policy (``policies``), then what runs it all
+(``team``, ``experiments`` and the package's ``__init__``).
+
+A plugin name in a string (``"package.module:function"``, imported at run time) is an import
+too: one that points to a higher layer is an upward arrow no import statement shows. The runtime
+finds the programs of upper layers through the ``orchestrace.programs`` entry points, which the
+upper layer declares (pyproject.toml), so the runtime names none of them.
 """
 
 from __future__ import annotations
 
+import ast
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import grimp
+
+PACKAGE = "orchestrace"
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 LAYERS: list[set[str]] = [
     {"core"},
@@ -38,9 +58,23 @@ LAYERS: list[set[str]] = [
 ]
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
+#: the parts of ``learn`` (a subpackage or a top-level module), lowest first
+LEARN_LAYERS: list[set[str]] = [
+    {"loop", "datasets"},
+    {"rl"},
+    {"stopping"},
+    {"envs"},
+    {"policies"},
+    {"team", "experiments", ""},  # "": learn/__init__.py
+]
+LEARN_RANK = {part: i for i, layer in enumerate(LEARN_LAYERS) for part in layer}
 
-def _graph() -> grimp.ImportGraph:
-    return grimp.build_graph("orchestrace", cache_dir=None, exclude_type_checking_imports=True)
+
+PLUGIN_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.\w+)+(?::\w+)?$")
+
+
+def build(package: str = PACKAGE) -> grimp.ImportGraph:
+    return grimp.build_graph(package, cache_dir=None, exclude_type_checking_imports=False)
 
 
 def _top(module: str) -> str:
@@ -48,7 +82,27 @@ def _top(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+def _learn_part(module: str) -> str | None:
+    """The part of ``learn`` a module belongs to (None: not in learn)."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] != "learn":
+        return None
+    return parts[2] if len(parts) > 2 else ""
+
+
+def against_layers(importer: str, imported: str) -> bool:
+    """Whether ``importer -> imported`` breaks the contract: across packages (or across parts of
+    learn) an arrow may only point to a lower layer."""
+    a, b = _top(importer), _top(imported)
+    if a != b:
+        return RANK.get(a, -1) <= RANK.get(b, -1)
+    la, lb = _learn_part(importer), _learn_part(imported)
+    if la is not None and lb is not None and la != lb:
+        return LEARN_RANK.get(la, -1) <= LEARN_RANK.get(lb, -1)
+    return False
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -90,38 +144,128 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
                         break
                 if len(comp) > 1:
                     out.append(sorted(comp))
-    return out
+    return sorted(out)
+
+
+def file_cycles(g: grimp.ImportGraph) -> list[list[str]]:
+    return cycles({m: set(g.find_modules_directly_imported_by(m)) for m in g.modules})
+
+
+def upward_imports(g: grimp.ImportGraph) -> list[str]:
+    return [
+        f"{a} -> {b}"
+        for a in sorted(g.modules)
+        for b in sorted(g.find_modules_directly_imported_by(a))
+        if against_layers(a, b)
+    ]
+
+
+def modules_outside_graph(g: grimp.ImportGraph, root: Path, package: str = PACKAGE) -> list[str]:
+    """Modules under ``root`` (the package's folder) that the graph lacks: a folder of modules with
+    no ``__init__.py`` is a namespace package, which grimp does not enter."""
+    found = set()
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).with_suffix("")
+        parts = [package, *rel.parts]
+        found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return sorted(found - set(g.modules))
+
+
+def _module_file(module: str, root: Path) -> Path:
+    rel = Path(*module.split(".")[1:])
+    pkg = root / rel / "__init__.py"
+    return pkg if pkg.is_file() else (root / rel).with_suffix(".py")
+
+
+def plugin_names_up(g: grimp.ImportGraph, root: Path, package: str = PACKAGE) -> list[str]:
+    """Strings ``"package.module[:attr]"`` naming a module of the graph that the module holding the
+    string may not import (an upward or sideways arrow taken at run time)."""
+    bad = []
+    for module in sorted(g.modules):
+        tree = ast.parse(_module_file(module, root).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            if not PLUGIN_NAME.match(node.value) or not node.value.startswith(package + "."):
+                continue
+            target = node.value.partition(":")[0]  # a module, not "pkg.attr" (a trace's system name)
+            if target in g.modules and against_layers(module, target):
+                bad.append(f"{module}:{node.lineno} names {node.value!r}")
+    return bad
 
 
 def test_cycle_finder_sees_a_cycle() -> None:
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert _cycles({"a": {"b"}, "b": set()}) == []
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_module_is_in_the_graph() -> None:
+    missing = modules_outside_graph(build(), SRC / PACKAGE)
+    assert not missing, f"modules the import graph does not see (a folder without __init__.py?): {missing}"
 
 
 def test_no_import_cycle() -> None:
-    g = _graph()
-    edges = {m: set(g.find_modules_directly_imported_by(m)) for m in g.modules}
-    cycles = _cycles(edges)
-    assert not cycles, "import cycles (each a set of modules that import each other): " + "; ".join(
-        " <-> ".join(c) for c in cycles
+    found = file_cycles(build())
+    assert not found, "import cycles (each a set of modules that import each other): " + "; ".join(
+        " <-> ".join(c) for c in found
     )
 
 
 def test_every_package_has_a_layer() -> None:
-    g = _graph()
+    g = build()
     missing = sorted({_top(m) for m in g.modules} - set(RANK))
     assert not missing, f"packages with no layer in LAYERS (add them where they belong): {missing}"
+    parts = {_learn_part(m) for m in g.modules} - {None}
+    missing = sorted(str(p) for p in parts - set(LEARN_RANK))
+    assert not missing, (
+        f"parts of learn with no layer in LEARN_LAYERS (add them where they belong): {missing}"
+    )
 
 
 def test_no_upward_or_sideways_import() -> None:
-    g = _graph()
-    bad = []
-    for importer in sorted(g.modules):
-        for imported in sorted(g.find_modules_directly_imported_by(importer)):
-            a, b = _top(importer), _top(imported)
-            if a != b and RANK.get(a, -1) <= RANK.get(b, -1):
-                bad.append(f"{importer} -> {imported}")
+    bad = upward_imports(build())
     assert not bad, "imports against the layer contract (see this test's docstring):\n" + "\n".join(bad)
+
+
+def test_no_plugin_name_points_up() -> None:
+    bad = plugin_names_up(build(), SRC / PACKAGE)
+    assert not bad, "strings naming a module of a higher layer (register it from there):\n" + "\n".join(bad)
+
+
+def test_checks_fail_on_a_planted_cycle_and_an_upward_plugin_name(tmp_path: Path, monkeypatch) -> None:
+    """A copy of the package (as ``planted``) with a type-only import cycle in learn/stopping, an
+    import from rl up to stopping, a runtime string naming a learn program and a namespace folder:
+    each check reports what was planted."""
+    root = tmp_path / "planted"
+    shutil.copytree(SRC / PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__", "assets", "data"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = grimp.build_graph("planted", cache_dir=None, exclude_type_checking_imports=False)
+    cycles_before, up_before = file_cycles(before), upward_imports(before)
+    names_before = plugin_names_up(before, root, "planted")
+
+    stopping = root / "learn" / "stopping"
+    banks = stopping / "banks.py"
+    banks.write_text(
+        banks.read_text()
+        + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .traces import Bank\n"
+    )
+    rl = root / "learn" / "rl" / "grpo.py"
+    rl.write_text(rl.read_text() + "\n\ndef _planted() -> None:\n    from ..stopping import policy  # noqa\n")
+    examples = root / "runtime" / "examples" / "__init__.py"
+    examples.write_text(examples.read_text() + '\nPLANTED = "planted.learn.team.program:build"\n')
+    (stopping / "__init__.py").unlink()
+
+    g = grimp.build_graph("planted", cache_dir=None, exclude_type_checking_imports=False)
+    assert "planted.learn.stopping.banks" in modules_outside_graph(g, root, "planted")
+    (stopping / "__init__.py").write_text("")
+    g = grimp.build_graph("planted", cache_dir=None, exclude_type_checking_imports=False)
+    new_cycles = [c for c in file_cycles(g) if c not in cycles_before]
+    assert ["planted.learn.stopping.banks", "planted.learn.stopping.traces"] in new_cycles
+    assert set(upward_imports(g)) - set(up_before) == {
+        "planted.learn.rl.grpo -> planted.learn.stopping.policy"
+    }
+    [bad] = set(plugin_names_up(g, root, "planted")) - set(names_before)
+    assert bad.startswith("planted.runtime.examples:") and "planted.learn.team.program:build" in bad
 
 
 def test_importing_logs_loads_no_scipy() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from orchestrace.learn.stopping.evaluation import MethodCI
 from orchestrace.learn.stopping.families import family
 from orchestrace.learn.stopping.policy import PolicyConfig
-from orchestrace.learn.stopping.training import BootstrapSettings, GoalFigures, StopReport
+from orchestrace.learn.stopping.report import BootstrapSettings, GoalFigures, StopReport
 
 
 def stop_report(**fields: Any) -> StopReport:

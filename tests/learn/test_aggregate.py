@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 from orchestrace.core.validate import validate_trace
-from orchestrace.learn.envs.stopvote import StopVoteEnv, stopvote_reward
+from orchestrace.learn.envs.stopvote import StopVoteEnv
 from orchestrace.learn.stopping.aggregate import MAJORITY, Aggregator, answer_statics, echoes, fit_aggregator
 from orchestrace.learn.stopping.banks import Bank, BankQuestion, default_bank
 from orchestrace.learn.stopping.evaluation import run_rule, tables
 from orchestrace.learn.stopping.features import feature_names, features
 from orchestrace.learn.stopping.policy import StopPolicy
+from orchestrace.learn.stopping.pool import stopvote_reward
 from orchestrace.learn.stopping.rules import Method, fixed_k
 from orchestrace.learn.stopping.training import aggregator_answer, policy_method, train_policy
 

@@ -10,8 +10,8 @@ import pytest
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.io import load_one
 from orchestrace.core.validate import validate_path
-from orchestrace.learn.stopping.banks import BackendSampler, build_bank
 from orchestrace.learn.stopping.families import family
+from orchestrace.learn.stopping.sampling import BackendSampler, build_bank
 from orchestrace.learn.stopping.traces import bank_from_traces, check_traces, episode_from_trace
 from orchestrace.runtime.backends.scripted import ScriptedBackend
 

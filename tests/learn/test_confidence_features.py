@@ -221,7 +221,7 @@ def test_a_policy_file_without_a_feature_set_is_a_counts_policy(tmp_path: Path) 
 def test_weighted_answer_training_rewards_the_weighted_leader() -> None:
     """The pool's reward follows the answer the policy gives: the majority, or the leader of the
     confidence-weighted votes."""
-    from orchestrace.learn.envs.stopvote import build_pool
+    from orchestrace.learn.stopping.pool import build_pool
 
     # a (p 0.9), b (p 0.2), b (p 0.2): majority after 3 is b, the weighted leader a (0.9 vs 0.4)
     q = BankQuestion("q", "q", "a", ["a", "b", "b"], logprob=[_lp(0.9), _lp(0.2), _lp(0.2)])

@@ -7,10 +7,11 @@ import pytest
 
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.validate import validate_trace
-from orchestrace.learn.envs.stopvote import StopVoteEnv, build_pool, rollout, stopvote_reward
+from orchestrace.learn.envs.stopvote import StopVoteEnv
 from orchestrace.learn.stopping.banks import Bank, BankQuestion, SynthParams, synthetic_bank
 from orchestrace.learn.stopping.features import N_FEATURES
 from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
+from orchestrace.learn.stopping.pool import build_pool, rollout, stopvote_reward
 
 
 def small_bank() -> Bank:

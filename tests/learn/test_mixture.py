@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from orchestrace.core.errors import OrchestraceError
-from orchestrace.learn.envs.stopvote import build_pool
 from orchestrace.learn.stopping.banks import SynthParams, synthetic_bank
 from orchestrace.learn.stopping.evaluation import tables
 from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
+from orchestrace.learn.stopping.pool import build_pool
 from orchestrace.learn.stopping.training import (
     _samples_each,
     calibrate_cost,

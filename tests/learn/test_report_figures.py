@@ -7,8 +7,7 @@ import os
 from stopkit import stop_report
 
 from orchestrace.learn.stopping.evaluation import ResultRow
-from orchestrace.learn.stopping.report import curve_series, policy_marks
-from orchestrace.learn.stopping.training import StopReport
+from orchestrace.learn.stopping.report import StopReport, curve_series, policy_marks
 
 
 def test_learning_curves_show_the_main_policies_and_the_sweep_ends() -> None:

@@ -19,15 +19,16 @@ from orchestrace.core.errors import OrchestraceError
 from orchestrace.learn.datasets import RetryTask, RouteData
 from orchestrace.learn.envs.delegate import CascadeEnv, DelegateEnv
 from orchestrace.learn.envs.retry import RetryStopEnv
-from orchestrace.learn.envs.stopvote import build_pool
 from orchestrace.learn.envs.swarm import SwarmConfig, SwarmEnv
 from orchestrace.learn.envs.swarm_parallel import parallel_env
 from orchestrace.learn.rl import exact, grpo, ppo, reinforce
 from orchestrace.learn.rl.rollouts import NumpyPolicy, run_episode
-from orchestrace.learn.rl.tasks import GymTask, OutcomeTable, PoolTask
+from orchestrace.learn.rl.tasks import GymTask, OutcomeTable
 from orchestrace.learn.rl.train_gym import train_policy
 from orchestrace.learn.stopping.banks import SynthParams, synthetic_bank
 from orchestrace.learn.stopping.policy import StopPolicy
+from orchestrace.learn.stopping.pool import build_pool
+from orchestrace.learn.stopping.task import PoolTask
 
 RETRY = [
     RetryTask("a", "alfworld", [False, False, True], ["loop", "loop again", "success"], [1.0] * 3),

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from orchestrace.learn.envs.stopvote import build_pool
 from orchestrace.learn.rl import exact, grpo, ppo, reinforce
-from orchestrace.learn.rl.tasks import PoolTask
 from orchestrace.learn.stopping.banks import SynthParams, synthetic_bank
 from orchestrace.learn.stopping.bayes import BayesStopper
 from orchestrace.learn.stopping.evaluation import run_rule, run_stopper, tables
+from orchestrace.learn.stopping.pool import build_pool
+from orchestrace.learn.stopping.task import PoolTask
 from orchestrace.learn.stopping.training import policy_method
 
 PARAMS = SynthParams(a=1.0, b=1.0, distractors=3, alpha=0.5, samples=12)

@@ -11,7 +11,8 @@ import os
 import pytest
 
 from orchestrace.core.errors import OrchestraceError
-from orchestrace.learn.stopping.banks import BackendSampler, build_bank, load_bank, parse_bank, save_bank
+from orchestrace.learn.stopping.banks import load_bank, parse_bank, save_bank
+from orchestrace.learn.stopping.sampling import BackendSampler, build_bank
 from orchestrace.learn.stopping.traces import bank_from_traces
 from orchestrace.runtime.backends.base import BackendError, ChatRequest
 from orchestrace.runtime.backends.openai_compat import OpenAICompatBackend

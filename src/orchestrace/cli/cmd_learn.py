@@ -360,8 +360,9 @@ def bank_build_cmd(
       orchestrace bank build -f antonyms -o antonyms.jsonl.gz --limit 50
       orchestrace bank build -f countries -o c.jsonl --base-url http://127.0.0.1:8000/v1 --model qwen
     """
-    from ..learn.stopping.banks import build_bank, remote_sampler, save_bank
+    from ..learn.stopping.banks import save_bank
     from ..learn.stopping.families import family as get_family
+    from ..learn.stopping.sampling import build_bank, remote_sampler
 
     n = len(get_family(family).questions)
     sampler = remote_sampler(base_url, model, logprobs) if base_url else None

@@ -17,6 +17,7 @@ import asyncio
 import importlib
 import os
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any
 
 import msgspec
@@ -70,13 +71,22 @@ class _ReadKeys(dict[str, Any]):
         return super().__contains__(key)
 
 
+def programs() -> dict[str, str]:
+    """Every program by name: the examples, then those registered under the ``orchestrace.programs``
+    entry-point group (learn's ``team``: the runtime does not name the layers above it)."""
+    found = dict(EXAMPLES)
+    for ep in entry_points(group="orchestrace.programs"):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
 def load_program(name: str) -> Any:
-    """An example name or ``module:function``; the function maps a config dict to a Setup."""
-    target = EXAMPLES.get(name, name)
+    """A program name or ``module:function``; the function maps a config dict to a Setup."""
+    target = EXAMPLES.get(name) or (name if ":" in name else programs().get(name, name))
     mod, _, fn = target.partition(":")
     if not fn:
         raise OrchestraceError(
-            "OT604", f"unknown program {name!r}: use one of {', '.join(EXAMPLES)} or module:function"
+            "OT604", f"unknown program {name!r}: use one of {', '.join(programs())} or module:function"
         )
     try:
         return getattr(importlib.import_module(mod), fn)

@@ -36,7 +36,7 @@ import numpy as np
 from ...core.build import TraceBuilder
 from ...core.model import Event, Trace
 from ...runtime.examples.swarm import assign
-from .tree import MAX_LEAVES, ActionTree, paths_tree, too_large
+from ..rl.tree import MAX_LEAVES, ActionTree, paths_tree, too_large
 
 ORCH = "orchestrator"
 FEATURE_NAMES = (

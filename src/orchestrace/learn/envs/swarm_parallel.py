@@ -28,6 +28,7 @@ from pettingzoo import ParallelEnv
 from ...core.build import TraceBuilder
 from ...core.errors import OrchestraceError
 from ...core.model import Event, Trace
+from ..rl.tree import MAX_LEAVES, ActionTree, paths_tree, too_large
 from .swarm import (
     N_FEATURES,
     ORCH,
@@ -43,7 +44,6 @@ from .swarm import (
     swarm_reward,
 )
 from .swarm import observation_space as swarm_observation_space
-from .tree import MAX_LEAVES, ActionTree, paths_tree, too_large
 
 #: "team" (shared reward) or a credit method whose value for one trace depends on that trace alone
 LEAD_CREDIT = ("team", "loo", "difference", "shapley")

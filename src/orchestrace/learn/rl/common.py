@@ -11,9 +11,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from ..stopping.policy import StopPolicy
-    from .rollouts import NumpyPolicy
-    from .tasks import Task
+    from .tasks import SavedPolicy, Task
 
 
 class Adam:
@@ -92,7 +90,7 @@ def action_probs(logits: torch.Tensor, action: int) -> torch.Tensor:
 
 @dataclass
 class TrainResult:
-    policy: StopPolicy | NumpyPolicy
+    policy: SavedPolicy
     history: list[dict[str, float]] = field(default_factory=list)
 
 

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..envs.tree import ActionTree
 from .common import TrainResult, action_probs, optimiser, record
 from .tasks import OutcomeTable, Task, check_outcome_table
+from .tree import ActionTree
 
 
 @dataclass

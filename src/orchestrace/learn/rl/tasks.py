@@ -3,10 +3,8 @@ the outcome table exact PG needs, an evaluation for the learning curve and the s
 
 Two kinds of env, one interface (:class:`Task`), so every algorithm file has one loop:
 
-* :class:`PoolTask`, StopVote: episodes are rows of the precomputed :class:`EpisodePool`, a batch
-  is one forward pass (``envs.stopvote.rollout``); the policy is a :class:`StopPolicy` (one logit,
-  a Bernoulli stop probability); the return of a decision is its reward-to-go; the learning curve
-  carries a greedy evaluation on the pool.
+* ``stopping.task.PoolTask``, StopVote: episodes are rows of the precomputed episode pool, a batch
+  is one forward pass; the policy is a ``StopPolicy`` (one logit, a Bernoulli stop probability).
 * :class:`GymTask`, the Gymnasium envs (RetryStop, Delegate, Swarm) and the PettingZoo Parallel
   Swarm: episodes are played through ``reset`` / ``step`` (``rollouts.collect``); the policy is a
   :class:`NumpyPolicy` (softmax over the env's actions).
@@ -15,7 +13,7 @@ Exact PG needs the reward of every outcome of an episode. Where the future does 
 action that is a table: stopping envs over replayed samples (StopVote, RetryStop: the reward of
 stopping at each decision) and one-step envs with an outcome table (Delegate routing). Where it
 does (Swarm, the Parallel Swarm, the Delegate cascade) it is the episode's action tree
-(:mod:`..envs.tree`): the env's own ``action_tree`` (Swarm, Parallel Swarm) or, for any other
+(:mod:`.tree`): the env's own ``action_tree`` (Swarm, Parallel Swarm) or, for any other
 deterministic Gymnasium env, one enumerated by replaying actions from the reset.
 """
 
@@ -30,10 +28,8 @@ import torch
 from torch import nn
 
 from ...core.errors import OrchestraceError
-from ..envs.stopvote import EpisodePool, rollout
-from ..envs.tree import ActionTree, replay_tree
-from ..stopping.policy import PolicyConfig, StopPolicy
 from .rollouts import Batch, NumpyPolicy, PolicyMeta, collect, collect_parallel, mlp, to_numpy
+from .tree import ActionTree, replay_tree
 
 
 @dataclass
@@ -48,6 +44,13 @@ class OutcomeTable:
     ends: np.ndarray | None = None
 
 
+class SavedPolicy(Protocol):
+    """What training returns: a policy with numpy inference that saves itself (StopVote's
+    ``StopPolicy``, the Gymnasium envs' ``NumpyPolicy``)."""
+
+    def save(self, path: str) -> Any: ...
+
+
 class Task(Protocol):
     name: str
 
@@ -59,7 +62,7 @@ class Task(Protocol):
         self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator, it: int
     ) -> OutcomeTable | list[ActionTree]: ...
     def evaluate(self, actor: nn.Module) -> dict[str, float]: ...
-    def policy(self, actor: nn.Module, algo: str, seed: int) -> StopPolicy | NumpyPolicy: ...
+    def policy(self, actor: nn.Module, algo: str, seed: int) -> SavedPolicy: ...
 
 
 def check_outcome_table(task: Task) -> None:
@@ -70,126 +73,6 @@ def check_outcome_table(task: Task) -> None:
             f"action tree); {task.name} has neither (a PettingZoo env without ``action_tree``): use "
             "reinforce, ppo or grpo",
         )
-
-
-# ---------------------------------------------------------------- StopVote
-
-
-def prob_fn(actor: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
-    """numpy features -> stop probabilities, without gradients."""
-
-    def f(x: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return torch.sigmoid(actor(torch.from_numpy(x)).squeeze(-1)).numpy()
-
-    return f
-
-
-@dataclass
-class PoolTask:
-    """StopVote over a precomputed pool at sample cost ``cost``.
-
-    ``trace_frac``: share of a batch's episodes rewarded from a freshly built trace (checked
-    against the arrays). Exact PG re-reads ``trace_check`` episodes from traces every
-    ``trace_check_every`` iterations (building traces cost a third of the main job when every
-    iteration checked; the random draws are the same either way). ``group_by`` (groups of more
-    than one rollout, GRPO): ``"episode"`` repeats one question in one sample order (forks of one
-    trace prefix), ``"question"`` draws an order per rollout."""
-
-    pool: EpisodePool
-    cost: float
-    config: PolicyConfig | None = None
-    trace_frac: float = 0.25
-    trace_check: int = 16
-    trace_check_every: int = 40
-    group_by: str = "episode"
-    name: str = "StopVote"
-    reward: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.config = self.config or PolicyConfig(budget=self.pool.budget, cost=self.cost)
-        p = self.pool
-        self.reward = (p.correct - self.cost * p.costcum).astype(np.float32)  # [E, D] reward of stopping at t
-
-    def networks(self, seed: int, critic: bool) -> tuple[nn.Module, nn.Module | None]:
-        """The actor starts at P(stop) = 0.3 everywhere, so early episodes run long enough to see
-        what more samples buy."""
-        assert self.config is not None
-        torch.manual_seed(seed)
-        actor = StopPolicy.init(self.config, seed).torch_actor()
-        with torch.no_grad():
-            actor[-1].bias.fill_(float(np.log(0.3 / 0.7)))
-            actor[-1].weight.mul_(0.1)
-        if not critic:
-            return actor, None
-        torch.manual_seed(seed + 1)
-        layers: list[nn.Module] = []
-        hidden = self.config.hidden
-        for i, o in zip([self.pool.feats.shape[-1], *hidden], hidden, strict=False):
-            layers += [nn.Linear(i, o), nn.Tanh()]
-        layers.append(nn.Linear(hidden[-1], 1))
-        return actor, nn.Sequential(*layers)
-
-    def starts(self, it: int, rng: np.random.Generator, batch: int, group: int) -> np.ndarray:
-        p = self.pool
-        if group == 1:
-            return rng.integers(p.episodes, size=batch)
-        qs = rng.integers(len(p.bank.questions), size=max(1, batch // group))
-        if self.group_by == "episode":  # one order per group, played ``group`` times
-            orders = np.repeat(rng.integers(p.perms, size=(len(qs), 1)), group, axis=1)
-        else:
-            orders = rng.integers(p.perms, size=(len(qs), group))
-        return (qs[:, None] * p.perms + orders).reshape(-1)
-
-    def play(self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator) -> Batch:
-        ro = rollout(self.pool, prob_fn(actor), starts, rng, self.cost, trace_frac=self.trace_frac)
-        m = ro.mask
-        return Batch(
-            obs=self.pool.feats[starts][m],
-            act=ro.actions[m],
-            ret=ro.reward_to_go[m].astype(np.float64),
-            ep_reward=ro.reward,
-            decisions=m.sum(1),
-            # stopping now, in reward-to-go units (the sunk cost cancels): the majority's correctness
-            stop_now=self.pool.correct[starts][m].astype(np.float32),
-            infos=[],
-        )
-
-    def has_outcome_table(self) -> bool:
-        return True
-
-    def outcome_table(
-        self, actor: nn.Module, starts: np.ndarray, rng: np.random.Generator, it: int
-    ) -> OutcomeTable:
-        if self.trace_check:  # the arrays must agree with rewards read from traces
-            checked = it % self.trace_check_every == 0
-            rollout(
-                self.pool,
-                prob_fn(actor),
-                starts[: self.trace_check],
-                rng,
-                self.cost,
-                trace_frac=float(checked),
-            )
-        return OutcomeTable(self.pool.feats[starts], self.reward[starts], stop_action=1)
-
-    def evaluate(self, actor: nn.Module) -> dict[str, float]:
-        """Deterministic policy on every question in bank order (pool orderings 0). Rewards come
-        from the pool's arrays (training checks them against traces): building traces here cost a
-        quarter of the main job."""
-        p = self.pool
-        eps = np.flatnonzero(np.arange(p.episodes) % p.perms == 0)
-        ro = rollout(p, prob_fn(actor), eps, np.random.default_rng(0), self.cost, greedy=True, trace_frac=0.0)
-        return {
-            "eval_reward": float(ro.reward.mean()),
-            "eval_accuracy": float(p.correct[eps, ro.stop_step].mean()),
-            "eval_samples": float(p.points[ro.stop_step].mean()),
-        }
-
-    def policy(self, actor: nn.Module, algo: str, seed: int) -> StopPolicy:
-        assert self.config is not None
-        self.config.algorithm, self.config.seed, self.config.cost = algo, seed, self.cost
-        return StopPolicy.from_torch(self.config, actor)
 
 
 # ---------------------------------------------------------------- Gymnasium / PettingZoo

@@ -24,6 +24,7 @@ import numpy as np
 
 from ...core.errors import OrchestraceError
 from ..loop import IterationRecord, run_loop
+from .adapters import LearnedStop
 from .families import family as get_family
 from .features import feature_names, prefix_features
 from .policy import PolicyConfig, StopPolicy
@@ -179,7 +180,6 @@ class StopLoop:
 
     def collect(self, iteration: int, policy: str | None, out_dir: Path) -> list[str]:
         from ...runtime.runner import execute
-        from ..policies import LearnedStop
 
         assert policy is not None
         pol = StopPolicy.load(policy)

@@ -21,13 +21,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..envs.stopvote import EpisodePool, build_pool, decision_points
 from .adapt import DISTRACTORS, fit_counts, label_counts
 from .banks import NULL, Bank, SynthParams
 from .bayes import hypothesis_logs
 from .evaluation import Replays, Result, _correct
 from .features import FEATURE_NAMES, PrefixTable, replay_features, replay_table
 from .policy import PolicyConfig, StopPolicy
+from .pool import EpisodePool, build_pool, decision_points
 
 FAMILY_FEATURE_NAMES = ("post_majority", "post_unseen", "prior_mean", "prior_strength", "distractor_spread")
 ONLINE_REFITS = (8, 16, 32, 64)  # questions answered before each refit of the prior
@@ -120,7 +120,7 @@ def train_adaptive(
 ) -> StopPolicy:
     """Exact policy gradient (``rl.exact``, its default arguments) on the adaptive pool."""
     from ..rl import exact
-    from ..rl.tasks import PoolTask
+    from .task import PoolTask
 
     pool = pool or adaptive_pool(bank, budget, seed=seed)
     cfg = PolicyConfig(

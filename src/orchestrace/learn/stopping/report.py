@@ -1,16 +1,19 @@
-"""Report figures: accuracy-vs-mean-samples Pareto curves and learning curves (PNG + JSON)."""
+"""The report of ``train stop`` (:class:`StopReport`, its ``report.json``) and its figures:
+accuracy-vs-mean-samples Pareto curves and learning curves (PNG + JSON)."""
 
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
+import numpy as np
+from msgspec import UNSET, UnsetType
 
-if TYPE_CHECKING:
-    from .training import StopReport
+from .evaluation import MethodCI, ResultRow
+from .policy import PolicyConfig
 
 STYLE = {
     "fixed-k": ("#888888", "o", "fixed-k majority"),
@@ -25,6 +28,84 @@ STYLE = {
     "learned+agg": ("#ff1493", "h", "learned stop + learned aggregator (ours)"),
     "bayes": ("#ff7f0e", "P", "Bayes-optimal"),
 }
+
+
+class GoalFigures(msgspec.Struct, kw_only=True):
+    """A learned policy against fixed-k (the full budget) and the hindsight oracle on the same
+    held-out questions. A policy calibrated to a sample budget (``train_stop``'s ``targets``) also
+    says how: its cost, its calibration-half mean samples, whether it met the budget and its mix."""
+
+    cost: float | UnsetType = UNSET
+    calibration_mean_samples: float | UnsetType = UNSET
+    met: bool | UnsetType = UNSET
+    mixture_prob: float | UnsetType = UNSET
+    mixture_cost: float | None | UnsetType = UNSET
+    front_reduction_x: float
+    front_accuracy_at_reduction: float | None
+    front_gap_points_at_reduction: float | None
+    fixed_full_accuracy: float
+    learned_accuracy: float
+    accuracy_gap_points: float
+    #: paired bootstrap over the reported questions (seed 0, 1000 resamples), in points
+    accuracy_gap_ci95_points: list[float]
+    learned_mean_samples: float
+    sample_reduction_x: float
+    oracle_mean_samples: float
+    oracle_reduction_x: float
+    gap_to_oracle_samples: float
+
+
+class BootstrapSettings(msgspec.Struct):
+    resamples: int
+    seed: int
+    level: float
+
+
+class StopReport(msgspec.Struct, kw_only=True):
+    """What ``train_stop`` did and measured; its ``report.json`` (``files_written``'s last path)."""
+
+    train_banks: list[str]
+    train_questions: int
+    eval_bank: str
+    eval_questions: int
+    calibration_questions: int
+    protocol: str
+    algorithm: str
+    cost: float
+    sweep_costs: list[float]
+    budget: int
+    seed: int
+    bootstrap: BootstrapSettings
+    policy: str
+    policies_written: dict[str, str]  # method name -> policy file, marked on pareto.png
+    policy_config: PolicyConfig
+    eval_orders: int
+    #: the aggregator's weights and feature names (``Aggregator.to_dict``)
+    aggregator: dict[str, list[float] | list[str]] | None
+    aggregator_file: str | None
+    goal: GoalFigures
+    goal_with_aggregator: GoalFigures | None
+    target_samples: float | None
+    targets: dict[str, GoalFigures]  # per policy family, its policy for the sample budget
+    learned_ci95: MethodCI
+    results: list[ResultRow]
+    pareto: dict[str, list[list[float]]]
+    learning_curves: dict[str, list[dict[str, float]]]  # per policy, training's per-iteration rows
+    seconds: float
+    report_dir: str
+    files_written: list[str]
+
+
+def write_report_json(report: StopReport, path: str) -> None:
+    """``report`` as indented JSON (numpy scalars as plain numbers)."""
+    with open(path, "w") as f:
+        json.dump(msgspec.to_builtins(report, enc_hook=_plain_number), f, indent=1)
+
+
+def _plain_number(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    raise NotImplementedError(f"cannot write {type(x).__name__} into a report")
 
 
 @dataclass(frozen=True)

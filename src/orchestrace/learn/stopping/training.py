@@ -7,7 +7,6 @@ directory. ``eval_stop`` evaluates baselines (and optionally a policy) on one ba
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -16,17 +15,14 @@ from typing import Any
 
 import msgspec
 import numpy as np
-from msgspec import UNSET, UnsetType
 
 from ...core.errors import OrchestraceError
 from ...core.stats import pareto_front
 from .aggregate import Aggregator, answer_prior, fit_aggregator, priors_to_json, save_aggregator
 from .banks import Bank, calibrate, load_bank
 from .evaluation import (
-    MethodCI,
     Replays,
     Result,
-    ResultRow,
     accuracy_at,
     bootstrap_ci,
     paired_diff_ci,
@@ -37,6 +33,7 @@ from .evaluation import (
 )
 from .features import PrefixTable, feature_names, replay_features
 from .policy import PolicyConfig, StopPolicy
+from .report import BootstrapSettings, GoalFigures, StopReport, write_report, write_report_json
 from .rules import Method, confidence_answer, default_methods, sweep_methods
 
 ALGORITHMS = ("exact", "reinforce", "ppo", "grpo")
@@ -69,7 +66,7 @@ def policy_rule(policy: StopPolicy, threshold: float | None = None) -> Callable[
 
 
 def _single_rule(policy: StopPolicy, threshold: float | None) -> Callable[[PrefixTable, int], int]:
-    from ..envs.stopvote import decision_points
+    from .pool import decision_points
 
     agg, confidence = policy.aggregator, policy.confidence
 
@@ -148,8 +145,8 @@ def train_policy(
     ``weighted`` it answers (and is rewarded for) the confidence-weighted leader."""
     from importlib import import_module
 
-    from ..envs.stopvote import build_pool
-    from ..rl.tasks import PoolTask
+    from .pool import build_pool
+    from .task import PoolTask
 
     check_algorithm(algo)
     mod = import_module(f"orchestrace.learn.rl.{algo}")
@@ -309,31 +306,6 @@ def eval_stop(
     return eval_methods(bank, budget, pols, bayes=bayes, map_fn=map_fn, orders=orders)
 
 
-class GoalFigures(msgspec.Struct, kw_only=True):
-    """A learned policy against fixed-k (the full budget) and the hindsight oracle on the same
-    held-out questions. A policy calibrated to a sample budget (``train_stop``'s ``targets``) also
-    says how: its cost, its calibration-half mean samples, whether it met the budget and its mix."""
-
-    cost: float | UnsetType = UNSET
-    calibration_mean_samples: float | UnsetType = UNSET
-    met: bool | UnsetType = UNSET
-    mixture_prob: float | UnsetType = UNSET
-    mixture_cost: float | None | UnsetType = UNSET
-    front_reduction_x: float
-    front_accuracy_at_reduction: float | None
-    front_gap_points_at_reduction: float | None
-    fixed_full_accuracy: float
-    learned_accuracy: float
-    accuracy_gap_points: float
-    #: paired bootstrap over the reported questions (seed 0, 1000 resamples), in points
-    accuracy_gap_ci95_points: list[float]
-    learned_mean_samples: float
-    sample_reduction_x: float
-    oracle_mean_samples: float
-    oracle_reduction_x: float
-    gap_to_oracle_samples: float
-
-
 def summarize_goal(
     results: Sequence[Result], learned: str = "learned", reduction: float = 8.0
 ) -> GoalFigures:
@@ -366,59 +338,6 @@ def fronts(results: Sequence[Result]) -> dict[str, list[tuple[float, float]]]:
     for r in results:
         fam.setdefault(r.family, []).append((r.mean_samples, r.accuracy))
     return {k: pareto_front(v) for k, v in fam.items()}
-
-
-class BootstrapSettings(msgspec.Struct):
-    resamples: int
-    seed: int
-    level: float
-
-
-class StopReport(msgspec.Struct, kw_only=True):
-    """What ``train_stop`` did and measured; its ``report.json`` (``files_written``'s last path)."""
-
-    train_banks: list[str]
-    train_questions: int
-    eval_bank: str
-    eval_questions: int
-    calibration_questions: int
-    protocol: str
-    algorithm: str
-    cost: float
-    sweep_costs: list[float]
-    budget: int
-    seed: int
-    bootstrap: BootstrapSettings
-    policy: str
-    policies_written: dict[str, str]  # method name -> policy file, marked on pareto.png
-    policy_config: PolicyConfig
-    eval_orders: int
-    #: the aggregator's weights and feature names (``Aggregator.to_dict``)
-    aggregator: dict[str, list[float] | list[str]] | None
-    aggregator_file: str | None
-    goal: GoalFigures
-    goal_with_aggregator: GoalFigures | None
-    target_samples: float | None
-    targets: dict[str, GoalFigures]  # per policy family, its policy for the sample budget
-    learned_ci95: MethodCI
-    results: list[ResultRow]
-    pareto: dict[str, list[list[float]]]
-    learning_curves: dict[str, list[dict[str, float]]]  # per policy, training's per-iteration rows
-    seconds: float
-    report_dir: str
-    files_written: list[str]
-
-
-def write_report_json(report: StopReport, path: str) -> None:
-    """``report`` as indented JSON (numpy scalars as plain numbers)."""
-    with open(path, "w") as f:
-        json.dump(msgspec.to_builtins(report, enc_hook=_plain_number), f, indent=1)
-
-
-def _plain_number(x: Any) -> Any:
-    if isinstance(x, np.generic):
-        return x.item()
-    raise NotImplementedError(f"cannot write {type(x).__name__} into a report")
 
 
 DEFAULT_TRAIN = ("antonyms", "countries", "continents", "capitals", "languages")
@@ -462,8 +381,7 @@ def train_stop(
     samples, never their labels), saved next to the main one with a ``-target`` suffix. With
     ``confidence`` every policy also sees the token-confidence features (feature set
     ``counts+confidence``): every training and held-out question needs log-probabilities."""
-    from ..envs.stopvote import build_pool
-    from .report import write_report
+    from .pool import build_pool
     from .traces import bank_from_traces
 
     if train_traces and bank_paths:

@@ -186,7 +186,7 @@ def held_out(
     iterations: int | None,
 ) -> HeldOut:
     """Bank ``k`` held out: its summary and every method's result on its reported half."""
-    from ..envs.stopvote import build_pool
+    from .pool import build_pool
 
     held = banks[k]
     train = merge([b for j, b in enumerate(banks) if j != k], f"all-but-{held.name}")

@@ -6,7 +6,10 @@
 - ``vote``: self-consistency in parallel waves, asking the stop decision after every finished worker.
 - ``route``: one question routed to one of several models (the delegate decision).
 - ``swarm``: a staged task, the spawn width of each stage a decision.
-- ``team``: k solvers answer a bank question, an aggregator reads their answers (``learn/team``).
+
+Programs of the packages above the runtime are not named here: they register under the
+``orchestrace.programs`` entry-point group (pyproject.toml), as learn's ``team`` does (k solvers
+answer a bank question, an aggregator reads their answers), and ``runner.load_program`` finds them.
 """
 
 EXAMPLES = {
@@ -16,5 +19,4 @@ EXAMPLES = {
     "vote": "orchestrace.runtime.examples.vote:build",
     "route": "orchestrace.runtime.examples.route:build",
     "swarm": "orchestrace.runtime.examples.swarm:build",
-    "team": "orchestrace.learn.team.program:build",
 }
