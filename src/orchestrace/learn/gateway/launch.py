@@ -1,0 +1,111 @@
+"""Building a gateway from options (``orchestrace serve``): the trainable model with one adapter per
+agent, role or shared (optionally loaded from a trained policy folder), or forwarding to a server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..team.program import BadInput
+from .completers import BackendCompleter, Completer, ForwardCompleter, SerialModel
+from .server import GatewayServer, Limits
+from .service import CallDefaults, Gateway, Team, parse_agents
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    runs: str = "runs/gateway"
+    agents: str = ""  # "planner,writer=drafting": agent names (and roles); empty: any agent
+    adapters: str = "agent"
+    server: str | None = None  # forward to this OpenAI-compatible server instead of the local model
+    policy: str | None = None  # load the adapters of a trained policy folder
+    temperature: float = 0.7
+    max_tokens: int = 64
+    max_tokens_cap: int = 512
+    max_prompt_tokens: int = 4096
+    limits: Limits = Limits()
+    keep_content: bool = True
+    allow_hosts: tuple[str, ...] = ()
+    threads: int | None = None
+    lora_rank: int = 8
+    batch_window: float = 0.01
+    verbose: bool = False
+
+
+def team_of(opts: ServeOptions) -> Team:
+    try:
+        roles = parse_agents(opts.agents)
+        team = Team(opts.adapters, roles)
+    except ValueError as e:
+        raise BadInput("OT740", str(e)) from None
+    if not roles and opts.server is None and opts.adapters != "shared":
+        raise BadInput(
+            "OT740",
+            f"--adapters {opts.adapters} makes one adapter per {opts.adapters} of the local model: "
+            "name the agents with --agents (e.g. --agents planner,writer), or use --adapters shared",
+        )
+    return team
+
+
+def local_completer(team: Team, opts: ServeOptions) -> BackendCompleter:
+    from ..team.backend import TrainableBackend
+    from ..team.model import LoraSettings, TeamModel
+    from ..team.trainer import check_policy_file, load_policy
+
+    adapters = team.adapters() or ["team"]
+    if opts.policy is not None:
+        check_policy_file(opts.policy, adapters)
+    model = TeamModel(adapters, LoraSettings(rank=opts.lora_rank), threads=opts.threads)
+    if opts.policy is not None:
+        load_policy(model, opts.policy)
+    serial = SerialModel(model)
+    return BackendCompleter(
+        TrainableBackend(serial),  # type: ignore[arg-type]
+        serial,
+        batch_window=opts.batch_window,
+        max_prompt_tokens=opts.max_prompt_tokens,
+    )
+
+
+def build(opts: ServeOptions, completer: Completer | None = None) -> GatewayServer:
+    """The server (not yet serving); ``completer`` replaces the model or ``--server`` (tests)."""
+    team = team_of(opts)
+    if completer is None:
+        completer = ForwardCompleter(opts.server) if opts.server else local_completer(team, opts)
+    Path(opts.runs).mkdir(parents=True, exist_ok=True)
+    gateway = Gateway(
+        completer,
+        team,
+        opts.runs,
+        defaults=CallDefaults(opts.temperature, opts.max_tokens, opts.max_tokens_cap),
+        keep_content=opts.keep_content,
+    )
+    try:
+        return GatewayServer(
+            gateway,
+            opts.host,
+            opts.port,
+            limits=opts.limits,
+            allow_hosts=opts.allow_hosts,
+            verbose=opts.verbose,
+        )
+    except OSError as e:
+        gateway.close()
+        raise BadInput("OT741", f"cannot listen on {opts.host}:{opts.port}: {e.strerror or e}") from None
+
+
+def serve(opts: ServeOptions, ready: Callable[[str], None]) -> list[str]:
+    """Serve until interrupted; then close every open run. Returns the traces written."""
+    server = build(opts)
+    ready(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        server.gateway.close()
+    return sorted(server.gateway.finished.values())

@@ -1,0 +1,309 @@
+"""Recording gateway calls: one orchestration trace (and call cache) per run, written as calls happen.
+
+A run is what one execution of the user's team is: every call names its run (a run-scoped base
+URL or a header) and its agent (the ``model`` field or a header). The trace is built by the
+runtime's :class:`Recorder` (over ``core.build.TraceBuilder``) in the shape the ``team`` program
+records, so ``train team`` reads both alike:
+
+- an agent's first call: ``spawn`` of it by the root agent (``orchestrator``: the user's program);
+- each call: a ``message`` from the root to the agent (the call's newest input) and the agent's
+  ``return`` (its completion) with ``attrs.call`` = the call cache reference (``key#n``), whose
+  entry holds the token ids, the behaviour log-probs and the adapter, and ``attrs.adapter``;
+- data flow: when the prompt of a call contains an earlier completion of another agent of the same
+  run (verbatim, or after lower-casing and collapsing whitespace, as a whole word sequence), a
+  ``message`` edge from that completion's ``return`` to the call's ``return``
+  (``attrs.data_flow`` says how each was found);
+- the end of the run: an ``aggregate`` of the answer (the program's, or the last completion), a
+  ``stop`` decision, a ``despawn`` of every agent, ``metadata.outcome``.
+
+Content (prompts' newest input, completions) goes into the trace with secrets redacted (the
+importers' ``--keep-content`` rule) unless ``keep_content`` is off; the call cache holds the
+full requests and token ids (the training data). Nothing else writes content anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ...importers.redact import redact
+from ...runtime.backends.base import BackendError, ChatRequest, ChatResponse, normalise, request_key
+from ...runtime.cache import CallCache, cache_path
+from ...runtime.recorder import ROOT_AGENT, Recorder
+from .protocol import CallSpec, Completion, GatewayError
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SYSTEM = "orchestrace.gateway"
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id becomes a file name: letters, digits, ``.``, ``_``, ``-``, not starting with a dot."""
+    if not RUN_ID.fullmatch(run_id):
+        raise GatewayError(
+            400,
+            f"bad run id {run_id[:40]!r}: 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return run_id
+
+
+def derive_seed(run_seed: int, agent: str, turn: int) -> int:
+    """A call's seed when the request gives none: from the run's seed, the agent and its call
+    number (stable across processes and whatever the other agents do)."""
+    h = hashlib.sha256(f"{run_seed}|{agent}|{turn}".encode()).digest()
+    return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
+
+
+def normalised(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _contains(haystack: str, needle: str) -> bool:
+    """``needle`` occurs in ``haystack`` not inside a longer word (an answer "no" is not found in
+    "know")."""
+    if not needle:
+        return False
+    start = haystack.find(needle)
+    while start >= 0:
+        end = start + len(needle)
+        before_ok = start == 0 or not (haystack[start - 1].isalnum() and needle[0].isalnum())
+        after_ok = end == len(haystack) or not (haystack[end].isalnum() and needle[-1].isalnum())
+        if before_ok and after_ok:
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
+
+
+@dataclass
+class AgentState:
+    role: str
+    spawn: str
+    last: str  # its latest event (spawn or return)
+    calls: int = 0
+
+
+@dataclass(frozen=True)
+class Said:
+    """A completion recorded in this run: what data-flow matching looks for in later prompts."""
+
+    event: str
+    agent: str
+    text: str
+    norm: str
+
+
+@dataclass
+class GatewayRun:
+    """One run's trace and call cache, open until :meth:`finish`."""
+
+    run_id: str
+    path: str
+    seed: int = 0
+    task_id: str = "gateway"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    keep_content: bool = True
+    agents: dict[str, AgentState] = field(default_factory=dict)
+    said: list[Said] = field(default_factory=list)
+    closed: bool = False
+    calls: int = 0
+
+    def __post_init__(self) -> None:
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.rec = Recorder(
+            self.path,
+            task_id=self.task_id,
+            trace_id=self.run_id,
+            system=SYSTEM,
+            metadata={**self.metadata, "gateway": {"run": self.run_id, "seed": self.seed}},
+            clock="wall",
+        ).open()
+        self.cache = CallCache(cache_path(self.path))
+        self._occurrence: dict[str, int] = {}
+
+    def _content(self, text: str | None) -> str | None:
+        if not self.keep_content or text is None:
+            return None
+        return redact(text)
+
+    def _agent(self, agent: str, role: str) -> AgentState:
+        st = self.agents.get(agent)
+        if st is None:
+            sid = self.rec.spawn(agent, role=role, parent=ROOT_AGENT, chain=False)
+            st = self.agents[agent] = AgentState(role, sid, sid)
+        return st
+
+    def data_flow(self, agent: str, prompt: str) -> list[dict[str, str]]:
+        """Earlier completions of other agents found in ``prompt``: the latest one per agent and text."""
+        norm = None
+        found: dict[tuple[str, str], dict[str, str]] = {}
+        for s in self.said:
+            if s.agent == agent or not s.norm:
+                continue
+            how = None
+            if _contains(prompt, s.text.strip()):
+                how = "verbatim"
+            else:
+                norm = norm if norm is not None else normalised(prompt)
+                if _contains(norm, s.norm):
+                    how = "normalised"
+            if how is not None:
+                found[(s.agent, s.norm)] = {"from": s.event, "match": how}
+        return list(found.values())
+
+    def request(
+        self, agent: str, adapter: str, call: CallSpec, temperature: float, max_tokens: int
+    ) -> tuple[ChatRequest, int]:
+        """The runtime request of a call (its seed derived when the call gives none) and the turn."""
+        st = self.agents.get(agent)
+        turn = st.calls if st is not None else 0
+        seed = call.seed if call.seed is not None else derive_seed(self.seed, agent, turn)
+        return (
+            ChatRequest(
+                messages=call.messages,
+                model=adapter,
+                temperature=call.temperature if call.temperature is not None else temperature,
+                max_tokens=call.max_tokens if call.max_tokens is not None else max_tokens,
+                seed=seed,
+                stop=call.stop or None,
+            ),
+            turn,
+        )
+
+    def begin(self, agent: str, role: str, call: CallSpec) -> tuple[str, list[dict[str, str]], float]:
+        """Record the call's arrival: (its message event, its data flow, the start time)."""
+        st = self._agent(agent, role)
+        flows = self.data_flow(agent, call.prompt_text())
+        mid = self.rec.message(
+            self._content(call.messages[-1]["content"]),
+            to=agent,
+            frm=ROOT_AGENT,
+            after=st.last,
+            chain=False,
+            edge_type="causal",
+            attrs={"turn": st.calls},
+        )
+        st.calls += 1
+        self.calls += 1
+        return mid, flows, self.rec.now()
+
+    def end(
+        self,
+        agent: str,
+        req: ChatRequest,
+        turn: int,
+        mid: str,
+        flows: list[dict[str, str]],
+        start: float,
+        out: Completion | BaseException,
+    ) -> str:
+        """Record the call's outcome: the cache entry and the agent's ``return`` event."""
+        st = self.agents[agent]
+        key = request_key(req)
+        n = self._occurrence.get(key, 0)
+        self._occurrence[key] = n + 1
+        ref = f"{key}#{n}"
+        base: dict[str, Any] = {
+            "from_": agent,
+            "to": ROOT_AGENT,
+            "role": st.role,
+            "turn": turn,
+            "start": start,
+            "after": mid,
+            "chain": False,
+        }
+        if isinstance(out, BaseException):
+            err = (
+                out
+                if isinstance(out, BackendError)
+                else BackendError(
+                    "refused" if isinstance(out, GatewayError) else "exception",
+                    out.message if isinstance(out, GatewayError) else type(out).__name__,
+                )
+            )
+            self.cache.put(key, n, "chat", normalise(req), {"error": err.to_dict()})
+            eid = self.rec.emit(
+                "return",
+                agent,
+                content=str(err),
+                status="error",
+                attrs={"call": ref, "attempt": 0, "error": err.kind, "retryable": err.retryable},
+                **base,
+            )
+            st.last = eid
+            return eid
+        resp = ChatResponse(
+            text=out.text or "",
+            tokens_in=out.tokens_in,
+            tokens_out=out.tokens_out,
+            model=out.model,
+            finish_reason=out.finish_reason,
+            tokens=out.token_sample,
+        )
+        ok = msgspec.to_builtins(resp)
+        if out.tool_calls:
+            ok["tool_calls"] = out.tool_calls
+        self.cache.put(key, n, "chat", normalise(req), {"ok": ok})
+        attrs: dict[str, Any] = {"call": ref, "attempt": 0}
+        if out.token_sample is not None:
+            attrs["adapter"] = out.token_sample.adapter
+        if out.tool_calls:
+            attrs["tool_calls"] = [str((c.get("function") or {}).get("name")) for c in out.tool_calls]
+        if flows:
+            attrs["data_flow"] = flows
+        shown = out.text if out.text or not out.tool_calls else msgspec.json.encode(out.tool_calls).decode()
+        eid = self.rec.emit(
+            "return",
+            agent,
+            content=self._content(shown),
+            tokens_in=out.tokens_in,
+            tokens_out=out.tokens_out,
+            model=out.model or None,
+            attrs=attrs,
+            **base,
+        )
+        for f in flows:
+            self.rec.edge(f["from"], eid, "message")
+        st.last = eid
+        if out.text:
+            self.said.append(Said(eid, agent, out.text, normalised(out.text)))
+        return eid
+
+    def finish(self, answer: str | None = None, *, error: str | None = None) -> str:
+        """Close the run: the answer (the program's, else the last completion) as an ``aggregate``,
+        a ``stop``, a ``despawn`` of every agent, the outcome in the metadata. Returns the path."""
+        if self.closed:
+            return self.path
+        self.closed = True
+        rec = self.rec
+        final = answer if answer is not None else (self.said[-1].text if self.said else None)
+        after: list[str] = []
+        if final is not None and self.said:
+            want = normalised(final)
+            src = next((s for s in reversed(self.said) if want and want in s.norm), self.said[-1])
+            after = [src.event]
+        last = None
+        if final is not None and after:
+            last = rec.aggregate(self._content(final), inputs=after, agent=ROOT_AGENT, chain=False)
+        status = "error" if error is not None else "ok"
+        stop = rec.stop(
+            "error" if error is not None else "done",
+            agent=ROOT_AGENT,
+            after=last,
+            chain=False,
+            **({"status": "error"} if error is not None else {}),
+        )
+        for name, st in self.agents.items():
+            rec.despawn(name, parent=ROOT_AGENT, after=[stop, st.last], chain=False)
+        outcome: dict[str, Any] = {"status": status, "stop_reason": "error" if error else "done"}
+        outcome["final"] = self._content(final)
+        outcome["calls"] = self.calls
+        if error is not None:
+            outcome["error"] = error
+        rec.metadata["outcome"] = outcome
+        rec.close()
+        self.cache.close()
+        return self.path

@@ -1,0 +1,244 @@
+"""The gateway without HTTP: runs, agents, adapters, and calls answered and recorded on one event
+loop (a thread of its own), so that calls of concurrent runs meet in the backend's batches and a
+run's trace is only ever written from that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..team.program import ADAPTER_MODES, adapter_of
+from .completers import Completer
+from .protocol import CallSpec, Completion, GatewayError
+from .runs import GatewayRun, check_run_id
+
+T = TypeVar("T")
+AGENT_NAME_MAX = 128
+
+
+@dataclass(frozen=True)
+class Team:
+    """Who may call and which adapter answers: ``roles`` maps each known agent to its role (an
+    empty map accepts any agent, its role its name); ``mode``: one adapter per ``agent``, per
+    ``role``, or ``shared`` by everyone."""
+
+    mode: str = "agent"
+    roles: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ADAPTER_MODES:
+            raise ValueError(f"unknown adapter mode {self.mode!r}; known: {', '.join(ADAPTER_MODES)}")
+
+    def role(self, agent: str) -> str:
+        if self.roles and agent not in self.roles:
+            raise GatewayError(
+                400,
+                f"unknown agent {agent!r}: this gateway serves {', '.join(self.roles)} "
+                "(name the agent in 'model' or the X-Orchestrace-Agent header)",
+                param="model",
+                code="model_not_found",
+            )
+        return self.roles.get(agent, agent)
+
+    def adapter(self, agent: str) -> str:
+        return adapter_of(self.mode, agent, self.role(agent))
+
+    def adapters(self) -> list[str]:
+        return list(dict.fromkeys(self.adapter(a) for a in self.roles))
+
+
+def parse_agents(spec: str) -> dict[str, str]:
+    """``planner,writer=drafting`` -> {planner: planner, writer: drafting} (agent=role)."""
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        name, _, role = part.partition("=")
+        name, role = name.strip(), (role.strip() or name.strip())
+        if not name or len(name) > AGENT_NAME_MAX or not name.isprintable():
+            raise ValueError(f"bad agent name {name!r}")
+        out[name] = role
+    return out
+
+
+@dataclass(frozen=True)
+class CallDefaults:
+    """What a call that does not say gets: sampling temperature, new tokens; the most it may ask."""
+
+    temperature: float = 0.7
+    max_tokens: int = 64
+    max_tokens_cap: int = 512
+
+
+class Gateway:
+    """Runs and calls. ``auto_runs``: a call naming an unknown run opens it (``serve``); off, only
+    runs opened with :meth:`open_run` take calls (training)."""
+
+    def __init__(
+        self,
+        completer: Completer,
+        team: Team,
+        runs_dir: str | Path,
+        *,
+        defaults: CallDefaults | None = None,
+        auto_runs: bool = True,
+        keep_content: bool = True,
+        call_timeout: float = 600.0,
+    ) -> None:
+        self.completer = completer
+        self.team = team
+        self.runs_dir = Path(runs_dir)
+        self.defaults = defaults or CallDefaults()
+        self.auto_runs = auto_runs
+        self.keep_content = keep_content
+        self.call_timeout = call_timeout
+        self.runs: dict[str, GatewayRun] = {}
+        self.finished: dict[str, str] = {}  # run id -> trace path
+        served = completer.adapters
+        if served is not None:
+            missing = [a for a in team.adapters() if a not in served]
+            if missing:
+                raise ValueError(f"the model has no adapter {', '.join(missing)}")
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="gateway-loop", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ running on the loop
+
+    def submit(self, coro: Awaitable[T]) -> Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+
+    def on_loop(self, coro: Awaitable[T], timeout: float | None = None) -> T:
+        return self.submit(coro).result(timeout)
+
+    def close(self) -> None:
+        """Finish every open run and stop the loop."""
+        if self.loop.is_closed():
+            return
+        self.on_loop(self._finish_all())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+    async def _finish_all(self) -> None:
+        for rid in list(self.runs):
+            self._finish(rid, None, None)
+
+    # ------------------------------------------------------------------ runs
+
+    def path_of(self, run_id: str) -> str:
+        return str(self.runs_dir / f"{run_id}.events.jsonl")
+
+    def open_run(
+        self,
+        run_id: str,
+        *,
+        path: str | None = None,
+        seed: int = 0,
+        task_id: str = "gateway",
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Open a run whose calls are recorded to ``path`` (default ``<runs_dir>/<run_id>.events.jsonl``)."""
+
+        async def go() -> str:
+            return self._open(run_id, path, seed, task_id, metadata or {}).path
+
+        return self.on_loop(go())
+
+    def _open(
+        self, run_id: str, path: str | None, seed: int, task_id: str, metadata: dict[str, Any]
+    ) -> GatewayRun:
+        check_run_id(run_id)
+        if run_id in self.runs or run_id in self.finished:
+            raise GatewayError(409, f"run {run_id!r} exists already", code="run_exists")
+        run = GatewayRun(
+            run_id,
+            path or self.path_of(run_id),
+            seed=seed,
+            task_id=task_id,
+            metadata=metadata,
+            keep_content=self.keep_content,
+        )
+        self.runs[run_id] = run
+        return run
+
+    def finish_run(self, run_id: str, answer: str | None = None, *, error: str | None = None) -> str:
+        """Close a run (its trace is complete on disk); returns the trace's path."""
+
+        async def go() -> str:
+            return self._finish(run_id, answer, error)
+
+        return self.on_loop(go())
+
+    def _finish(self, run_id: str, answer: str | None, error: str | None) -> str:
+        run = self.runs.pop(run_id, None)
+        if run is None:
+            if run_id in self.finished:
+                return self.finished[run_id]
+            raise GatewayError(404, f"no open run {run_id!r}", code="run_not_found")
+        path = run.finish(answer, error=error)
+        self.finished[run_id] = path
+        return path
+
+    def calls_of(self, run_id: str) -> int:
+        run = self.runs.get(run_id)
+        return run.calls if run is not None else 0
+
+    def agent_names(self) -> list[str]:
+        return list(self.team.roles) or list(self.completer.adapters or [])
+
+    # ------------------------------------------------------------------ calls
+
+    def call(self, run_id: str, agent: str, call: CallSpec) -> Completion:
+        """Answer and record one call (from any thread)."""
+        return self.on_loop(self.acall(run_id, agent, call), timeout=self.call_timeout + 5)
+
+    async def acall(self, run_id: str, agent: str, call: CallSpec) -> Completion:
+        if not agent or len(agent) > AGENT_NAME_MAX or not agent.isprintable():
+            raise GatewayError(400, "the agent name must be 1-128 printable characters", param="model")
+        role = self.team.role(agent)
+        adapter = self.team.adapter(agent)
+        served = self.completer.adapters
+        if served is not None and adapter not in served:
+            raise GatewayError(
+                400, f"no adapter {adapter!r} for agent {agent!r}", param="model", code="model_not_found"
+            )
+        run = self.runs.get(run_id)
+        if run is None:
+            if run_id in self.finished:
+                raise GatewayError(400, f"run {run_id!r} has ended", code="run_closed")
+            if not self.auto_runs:
+                raise GatewayError(400, f"no open run {run_id!r}", code="run_not_found")
+            run = self._open(run_id, None, 0, "gateway", {})
+        d = self.defaults
+        req, turn = run.request(agent, adapter, call, d.temperature, d.max_tokens)
+        mid, flows, start = run.begin(agent, role, call)
+        try:
+            out: Completion | BaseException = await asyncio.wait_for(
+                self.completer.complete(req, call), self.call_timeout
+            )
+        except TimeoutError:
+            out = GatewayError(504, f"no completion within {self.call_timeout:g} s", type="server_error")
+        except Exception as e:  # recorded as the call's error event, then answered as an error
+            out = e
+        if not run.closed:
+            run.end(agent, req, turn, mid, flows, start, out)
+        if isinstance(out, GatewayError):
+            raise out
+        if isinstance(out, BaseException):
+            raise GatewayError(
+                502, f"the backend failed: {_describe(out)}", type="server_error", code="backend_error"
+            )
+        return out
+
+
+def _describe(e: BaseException) -> str:
+    """An error's kind, without its message (a message may quote the prompt)."""
+    kind = getattr(e, "kind", None)
+    return f"{type(e).__name__} ({kind})" if kind else type(e).__name__
