@@ -21,7 +21,7 @@ Inside ``learn`` the same contract holds between its parts (``LEARN_LAYERS``): t
 the public data loaders, then the algorithms (``rl``), the stop decision (``stopping``: banks,
 features, rules, the stop policy and its training), the Gymnasium views (``envs``, StopVote's over
 ``stopping``), the runtime adapters of every saved policy (``policies``), then what runs it all
-(``team``, ``experiments`` and the package's ``__init__``).
+(``team``, ``experiments`` and the package's ``__init__``), and the ``gateway`` over ``team``.
 
 A plugin name in a string (``"package.module:function"``, imported at run time) is an import
 too: one that points to a higher layer is an upward arrow no import statement shows. The runtime
@@ -66,6 +66,7 @@ LEARN_LAYERS: list[set[str]] = [
     {"envs"},
     {"policies"},
     {"team", "experiments", ""},  # "": learn/__init__.py
+    {"gateway"},  # serves and trains any team over HTTP, on top of ``team``'s model and loop
 ]
 LEARN_RANK = {part: i for i, layer in enumerate(LEARN_LAYERS) for part in layer}
 
