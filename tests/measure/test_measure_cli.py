@@ -129,3 +129,36 @@ def test_a_success_channel_no_trace_has_is_named(run, tmp_path):
     assert "the traces have " in err and "team" in err.split("the traces have ")[1]
     r = run("analyze", str(corpus), "--success-channel", "team")
     assert r.returncode == 0 and b"warning" not in r.stderr
+
+
+def test_by_agent_measures_a_replayed_trace_once(run, tmp_path):
+    # `analyze examples/runs/ --by agent` after `replay` counted the byte-identical replay as a second
+    # trace (traces 2, every sum doubled) where ingest stores it once
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parents[2] / "examples" / "runs" / "debate-s1.events.jsonl"
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "debate-s1.events.jsonl").write_bytes(log.read_bytes())
+    (runs / "debate-s1.replay.events.jsonl").write_bytes(log.read_bytes())
+    r = run("analyze", str(runs), "--by", "agent", "--format", "csv", "-q")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(_io.StringIO(r.stdout.decode())))
+    assert {row["agent"]: row["traces"] for row in rows} == dict.fromkeys(
+        ("debater_0", "debater_1", "debater_2", "orchestrator"), "1"
+    )
+    assert (
+        "1 duplicate(s) of a trace earlier in the input (same id and content) measured once"
+        in r.stderr.decode()
+    )
+    # the same id with other content is another trace: both measured, and said with both files
+    header, *rest = log.read_text().splitlines()
+    other = {**json.loads(header), "task_id": "another task"}
+    (runs / "debate-s1.replay.events.jsonl").write_text("\n".join([json.dumps(other), *rest]) + "\n")
+    r = run("analyze", str(runs), "--by", "agent", "--format", "csv", "-q")
+    err = " ".join(r.stderr.decode().split())
+    assert r.returncode == 0, err
+    assert {row["traces"] for row in csv.DictReader(_io.StringIO(r.stdout.decode()))} == {"2"}
+    assert (
+        "trace id 'debate-s1' names two traces with different content" in err and "replay.events.jsonl" in err
+    )

@@ -29,3 +29,19 @@ def test_traces_of_a_failed_file_are_dropped_from_the_report_and_the_group_sums(
     assert (result.groups["o"]["traces"], result.groups["o"]["tokens_in"]) == (2, 5 + 7)
     assert (result.groups["w"]["tool_calls"], result.groups["w"]["tokens_out"]) == (2, 4)
     assert corpus_analysis(measured, {0, 1, 2}) is None
+
+
+def test_a_trace_met_again_with_the_same_content_is_measured_once():
+    # analyze examples/runs/ --by agent counted a byte-identical replay as a second trace, where
+    # ingest stores it once; with the same id and other content both are measured (ingest: OT310)
+    from orchestrace.measure.pipeline import Repeats
+
+    a, other_a = _trace("a", 5), _trace("a", 6)
+    traces = [(0, a), (0, _trace("a", 5)), (1, _trace("a", 5)), (1, _trace("b", 100)), (2, other_a)]
+    repeats = Repeats()
+    measured = list(measure_traces(traces, set(), by="agent", repeats=repeats))
+    assert [(m.file, m.trace.trace_id) for m in measured] == [(0, "a"), (1, "b"), (2, "a")]
+    assert repeats.duplicates == 2 and repeats.conflicts == [("a", 0, 2)]
+    result = corpus_analysis([(m.file, m.metrics, m.groups) for m in measured], set(), by="agent")
+    assert result is not None and result.groups is not None
+    assert (result.groups["o"]["traces"], result.groups["o"]["tokens_in"]) == (3, 5 + 100 + 6)

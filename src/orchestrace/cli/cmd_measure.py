@@ -9,7 +9,7 @@ import csv
 import functools
 import sys
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import orjson
@@ -22,6 +22,9 @@ from ..core.model import Trace
 from .common import console, console_err, expand_paths, fmt_number
 from .progress import failure_exit_code, stream_file_traces, stream_traces
 from .ray_option import RayCommand, RayOption
+
+if TYPE_CHECKING:
+    from ..measure.pipeline import Repeats
 
 _FORMATS = ("table", "json", "csv")
 _BY = ("topology", "system", "agent", "role", "type")
@@ -121,7 +124,7 @@ def analyze_cmd(
     """
     from ..importers import write as write_traces
     from ..measure import write_metrics
-    from ..measure.pipeline import corpus_analysis, measure_traces
+    from ..measure.pipeline import Repeats, corpus_analysis, measure_traces
 
     _check("--format", format, _FORMATS)
     _check("--by", by, _BY)
@@ -129,6 +132,7 @@ def analyze_cmd(
     kept: list[tuple[int, dict[str, Any], dict[str, dict[str, Any]] | None]] = []
     failed: dict[int, OrchestraceError] = {}
     channels: set[str] = set()  # reward channels seen, to name them when --success-channel found none
+    repeats = Repeats()  # trace ids met twice: a replay beside its recording is measured once
 
     def measured() -> Iterator[Trace]:  # one trace in memory at a time (.jsonl outputs stream too)
         if write:  # an output file is written whole or not at all: the first bad input stops it
@@ -137,7 +141,7 @@ def analyze_cmd(
             )
         else:
             traces = stream_file_traces(paths, "analyze", failed, quiet=quiet)
-        for m in measure_traces(traces, failed, verifier=check, by=by, ray=ray):
+        for m in measure_traces(traces, failed, verifier=check, by=by, ray=ray, repeats=repeats):
             kept.append((m.file, m.metrics, m.groups))
             channels.update(m.trace.rewards)
             yield write_metrics(m.trace, m.metrics) if write else m.trace
@@ -149,6 +153,7 @@ def analyze_cmd(
         for _ in measured():
             pass
     result = corpus_analysis(kept, failed, by)
+    _say_repeats(repeats, paths)
     if result is None and failed:
         if format == "json":
             _json({"traces": [], "corpus": None, "failed": _failures(failed)})
@@ -171,6 +176,26 @@ def analyze_cmd(
         _tables(result.traces, result.corpus, result.groups, by)
     if failed:
         raise typer.Exit(failure_exit_code(failed))
+
+
+def _say_repeats(repeats: Repeats, paths: list[str]) -> None:
+    """On stderr (stdout may be the JSON or CSV): the copies measured once, and the ids that name
+    two different traces (both measured), with their files."""
+    if repeats.duplicates:
+        console_err.print(
+            f"{repeats.duplicates} duplicate(s) of a trace earlier in the input (same id and content) "
+            "measured once",
+            highlight=False,
+        )
+    if repeats.conflicts:
+        files = list(expand_paths(paths))
+        for tid, first, later in repeats.conflicts:
+            where = "both in " + files[first] if first == later else f"in {files[first]} and {files[later]}"
+            console_err.print(
+                f"[yellow]warning:[/yellow] trace id {escape(repr(tid))} names two traces with different "
+                f"content ({escape(where)}): both measured (ingest stores the first and refuses the other, OT310)",
+                highlight=False,
+            )
 
 
 def _failures(failed: dict[int, OrchestraceError]) -> list[dict[str, Any]]:

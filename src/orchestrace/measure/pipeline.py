@@ -7,9 +7,12 @@ metrics are dropped at the end, so the caller can stream traces (and write them)
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Container, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+import msgspec
 
 from ..core.model import Trace
 from .analyze import analyze
@@ -40,6 +43,35 @@ class CorpusAnalysis:
     groups: dict[str, dict[str, Any]] | None
 
 
+@dataclass
+class Repeats:
+    """Trace ids met more than once in one input, compared as ``ingest`` compares them (id and
+    content, whatever the key order). ``duplicates`` counts later copies with the same content (a
+    recording and its byte-identical replay): analysed once, as ingest stores them once.
+    ``conflicts`` holds (trace id, file index of the first, file index of the later) for a later
+    trace with the same id and different content: ingest refuses it (OT310), analyze measures it as
+    a trace of its own and the caller warns."""
+
+    duplicates: int = 0
+    conflicts: list[tuple[str, int, int]] = field(default_factory=list)
+    seen: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # trace id -> (digest, file)
+
+
+def distinct_traces(traces: Iterable[tuple[int, Trace]], repeats: Repeats) -> Iterator[tuple[int, Trace]]:
+    """The (file index, trace) pairs without the later copies of a trace already met (``Repeats``)."""
+    for i, tr in traces:
+        digest = hashlib.blake2b(msgspec.json.encode(tr, order="sorted"), digest_size=16).digest()
+        first = repeats.seen.get(tr.trace_id)
+        if first is None:
+            repeats.seen[tr.trace_id] = (digest, i)
+        elif first[0] == digest:
+            repeats.duplicates += 1
+            continue
+        else:
+            repeats.conflicts.append((tr.trace_id, first[1], i))
+        yield i, tr
+
+
 def measure_traces(
     traces: Iterable[tuple[int, Trace]],
     failed: Container[int],
@@ -47,10 +79,13 @@ def measure_traces(
     verifier: Callable[[Trace], Any] | None = None,
     by: str | None = None,
     ray: str | None = None,
+    repeats: Repeats | None = None,
 ) -> Iterator[MeasuredTrace]:
     """Metrics of (file index, trace) pairs in order, one trace in memory at a time locally;
     with ``ray`` (an address or "local") the traces are analysed as Ray tasks, in order, so the
-    results equal the local ones. ``failed`` holds the files known to have failed."""
+    results equal the local ones. ``failed`` holds the files known to have failed. A trace met
+    again with the same id and content is measured once; ``repeats`` collects what was met twice."""
+    traces = distinct_traces(traces, repeats if repeats is not None else Repeats())
     if ray is None:
         pairs: Iterator[tuple[int, Trace, dict[str, Any]]] = (
             (i, tr, analyze(TraceView(tr), verifier=verifier)) for i, tr in traces
