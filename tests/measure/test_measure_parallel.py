@@ -12,6 +12,7 @@ from orchestrace.core.validate import validate_trace
 from orchestrace.measure import (
     TraceView,
     analyze,
+    breakdown,
     concurrency,
     concurrency_profile,
     critical_path,
@@ -258,3 +259,75 @@ def test_a_decision_and_its_direct_tool_call_are_one_step_like_a_decision_and_it
     assert w == {"d1": 1, "c1": 0, "r1": 0, "d2": 1, "s1": 0, "w1": 1, "d3": 1}
     cs = critical_steps(tr)
     assert (cs["critical"], cs["total"]) == (4, 4)
+
+
+def _fan_out_search(result_agent: str | None):
+    """o decides [0, 1]; workers w0..w2 each call web_search at 1, results at 11; o aggregates [11, 12]."""
+    events = [ev("d", 0, "orchestrator_decision", "o", t_end=1)]
+    edges = []
+    for k in range(3):
+        w = f"w{k}"
+        events += [
+            ev(f"s{k}", 1, "spawn", "o", to=w),
+            ev(f"c{k}", 1, "tool_call", w, tool="web_search", call_id=f"q{k}"),
+            ev(f"r{k}", 11, "tool_result", result_agent or w, tool="web_search", call_id=f"q{k}"),
+        ]
+        edges += [("d", f"s{k}", "spawn"), (f"s{k}", f"c{k}", "spawn"), (f"c{k}", f"r{k}", "tool_dependency")]
+        edges.append((f"r{k}", "agg", "causal"))
+    events.append(ev("agg", 11, "aggregate", "o", t_end=12))
+    return mk(events, edges)
+
+
+@pytest.mark.parametrize("result_agent", ["web_search", None])
+def test_agents_sharing_a_tool_each_do_their_own_work(result_agent):
+    # issue 34: the results' agent was the tool, shared by the three calls, which counted 10 s
+    # once: serial 12 s, speed-up 1.0. Each execution is its own: 1 + 3 x 10 + 1 = 32 s, speed-up 32/12
+    tr = _fan_out_search(result_agent)
+    assert validate_trace(tr) == []
+    r = analyze(tr)
+    assert r["critical_path_s"] == 12.0
+    assert r["serial_work_s"] == 32.0
+    assert r["parallel_speedup"] == 32 / 12
+    busy = {a: row["busy_s"] for a, row in breakdown(tr, "agent").items()}
+    if result_agent:  # the tool's row holds its three executions; the workers only called
+        assert busy == {"o": 2.0, "w0": 0.0, "w1": 0.0, "w2": 0.0, "web_search": 30.0}
+    else:
+        assert busy == {"o": 2.0, "w0": 10.0, "w1": 10.0, "w2": 10.0}
+
+
+@pytest.mark.parametrize("result_agent", ["web_search", "a"])
+def test_one_agents_parallel_tool_calls_add_up(result_agent):
+    # two searches issued together, 3 s and 5 s: a serial executor runs one after the other
+    tr = mk(
+        [
+            ev("c1", 0, "tool_call", "a", tool="web_search", call_id="1"),
+            ev("c2", 0, "tool_call", "a", tool="web_search", call_id="2"),
+            ev("r1", 3, "tool_result", result_agent, tool="web_search", call_id="1"),
+            ev("r2", 5, "tool_result", result_agent, tool="web_search", call_id="2"),
+        ],
+        [("c1", "r1", "tool_dependency"), ("c2", "r2", "tool_dependency")],
+    )
+    assert validate_trace(tr) == []
+    r = analyze(tr)
+    assert (r["serial_work_s"], r["critical_path_s"], r["parallel_speedup"]) == (8.0, 5.0, 1.6)
+    assert sum(row["busy_s"] for row in breakdown(tr, "agent").values()) == 8.0
+
+
+def test_waiting_on_ones_own_tool_is_counted_once():
+    # one agent, one call after the other, each next call chained to the previous call (not to
+    # its result, as generated and imported traces often are): its interval spans the wait,
+    # which is the tool's work; nothing ran in parallel, so the speed-up is exactly 1
+    tr = mk(
+        [
+            ev("c1", 0, "tool_call", "a", t_end=1, tool="x", call_id="1"),
+            ev("r1", 1, "tool_result", "a", t_end=3, tool="x", call_id="1"),
+            ev("c2", 3, "tool_call", "a", t_end=4, tool="x", call_id="2"),
+            ev("r2", 4, "tool_result", "a", t_end=6, tool="x", call_id="2"),
+            ev("m", 6, "message", "a", t_end=7, to="user"),
+        ],
+        [("c1", "r1", "tool_dependency"), ("c2", "r2", "tool_dependency")],
+    )
+    r = analyze(tr)
+    assert (r["serial_work_s"], r["critical_path_s"], r["parallel_speedup"]) == (7.0, 7.0, 1.0)
+    busy = dict(zip([e.id for e in tr.events], TraceView(tr).busy_time.tolist(), strict=True))
+    assert busy == {"c1": 1.0, "r1": 2.0, "c2": 1.0, "r2": 2.0, "m": 1.0}

@@ -35,32 +35,51 @@ TYPES = ("orchestrator_decision", "message", "tool_call", "aggregate", "safety_e
 @st.composite
 def traces(draw):
     n = draw(st.integers(1, 25))
-    times = sorted(draw(st.lists(st.integers(0, 12), min_size=n, max_size=n)))
+    unit = draw(st.sampled_from((1, 0.1, 0.3)))  # tenths: sums that round in floating point
+    times = [k * unit for k in sorted(draw(st.lists(st.integers(0, 12), min_size=n, max_size=n)))]
     events = []
     for i, t in enumerate(times):
         ty = draw(st.sampled_from(TYPES))
         dur = draw(st.one_of(st.none(), st.integers(0, 6)))
-        kw = {"t_end": t + dur} if dur is not None else {}
+        kw = {"t_end": t + dur * unit} if dur is not None else {}
         if ty == "message":
             kw["to"] = draw(st.sampled_from(AGENTS))
         if ty == "tool_call":
-            kw["tool"] = "x"
+            kw["tool"], kw["call_id"] = "x", f"c{i}"
         kw["trusted"] = draw(st.sampled_from((None, True, False)))
         kw["status"] = draw(st.sampled_from((None, "ok", "error")))
         kw["tokens_in"] = draw(st.integers(0, 50))
         events.append(ev(f"e{i}", t, ty, draw(st.sampled_from(AGENTS)), **kw))
-    # edges go forward in (time, random tie-break): equal-time edges may point to a lower index
-    tie = draw(st.permutations(range(n)))
+    # each tool call may get a result later, from the tool (a name shared by concurrent calls) or
+    # from the caller, with or without a duration of its own
+    results, caller = [], []
+    for i, e in enumerate(list(events)):
+        if e.type == "tool_call" and draw(st.booleans()):
+            t = e.t + draw(st.integers(0, 8)) * unit
+            dur = draw(st.one_of(st.none(), st.integers(0, 3)))
+            who = draw(st.sampled_from(("x", e.agent)))
+            kw = {"t_end": t + dur * unit} if dur is not None else {}
+            events.append(ev(f"r{i}", t, "tool_result", who, tool="x", call_id=f"c{i}", **kw))
+            times.append(t)
+            results.append((f"e{i}", f"r{i}", "tool_dependency"))
+            caller.append(i)
+    ids = [e.id for e in events]
+    # edges go forward in (time, random tie-break): equal-time edges may point to a lower index;
+    # a result comes right after its call in the tie-break
+    tie = [*draw(st.permutations(range(n))), *(0.0,) * len(caller)]
+    for k, i in enumerate(caller):
+        tie[n + k] = tie[i] + 0.5
+    n = len(events)
     pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n))
-    edges = [
-        (f"e{i}", f"e{j}", draw(st.sampled_from(EDGE_TYPES)))
+    edges = results + [
+        (ids[i], ids[j], draw(st.sampled_from(EDGE_TYPES)))
         for i, j in pairs
         if (times[i], tie[i]) < (times[j], tie[j])
     ]
     return mk(events, list(dict.fromkeys(edges)))
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces())
 def test_invariants_on_random_valid_traces(tr):
     assert [f for f in validate_trace(tr) if f.severity == "error"] == []

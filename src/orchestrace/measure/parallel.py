@@ -2,15 +2,19 @@
 
 Our definitions (spec §2.2, §2.3 and §8.5 leave them open; see docs/measure.md):
 
-- **Serial work** ``serial_work_s``: the sum over agents of each agent's busy time, the union
-  of its events' effective intervals (``view.py``), i.e. the wall-clock a single agent would need
-  to do the same work one agent's work after the other (a *simulated* serial baseline; nothing is
-  re-run). A lone agent with events [0, 10], [1, 4], [5, 9] does 10 s of serial work, not 19.
+- **Serial work** ``serial_work_s``: every tool execution (a ``tool_result`` from its call to its
+  end) in full, plus each agent's busy time, the union of its own events' effective intervals
+  minus the time its tool executions cover (``view.py``): the wall-clock one executor would need
+  to do all of it one piece after the other (a *simulated* serial baseline; nothing is re-run).
+  A lone agent with events [0, 10], [1, 4], [5, 9] does 10 s of serial work, not 19; three
+  agents waiting 10 s each on their own call of one tool at once do 30 s, and one agent's two
+  parallel calls of 3 s and 5 s do 8 s.
 - **Critical path** ``critical_path_s``: the heaviest dependency path, weighted by effective
   duration, where a dependency that was still running when its successor started only delays it
-  to its own start (``view.time_critical_path``); so the critical path never exceeds the trace's
-  wall-clock span. ``parallel_speedup = serial_work_s / critical_path_s`` (a speed-up, >= 1
-  by construction, 1 for a lone agent; null when the trace records no time at all).
+  to its own start (``view.time_critical_path``). The events it counts have disjoint intervals,
+  so it never exceeds the trace's wall-clock span nor the serial work, with no clamp:
+  ``parallel_speedup = serial_work_s / critical_path_s`` is >= 1 by definition, 1 for a lone
+  agent; null when the trace records no time at all.
 - **Steps.** A step is one action of one agent: an ``orchestrator_decision``, ``spawn``,
   ``despawn``, ``message``, ``tool_call``, ``return`` or ``aggregate`` event. A group issued at
   once is one action, as in Kimi's stages, where the main agent's action in a stage is "a direct
@@ -37,7 +41,6 @@ Our definitions (spec §2.2, §2.3 and §8.5 leave them open; see docs/measure.m
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,8 +88,7 @@ def critical_path(x: Trace | TraceView) -> dict[str, Any]:
     """
     v = as_view(x)
     length, path, finish = time_critical_path(v)
-    serial = math.fsum(v.busy_time.tolist())
-    return {"length_s": min(length, serial), "serial_work_s": serial, "path": path, "finish_s": finish}
+    return {"length_s": length, "serial_work_s": v.serial_work, "path": path, "finish_s": finish}
 
 
 def critical_steps(x: Trace | TraceView) -> dict[str, Any]:
@@ -98,10 +100,11 @@ def critical_steps(x: Trace | TraceView) -> dict[str, Any]:
 
 
 def parallel_speedup(serial_work_s: float, critical_path_s: float) -> float | None:
-    """Serial work over critical-path time; None when the trace records no time (0/0)."""
+    """Serial work over critical-path time; None when the trace records no time (0/0). At least
+    1 for the values of ``critical_path``: the path's length never exceeds the serial work."""
     if critical_path_s <= 0.0:
         return None
-    return max(1.0, serial_work_s / critical_path_s)
+    return serial_work_s / critical_path_s
 
 
 # ---------------------------------------------------------------- Kimi's stage formula

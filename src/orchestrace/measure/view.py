@@ -22,10 +22,15 @@ Definitions (ours; spec §8 leaves them open):
   So the time an agent spends producing an event (LLM latency, which traces record as a gap before
   the event rather than as its duration) is charged to that event, and traces with instantaneous
   events (no ``t_end``) still have meaningful wall-clock metrics.
-- **Busy time** of an agent: the length of the union of its events' effective intervals
-  ``[ready, t_end]``, so an agent working on overlapping events (parallel tool calls, a turn
-  that spans its own sub-steps) is busy once, not once per event. A ``tool_result``'s agent is
-  its tool, so one tool running twice at once is busy once.
+- **Tool execution**: a ``tool_result`` event, over its effective interval: from its call (its
+  input) to its end. Every execution is work of its own, so concurrent calls of one tool (whose
+  results share the tool's name as ``agent``) and one agent's parallel calls each count in full.
+- **Busy time** of an agent: the length of the union of its own events' effective intervals
+  ``[ready, t_end]`` (tool results excluded), so an agent working on overlapping events (a turn
+  that spans its own sub-steps) is busy once, not once per event; minus the time its own tool
+  executions cover (an event after a call is often chained to the call, not the result, so its
+  interval spans the wait: that wait is the tool's work, counted there).
+- **Serial work**: the busy time of every agent plus every tool execution.
 - **Final node**: the last ``aggregate`` event; without one, the last event of the root agent
   (the agent of the earliest event that is an agent action, so not a user prompt logged as a
   ``human_intervention``, a tool result or a safety event).
@@ -43,6 +48,7 @@ from ..core.graph import EDGE_CODE, EVENT_CODE, TraceGraph, kahn_order
 from ..core.model import Trace
 
 TOOL_RESULT = EVENT_CODE["tool_result"]
+TOOL_CALL = EVENT_CODE["tool_call"]
 TEMPORAL = EDGE_CODE["temporal"]
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NOT_AGENT_ACTION = np.asarray([EVENT_CODE[t] for t in ("tool_result", "human_intervention", "safety_event")])
@@ -248,16 +254,34 @@ class TraceView:
         return np.maximum(0.0, self.g.t_end - self.ready)
 
     @cached_property
-    def busy_time(self) -> np.ndarray:
-        """Each event's share of its agent's busy time: the part of ``[ready, t_end]`` not
-        already covered by an earlier-starting event of the same agent. Summed over an agent it
-        is the length of the union of its events' intervals (one agent busy on two overlapping
-        events is busy once); summed over the trace it is the serial work."""
+    def caller(self) -> np.ndarray:
+        """For each ``tool_result``, the agent code of the ``tool_call`` with an edge to it, else -1."""
         g = self.g
-        start, end = self.ready, np.maximum(g.t_end, self.ready)
-        order = np.lexsort((np.arange(self.n), start, g.agent)).tolist()
+        out = np.full(self.n, -1, dtype=np.int64)
+        sel = (g.type[g.src] == TOOL_CALL) & (g.type[g.dst] == TOOL_RESULT)
+        out[g.dst[sel]] = g.agent[g.src[sel]]
+        return out
+
+    @cached_property
+    def work_interval(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of each event's effective interval ``[ready, max(t_end, ready)]``."""
+        return self.ready, np.maximum(self.g.t_end, self.ready)
+
+    @cached_property
+    def busy_time(self) -> np.ndarray:
+        """Each event's share of the serial work (module docstring): a ``tool_result`` its whole
+        interval (one tool execution); an agent's own event the part of its interval not already
+        covered by an earlier-starting event of the same agent nor by one of the agent's tool
+        executions. Summed over an agent it is that agent's busy time (``busy_s``); summed over
+        the trace it is the serial work, up to float rounding (``serial_work`` is exact)."""
+        g = self.g
+        start, end = self.work_interval
+        is_exec = g.type == TOOL_RESULT
+        out = np.where(is_exec, end - start, 0.0)
+        own = np.nonzero(~is_exec)[0]
+        order = own[np.lexsort((own, start[own], g.agent[own]))].tolist()
         agent, s, e = g.agent.tolist(), start.tolist(), end.tolist()
-        out = [0.0] * self.n
+        lo_of = np.zeros(self.n)
         cur, reach = None, -math.inf
         for i in order:
             if agent[i] != cur:
@@ -265,8 +289,34 @@ class TraceView:
             lo = max(s[i], reach)
             if e[i] > lo:
                 out[i] = e[i] - lo
+                lo_of[i] = lo
                 reach = e[i]
-        return np.asarray(out, dtype=np.float64)
+        # the time an agent waits on its own tool executions is theirs, not the agent's
+        caller = self.caller
+        owned = caller >= 0
+        pieces = _merge(start[owned], end[owned], caller[owned])
+        idx = np.nonzero(~is_exec & (out > 0))[0]
+        a = g.agent[idx]
+        out[idx] -= _covered(*pieces, a, end[idx]) - _covered(*pieces, a, lo_of[idx])
+        return np.maximum(out, 0.0)
+
+    @cached_property
+    def serial_work(self) -> float:
+        """Serial work, exact up to one rounding: the sum over agents of the length of the union
+        of their own events' intervals minus their tool executions, plus every tool execution.
+        Written as one ``fsum`` of interval end points, so it is never below the critical path,
+        whose length is such a sum over disjoint intervals (``time_critical_path``)."""
+        g = self.g
+        start, end = self.work_interval
+        is_exec = g.type == TOOL_RESULT
+        caller = self.caller
+        owned = is_exec & (caller >= 0)
+        key = np.where(is_exec, caller, g.agent)
+        # per agent: |own events U own executions| - |own executions| = |own events \ executions|
+        _, us, ue = _merge(start[~is_exec | owned], end[~is_exec | owned], key[~is_exec | owned])
+        _, ms, me = _merge(start[owned], end[owned], key[owned])
+        parts = [_lengths(us, ue), -_lengths(ms, me), _lengths(start[is_exec], end[is_exec])]
+        return math.fsum(np.concatenate(parts).tolist())
 
     # ------------------------------------------------------------ special nodes
 
@@ -288,6 +338,54 @@ class TraceView:
         if not len(cand):
             return -1
         return int(cand[np.lexsort((cand, g.t_end[cand], g.t[cand]))[-1]])
+
+
+def _merge(start: np.ndarray, end: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The disjoint union of intervals ``[start, end]`` within each key: (key, start, end) of the
+    merged pieces, sorted by key then start."""
+    if not len(start):
+        return key, start, end
+    o = np.lexsort((start, key))
+    k, s, e = key[o], start[o], end[o]
+    first = np.ones(len(s), dtype=bool)
+    first[1:] = k[1:] != k[:-1]
+    run, fl = e.tolist(), first.tolist()
+    for i in range(1, len(run)):  # running maximum of the ends within each key
+        if not fl[i] and run[i - 1] > run[i]:
+            run[i] = run[i - 1]
+    reach = np.asarray(run, dtype=np.float64)
+    # a piece starts at a new key or after the reach of everything before it
+    new = first.copy()
+    new[1:] |= s[1:] > reach[:-1]
+    heads = np.nonzero(new)[0]
+    tails = np.concatenate([heads[1:] - 1, [len(s) - 1]])
+    return k[heads], s[heads], reach[tails]
+
+
+def _lengths(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``end, -start`` of each interval in turn: summed by ``math.fsum`` they give the total
+    length exactly rounded, and no running sum exceeds the lengths so far plus one end point."""
+    return np.column_stack((end, -start)).ravel()
+
+
+def _covered(km: np.ndarray, ms: np.ndarray, me: np.ndarray, qa: np.ndarray, qx: np.ndarray) -> np.ndarray:
+    """For each query (key ``qa``, time ``qx``): the length of ``(-inf, qx]`` covered by that
+    key's pieces of ``_merge`` (``km``, ``ms``, ``me``: disjoint, sorted by key then start)."""
+    n = len(ms)
+    if not n or not len(qx):
+        return np.zeros(len(qx))
+    cum = np.concatenate([[0.0], np.cumsum(me - ms)])
+    # sort pieces and queries together by (key, time), a piece before a query at equal values:
+    # the pieces before a query are those of lower keys and its key's pieces starting by qx
+    is_q = np.concatenate([np.zeros(n, dtype=bool), np.ones(len(qx), dtype=bool)])
+    o = np.lexsort((is_q, np.concatenate([ms, qx]), np.concatenate([km, qa])))
+    before = np.cumsum(~is_q[o])
+    k = np.empty(len(qx), dtype=np.int64)
+    k[o[is_q[o]] - n] = before[is_q[o]]
+    first = np.searchsorted(km, qa, "left")  # the key's first piece
+    j = np.maximum(k - 1, 0)  # the last piece starting by qx
+    part = np.clip(np.minimum(qx, me[j]) - ms[j], 0.0, None)
+    return np.where(k > first, cum[j] - cum[first] + part, 0.0)
 
 
 def as_view(x: Trace | TraceView) -> TraceView:
@@ -358,8 +456,13 @@ def time_critical_path(view: TraceView) -> tuple[float, list[int], list[float]]:
 
     Each event lasts its effective duration and starts when its finish-to-start dependencies
     have finished and its start-to-start ones have started: ``S(v) = max(F(p) | S(p))``,
-    ``F(v) = S(v) + w(v)``. The length ``max F`` never exceeds the trace's wall-clock span nor
-    its serial work (``F`` sums effective durations of a subset of one path).
+    ``F(v) = S(v) + w(v)``. ``F`` at the end of the path is the sum of the effective durations of
+    the path's events followed by a finish-to-start edge (and the last). Along a dependency path
+    an event's ready time is never before its predecessor's, and after a finish-to-start edge
+    never before the predecessor's end; so those events' effective intervals are disjoint, and
+    the length never exceeds the trace's wall-clock span nor the serial work (which covers every
+    interval). The length is that sum taken exactly (one ``fsum`` of interval end points), so the
+    bound holds in floating point too; the finish times are the replay's.
     Returns (length, path, replay finish time of each path node).
     """
     n = view.n
@@ -389,4 +492,12 @@ def time_critical_path(view: TraceView) -> tuple[float, list[int], list[float]]:
     while prev[path[-1]] >= 0:
         path.append(prev[path[-1]])
     path.reverse()
-    return float(fin[end]), path, [fin[i] for i in path]
+    ready, t_end = view.work_interval
+    counted = [p for p, q in zip(path, path[1:], strict=False) if fs[_edge(indptr, preds, p, q)]] + [end]
+    length = math.fsum(_lengths(ready[counted], t_end[counted]).tolist())
+    return length, path, [fin[i] for i in path]
+
+
+def _edge(indptr: list[int], preds: list[int], p: int, q: int) -> int:
+    """Position of the dependency p -> q in the predecessor lists."""
+    return preds.index(p, indptr[q], indptr[q + 1])
