@@ -133,17 +133,8 @@ def _call_batch(
 #: allowed] and the folder the results are written to
 _SHARED: tuple[Callable[..., Any], tuple[Any, ...], list[Any], Any, str] | None = None
 
-
-def _share(
-    fn: Callable[..., Any], args: tuple[Any, ...], batches: list[Any], claims: Any, folder: str
-) -> None:
-    global _SHARED
-    _SHARED = (fn, args, batches, claims, folder)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the caller stops the pool, no traceback here
-    # the caller stops the pool with SIGTERM: a handler forked from it must not outlive that (once
-    # Ray has started, the caller's handler drains the Ray node through the GCS, which blocked a
-    # forked worker, and the caller waited for it forever)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+#: seconds a stopped worker gets to end after SIGTERM before it is killed (SIGKILL)
+STOP_GRACE_S = 1.0
 
 
 def _claim(claims: Any) -> int:
@@ -158,10 +149,10 @@ def _claim(claims: Any) -> int:
 
 def _claim_and_call() -> int:
     """In a worker: claim a batch, run it, write its results to ``<folder>/<index>`` and return
-    the index (-1: nothing claimed). A file, not the pool's pipe: the caller's thread reading a
-    pipe needs the GIL for every 64 KB, which its busy main thread holds for 5 ms at a time, so
-    a 14 MB result took up to a second to arrive. Pickled without the memo: a third of the time
-    for columns of many strings (a cycle needs the memo)."""
+    the index (-1: nothing claimed). A file, not the pipe: the caller reading a pipe needs the
+    GIL for every 64 KB, which its busy main thread holds for 5 ms at a time, so a 14 MB result
+    took up to a second to arrive. Pickled without the memo: a third of the time for columns of
+    many strings (a cycle needs the memo)."""
     assert _SHARED is not None
     fn, args, batches, claims, folder = _SHARED
     i = _claim(claims)
@@ -188,6 +179,59 @@ def _take(folder: str, i: int) -> list[Any]:
     return pickle.loads(data)
 
 
+def _serve(
+    conn: Any, fn: Callable[..., Any], args: tuple[Any, ...], batches: list[Any], claims: Any, folder: str
+) -> None:
+    """A worker's life: for every request on ``conn``, claim and run a batch, answer with
+    ``(index, error)``; a ``False`` request (or a closed pipe) ends it."""
+    global _SHARED
+    _SHARED = (fn, args, batches, claims, folder)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the caller stops the pool, no traceback here
+    # the caller stops the pool with SIGTERM: a handler forked from it must not outlive that (once
+    # Ray has started, the caller's handler drains the Ray node through the GCS, which blocked a
+    # forked worker); the caller kills a worker that still has not ended
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        while conn.recv():
+            try:
+                answer: tuple[int, BaseException | None] = (_claim_and_call(), None)
+            except Exception as e:  # the caller raises it, as if it had run the batch itself
+                answer = (-1, e)
+            try:
+                conn.send(answer)
+            except Exception:  # an error that does not pickle: its text still reaches the caller
+                conn.send((-1, RuntimeError(repr(answer[1]))))
+    except (EOFError, OSError):  # the caller has gone
+        pass
+
+
+def _stop(procs: list[Any], conns: list[Any], now: bool) -> None:
+    """End every worker within a bounded time, whatever signal handlers or locks it inherited:
+    ask (or, with ``now``, SIGTERM), wait ``STOP_GRACE_S``, then SIGKILL and reap. A pool stopped
+    with ``ProcessPoolExecutor.shutdown`` once waited for ever on a worker forked after Ray
+    had started (its management thread, not the worker, was stuck)."""
+    for p, c in zip(procs, conns, strict=True):
+        try:
+            if now:
+                p.terminate()
+            else:
+                c.send(False)
+        except (OSError, ValueError):
+            pass
+    for p in procs:
+        p.join(STOP_GRACE_S)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    for c in conns:
+        c.close()
+
+
+def _died() -> OrchestraceError:
+    return OrchestraceError("OT331", "a worker process died (killed, or out of memory?): try fewer workers")
+
+
 def _process_imap(
     batches: list[tuple[list[Any], list[int] | None]],
     fn: Callable[..., Any],
@@ -201,73 +245,88 @@ def _process_imap(
     workers, and this process whenever the result it must yield next is not there yet (its own
     results are never pickled). At most ``window`` batches past the one to yield next may be
     claimed, so memory stays bounded however many batches there are. On Linux the workers are
-    forked: ``fn``, ``args`` and the batches (however large) are inherited, not pickled, as they
-    were when the pool started; elsewhere they are pickled once per worker. Only results cross
-    between processes. A worker that dies (killed, out of memory) is an error (OT331), not a
-    wait for a result that never comes; on any error or early stop the workers are killed.
+    forked: ``fn``, ``args`` and the batches (however large) are inherited, not pickled; elsewhere
+    they are pickled once per worker. Only results cross between processes. A worker that dies
+    (killed, out of memory) is an error (OT331), not a wait for a result that never comes; on any
+    error or early stop the workers are stopped within a bounded time (``_stop``).
     """
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+    from multiprocessing.connection import wait
 
     ctx = mp.get_context("fork" if sys.platform == "linux" else "spawn")
     n = len(batches)
     claims = ctx.Array("q", [1, min(n, window)])  # batch 0 is this process's: it is needed first
     folder = tempfile.mkdtemp(prefix="orchestrace-results-")
-    pool = ProcessPoolExecutor(
-        processes - 1, mp_context=ctx, initializer=_share, initargs=(fn, args, batches, claims, folder)
-    )
+    procs: list[Any] = []
+    conns: list[Any] = []
+    clean = False
     try:
-        # two claims queued per worker: one finishing a batch finds the next waiting for it
-        tokens: deque[Any] = deque(pool.submit(_claim_and_call) for _ in range(2 * (processes - 1)))
-        idle = 0  # claims that found nothing allowed yet: made again when the window moves
-        done: dict[int, list[Any]] = {0: _call_batch(fn, *batches[0], args)}
+        for _ in range(processes - 1):
+            mine, theirs = ctx.Pipe()
+            p = ctx.Process(target=_serve, args=(theirs, fn, args, batches, claims, folder), daemon=True)
+            p.start()
+            theirs.close()
+            procs.append(p)
+            conns.append(mine)
+        asked = [0] * len(procs)  # requests each worker has not answered yet
+        idle: list[
+            int
+        ] = []  # workers whose request found nothing allowed yet: asked again when the window moves
 
-        def collect(token: Any) -> None:
-            nonlocal idle
-            i = token.result()
+        def ask(w: int) -> None:
+            try:
+                conns[w].send(True)
+            except OSError:  # its end of the pipe is closed: it has died
+                raise _died() from None
+            asked[w] += 1
+
+        def collect(w: int) -> None:
+            try:
+                i, err = conns[w].recv()
+            except (EOFError, OSError):
+                raise _died() from None
+            asked[w] -= 1
+            if err is not None:
+                raise err
             if i < 0:
-                idle += 1
+                idle.append(w)
             else:
                 done[i] = _take(folder, i)
-                tokens.append(pool.submit(_claim_and_call))
+                ask(w)
 
+        for w in range(len(procs)):  # two requests per worker: one finishing a batch finds the next waiting
+            ask(w)
+            ask(w)
+        done: dict[int, list[Any]] = {0: _call_batch(fn, *batches[0], args)}
         for j in range(n):
             with claims.get_lock():
                 claims[1] = min(n, j + window)
-            for _ in range(idle if claims[0] < claims[1] else 0):
-                tokens.append(pool.submit(_claim_and_call))
-                idle -= 1
+                moved = claims[0] < claims[1]
+            while moved and idle:
+                ask(idle.pop())
             while j not in done:
-                for t in [t for t in tokens if t.done()]:
-                    tokens.remove(t)
-                    collect(t)
+                for w in range(len(procs)):
+                    while asked[w] and conns[w].poll():
+                        collect(w)
                 if j in done:
                     break
                 k = _claim(claims)
                 if k >= 0:
                     done[k] = _call_batch(fn, *batches[k], args)
-                else:  # j is being computed by a worker: wait for the oldest claim
-                    collect(tokens.popleft())
+                    continue
+                # j is being computed by a worker: wait for any answer, or a worker's death
+                busy = [w for w in range(len(procs)) if asked[w]]
+                ready = wait([conns[w] for w in busy] + [procs[w].sentinel for w in busy])
+                for w in busy:
+                    if conns[w] in ready or conns[w].poll():
+                        collect(w)
+                    elif procs[w].sentinel in ready:
+                        raise _died()
             yield from done.pop(j)
-    except BrokenProcessPool:
-        _kill(pool)
-        raise OrchestraceError(
-            "OT331", "a worker process died (killed, or out of memory?): try fewer workers"
-        ) from None
-    except BaseException:  # an error here or in a worker, or the caller stopped early
-        _kill(pool)
-        raise
-    finally:
+        clean = True
+    finally:  # an error here or in a worker, or the caller stopped early: stop the workers now
+        _stop(procs, conns, now=not clean)
         shutil.rmtree(folder, ignore_errors=True)
-    pool.shutdown()
-
-
-def _kill(pool: Any) -> None:
-    """Stop a process pool now: its workers may be busy with batches nobody will read."""
-    for p in list((pool._processes or {}).values()):  # no public way to stop busy workers
-        p.terminate()
-    pool.shutdown(cancel_futures=True)
 
 
 def parallel_imap(

@@ -262,6 +262,79 @@ def test_error_stops_workers_whatever_sigterm_handler_the_caller_has(tmp_path: P
     assert p.returncode == 0 and out.strip() == "raised OT006", err
 
 
+def _stuck_in_worker_or_fail(x: int) -> int:
+    """A worker signs, then ignores SIGTERM and never returns (a lock it inherited, a handler
+    that blocks); this process fails once the worker is stuck."""
+    folder = _SIGNED[0]
+    if os.getpid() != _PARENT:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        (folder / str(os.getpid())).touch()
+        time.sleep(3600)
+    if x == 0:
+        return x
+    deadline = time.monotonic() + 30
+    while not list(folder.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    raise LoadError("OT006", f"item {x} fails", path="f.jsonl", line=x)
+
+
+@pytest.mark.timeout(60)
+def test_error_stops_a_worker_that_ignores_sigterm(tmp_path: Path) -> None:
+    _SIGNED[:] = [tmp_path]
+    with pytest.raises(LoadError):
+        parallel_map(_stuck_in_worker_or_fail, list(range(6)), processes=2)
+    assert list(tmp_path.iterdir())  # a worker was stuck when the error came
+    assert multiprocessing.active_children() == []  # killed and reaped, not left behind
+
+
+_RAY_THEN_POOL = """
+import time
+from orchestrace.core.errors import LoadError
+from orchestrace.parallel import ensure_ray, parallel_map
+
+ensure_ray("local", 1)  # Ray's threads and signal handlers are in this process before the fork
+
+
+def fail(x):
+    if x == 1:
+        raise LoadError("OT006", "item 1 is odd", path="f.jsonl", line=1)
+    time.sleep(0.2)
+    return x
+
+
+for _ in range(3):
+    try:
+        parallel_map(fail, [0, 1, 2, 3, 4, 5], processes=2)
+    except LoadError as e:
+        print("raised", e.code)
+print(parallel_map(abs, [-2, -1, 0], processes=2))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_pool_stops_after_ray_started_in_the_same_process(tmp_path: Path) -> None:
+    script = tmp_path / "ray_then_pool.py"
+    script.write_text(_RAY_THEN_POOL)
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    p = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=env,
+    )
+    try:
+        out, err = p.communicate(timeout=200)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail("a pool forked after Ray had started was not stopped")
+    assert p.returncode == 0, err
+    assert out.split("\n")[:4] == ["raised OT006"] * 3 + ["[2, 1, 0]"], (out, err)
+
+
 def _die_in_worker(x: int) -> int:
     if os.getpid() != _PARENT:
         os._exit(3)  # as the kernel's OOM killer would end it: no exception, no result
