@@ -133,8 +133,10 @@ def _call_batch(
 #: allowed] and the folder the results are written to
 _SHARED: tuple[Callable[..., Any], tuple[Any, ...], list[Any], Any, str] | None = None
 
-#: seconds a stopped worker gets to end after SIGTERM before it is killed (SIGKILL)
+#: seconds a worker asked to end gets before it is killed (SIGKILL)
 STOP_GRACE_S = 1.0
+#: signals blocked while a worker is forked, until it has its own handlers (``_serve``)
+_FORK_MASK = {signal.SIGINT, signal.SIGTERM}
 
 
 def _claim(claims: Any) -> int:
@@ -186,11 +188,14 @@ def _serve(
     ``(index, error)``; a ``False`` request (or a closed pipe) ends it."""
     global _SHARED
     _SHARED = (fn, args, batches, claims, folder)
+    # the caller forks with SIGINT and SIGTERM blocked: a handler it has (pytest's, Ray's, which
+    # raises SystemExit) must not run in a worker, where the exception would unwind into a copy of
+    # the caller's own stack and run its code (seen: a worker ran pytest's teardown of a Ray
+    # fixture and hung the session); only with these set is it safe to take signals again
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the caller stops the pool, no traceback here
-    # the caller stops the pool with SIGTERM: a handler forked from it must not outlive that (once
-    # Ray has started, the caller's handler drains the Ray node through the GCS, which blocked a
-    # forked worker); the caller kills a worker that still has not ended
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORK_MASK)
     try:
         while conn.recv():
             try:
@@ -207,13 +212,15 @@ def _serve(
 
 def _stop(procs: list[Any], conns: list[Any], now: bool) -> None:
     """End every worker within a bounded time, whatever signal handlers or locks it inherited:
-    ask (or, with ``now``, SIGTERM), wait ``STOP_GRACE_S``, then SIGKILL and reap. A pool stopped
-    with ``ProcessPoolExecutor.shutdown`` once waited for ever on a worker forked after Ray
-    had started (its management thread, not the worker, was stuck)."""
+    ``now`` (an error, or the caller stopped early) kills them at once (SIGKILL: their batches
+    have no reader, and a signal they could handle ran code they inherited); otherwise they are
+    asked to end, given ``STOP_GRACE_S``, then killed. Reaped either way. A pool stopped with
+    ``ProcessPoolExecutor.shutdown`` once waited for ever on a worker forked after Ray had
+    started."""
     for p, c in zip(procs, conns, strict=True):
         try:
             if now:
-                p.terminate()
+                p.kill()
             else:
                 c.send(False)
         except (OSError, ValueError):
@@ -264,7 +271,14 @@ def _process_imap(
         for _ in range(processes - 1):
             mine, theirs = ctx.Pipe()
             p = ctx.Process(target=_serve, args=(theirs, fn, args, batches, claims, folder), daemon=True)
-            p.start()
+            if hasattr(signal, "pthread_sigmask"):
+                mask = signal.pthread_sigmask(signal.SIG_BLOCK, _FORK_MASK)
+                try:
+                    p.start()
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            else:
+                p.start()
             theirs.close()
             procs.append(p)
             conns.append(mine)
