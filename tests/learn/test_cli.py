@@ -73,7 +73,7 @@ def test_train_then_eval_with_policy(tmp_path, capsys) -> None:
     # every file the job left on disk is named on a 'wrote' line (policies, plots, their JSON)
     on_disk = {str(p) for p in tmp_path.rglob("*") if p.is_file() and p != bank}
     named = {line.split(" ", 1)[1] for line in r.output.splitlines() if line.startswith("wrote ")}
-    assert len(on_disk) == 15 and named == on_disk
+    assert len(on_disk) == 17 and named == on_disk  # with the run records p.run.json, report/run.json
     assert rep["aggregator_file"] == str(tmp_path / "p-aggregator.safetensors")
     r = runner.invoke(
         app, ["eval", "stop", "--bank", str(bank), "--policy", str(pol), "--budget", "20", "--format", "json"]
@@ -169,3 +169,54 @@ def test_user_errors_are_one_line(tmp_path) -> None:
     )
     assert p.returncode == 1  # a bad input file, as validate exits on a bad trace
     assert "Traceback" not in p.stderr and "bad.jsonl" in p.stderr and "line 1" in p.stderr
+
+
+def test_a_policy_folder_refuses_another_run_and_force_replaces_it_whole(tmp_path, capsys) -> None:
+    # the README's loop (`train stop --traces ... -o runs/stop/policy`) replaced the main job's
+    # policies and report but left its -agg policies: eval stop and report read a mix of two runs
+    bank = tmp_path / "syn.jsonl"
+    save_bank(synthetic_bank(40, SynthParams(samples=12), seed=2), str(bank))
+    out = tmp_path / "stop" / "policy"
+    common = ["train", "stop", "--bank", str(bank), "--iterations", "2", "--sweep", "", "--budget", "12"]
+    common += ["--target-samples", "0", "--orders", "1"]
+
+    def train(*extra: str) -> tuple[int, str]:
+        with pytest.raises(SystemExit) as e:
+            main([*common, *extra])
+        cap = capsys.readouterr()
+        return int(e.value.code or 0), " ".join((cap.out + cap.err).split())
+
+    def snapshot() -> dict[str, bytes]:
+        return {str(p): p.read_bytes() for p in sorted((tmp_path / "stop").rglob("*")) if p.is_file()}
+
+    assert train("-o", str(out))[0] == 0
+    first = snapshot()
+    assert str(out) + "-agg.safetensors" in first and str(tmp_path / "stop" / "report" / "run.json") in first
+    code, text = train("-o", str(out))  # the same command again is the same run: rewritten
+    assert code == 0, text
+    code, text = train("-o", str(out), "--no-aggregate", "--seed", "3")
+    assert (
+        code == 1
+        and "OT632" in text
+        and "policy.run.json" in text
+        and "holds the output of another run" in text
+    )
+    assert "aggregate (True, now False)" in text and "seed (0, now 3)" in text and "--force" in text
+    assert snapshot().keys() == first.keys()  # nothing written, nothing removed
+    # another name in the same folder still shares the default report folder
+    code, text = train("-o", str(tmp_path / "stop" / "other"), "--no-aggregate")
+    assert code == 1 and "OT632" in text and "report/run.json" in text
+    assert not (tmp_path / "stop" / "other.safetensors").exists()
+    # --force replaces the old run whole: no -agg policy or aggregator of it is left
+    code, text = train("-o", str(out), "--no-aggregate", "--seed", "3", "--force")
+    assert code == 0, text
+    left = {os.path.basename(p) for p in snapshot()}
+    assert not any("-agg" in name for name in left), left
+    assert {"policy.safetensors", "policy.json", "policy.run.json", "report.json", "run.json"} <= left
+    report = json.loads((tmp_path / "stop" / "report" / "report.json").read_text())
+    assert report["seed"] == 3 and report["aggregator"] is None
+    # files no recorded run wrote (an older version's folder) are refused too
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "policy.safetensors").write_bytes(b"x")
+    code, text = train("-o", str(tmp_path / "old" / "policy"))
+    assert code == 1 and "no recorded run of `train stop` wrote" in text and "old/policy.safetensors" in text

@@ -110,6 +110,12 @@ def train_stop_cmd(
         help="the policies also read each sample's token log-probabilities (feature set "
         "counts+confidence; banks built with --logprobs)",
     ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="replace another run's policies and report at -o / --report (all its files); without it "
+        "such a run is refused, and only the same command again rewrites its own",
+    ),
     ray: RayOption = None,
 ) -> None:
     """Train a stopping policy and write a report (Pareto + learning curves, PNG and JSON).
@@ -156,6 +162,7 @@ def train_stop_cmd(
             train_traces=traces or None,
             eval_traces=eval_traces or None,
             confidence=confidence,
+            force=force,
         )
     g = rep.goal
     console.print(

@@ -238,6 +238,10 @@ def learning_curves_figure(curves: dict[str, list[dict[str, float]]], cost: floa
     return fig
 
 
+#: the files ``write_report`` may write into a report folder (report.json is the caller's)
+REPORT_FILES = ("pareto.png", "pareto.json", "learning_curves.png", "learning_curves.json")
+
+
 def write_report(report: StopReport, out_dir: str) -> list[str]:
     """Write pareto.png, learning_curves.png and their JSON next to them; return every path written.
 

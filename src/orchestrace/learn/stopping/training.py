@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from ...core.errors import OrchestraceError
+from ...core.outputs import Place, claim_outputs, record_outputs, remove_files
 from ...core.stats import pareto_front
 from .aggregate import Aggregator, answer_prior, fit_aggregator, priors_to_json, save_aggregator
 from .banks import Bank, calibrate, load_bank
@@ -33,7 +34,7 @@ from .evaluation import (
 )
 from .features import PrefixTable, feature_names, replay_features
 from .policy import PolicyConfig, StopPolicy
-from .report import BootstrapSettings, GoalFigures, StopReport, write_report, write_report_json
+from .report import REPORT_FILES, BootstrapSettings, GoalFigures, StopReport, write_report, write_report_json
 from .rules import Method, confidence_answer, default_methods, sweep_methods
 
 ALGORITHMS = ("exact", "reinforce", "ppo", "grpo")
@@ -365,6 +366,7 @@ def train_stop(
     train_traces: Sequence[str] | None = None,
     eval_traces: Sequence[str] | None = None,
     confidence: bool = False,
+    force: bool = False,
 ) -> StopReport:
     """Train on ``bank_paths`` (default: five embedded families) or on the vote traces matching
     ``train_traces`` (globs; ``traces.bank_from_traces``), evaluate on ``eval_paths`` / ``eval_traces``
@@ -380,7 +382,11 @@ def train_stop(
     also gets the policy for that sample budget (``calibrate_cost``, on the calibration half's
     samples, never their labels), saved next to the main one with a ``-target`` suffix. With
     ``confidence`` every policy also sees the token-confidence features (feature set
-    ``counts+confidence``): every training and held-out question needs log-probabilities."""
+    ``counts+confidence``): every training and held-out question needs log-probabilities.
+
+    The policies and the report belong to one run (``core.outputs``): ``out`` or the report folder
+    holding another run's files is refused (OT632) before anything is trained, unless ``force``,
+    which removes that run's files first; the same call again rewrites its own."""
     from .pool import build_pool
     from .traces import bank_from_traces
 
@@ -408,6 +414,17 @@ def train_stop(
     if confidence:
         for b in [*train_banks, *test_banks]:
             require_logprobs(b, "--confidence")
+    # after the inputs are read (their errors come first), before anything is trained
+    base = out.removesuffix(".safetensors")
+    rdir = report_dir or os.path.join(os.path.dirname(out) or ".", "report")
+    run_inputs = {
+        "bank": list(bank_paths or []), "eval_bank": list(eval_paths or []), "traces": list(train_traces or []),
+        "eval_traces": list(eval_traces or []), "out": base, "report": rdir, "cost": cost,
+        "sweep": list(sweep_costs), "algo": algo, "budget": budget, "seed": seed, "iterations": iterations,
+        "aggregate": aggregate, "orders": orders, "target_samples": target_samples or None, "confidence": confidence,
+    }  # fmt: skip
+    places = output_places(base, rdir)
+    replaced = claim_outputs("train stop", run_inputs, places, force=force)  # removed before the first write
     # no free samples: the budget calibration and the answer priors read a disjoint half of the
     # held-out questions (per family); accuracy and samples are reported on the other half only
     # both halves keep the held-out bank's name: a split held-out bank is already "<family>-test"
@@ -460,7 +477,7 @@ def train_stop(
                 "mixture_cost": mix.get("cost"),
             }
             policies.append((f"{prefix}(target={target_samples:g})", pol))
-    base = out.removesuffix(".safetensors")
+    remove_files(replaced)
     written: dict[str, str] = {}  # method name -> policy file, marked on pareto.png
     files: list[str] = []  # every file this job writes, in order, printed by the CLI
     # for live runs, the aggregator and the -agg policies carry the answer priors of the training
@@ -488,7 +505,6 @@ def train_stop(
         test_bank, budget, policies, sweeps=True, orders=orders, seed=seed, reference=calib_bank
     )
     train_time = time.time() - t0
-    rdir = report_dir or os.path.join(os.path.dirname(out) or ".", "report")
     report = StopReport(
         train_banks=[b.name for b in train_banks],
         train_questions=len(train_bank),
@@ -527,6 +543,20 @@ def train_stop(
         files_written=[],
     )
     files += write_report(report, rdir)
-    report.files_written = [*files, os.path.join(rdir, "report.json")]
-    write_report_json(report, report.files_written[-1])
+    report_json = os.path.join(rdir, "report.json")
+    report.files_written = [*files, report_json, *(p.record for p in places)]
+    write_report_json(report, report_json)
+    record_outputs("train stop", run_inputs, places, report.files_written)
     return report
+
+
+#: the policy files a train stop run may write beside ``-o`` (any options), by suffix
+POLICY_SUFFIXES = ("", "-agg", "-target", "-agg-target", "-aggregator")
+
+
+def output_places(base: str, report_dir: str) -> list[Place]:
+    """Where a train stop run writes (its policies at ``base``, its report folder), with every file
+    a run may leave there, for ``core.outputs``."""
+    policies = [base + s + ext for s in POLICY_SUFFIXES for ext in (".safetensors", ".json")]
+    report = [os.path.join(report_dir, f) for f in (*REPORT_FILES, "report.json")]
+    return [Place(base + ".run.json", policies), Place(os.path.join(report_dir, "run.json"), report)]
