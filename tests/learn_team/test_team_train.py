@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import replace
 
 import pytest
@@ -189,22 +190,102 @@ def test_loo_fork_credit_reruns_each_run_without_one_solver(trained):
     from orchestrace.core.io import load_one
     from orchestrace.learn.team.batch import read_batch
     from orchestrace.learn.team.config import reward_spec
-    from orchestrace.learn.team.forks import fork_path, run_forks
+    from orchestrace.learn.team.forks import fork_path, resample_path, run_forks
 
     cfg, step, _, recs = trained
     traces = recs[1].traces
     spec = reward_spec(cfg)
     forks = run_forks(step.backend, traces)
-    assert len(forks) == 2 * len(traces)  # one per solver
+    assert len(forks) == 3 * len(traces)  # one per solver, and the aggregator's call resampled
     batch = read_batch(traces, spec, "loo-fork", "agent")
+    assert {batch.rewards[r.trace] for r in batch.rows} == {0.0, 1.0}
     for row in batch.rows:
         path = traces[row.trace]
         r = batch.rewards[row.trace]
         if row.agent == "aggregator":
-            assert row.advantage == r  # without it the team has no answer: v = 0
+            # its baseline is its own call sampled again on the same answers (it got R, no baseline)
+            resampled = load_one(resample_path(path, "aggregator"))
+            assert any(e.type == "human_intervention" for e in resampled.events)
+            assert row.advantage == r - reward_by_seed(resampled) == 0.0
             continue
         fork = load_one(fork_path(path, row.agent))
         # the aggregator did not hear the dropped solver, and its run's reward is what the game used
         heard = [e.agent for e in fork.events if e.type == "message" and e.agent.startswith("solver")]
         assert row.agent not in heard
         assert row.advantage == r - reward_by_seed(fork)
+
+
+def heard_any_solver(trace) -> float:
+    """A verifier for tests: 1 when the aggregator heard at least one solver (an OR game, where
+    Shapley and leave-one-out differ: each solver alone is not needed, but one of them is)."""
+    return float(any(e.type == "message" and e.agent.startswith("solver") for e in trace.events))
+
+
+def test_shapley_fork_credit_uses_forks_without_every_subset(trained, tmp_path):
+    from orchestrace.core.io import load_one
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.forks import fork_path, run_forks
+    from orchestrace.reward.spec import load_spec
+
+    _, step, _, recs = trained
+    traces = recs[1].traces
+    spec_path = tmp_path / "heard.toml"
+    spec_path.write_text(
+        '[[terms]]\nchannel = "team"\n[hooks]\nverifier = "test_team_train:heard_any_solver"\n',
+        encoding="utf-8",
+    )
+    spec = load_spec(spec_path)
+    forks = run_forks(step.backend, traces, subsets=True)
+    assert len(forks) == 4 * len(traces)  # two solvers, both, the aggregator resampled
+    both = load_one(fork_path(traces[0], "solver_0+solver_1"))
+    assert not [e for e in both.events if e.type == "message" and e.agent.startswith("solver")]
+    shap = read_batch(traces, spec, "shapley-fork", "agent")
+    loo = read_batch(traces, spec, "loo-fork", "agent")
+    for s, lo in zip(shap.rows, loo.rows, strict=True):
+        assert s.agent == lo.agent
+        if s.agent.startswith("solver"):  # v(both) = v(one) = 1, v(none) = 0
+            assert (s.advantage, lo.advantage) == (0.5, 0.0)
+        else:
+            assert s.advantage == lo.advantage == 0.0  # the resampled aggregator heard the same
+
+
+def test_a_task_file_trains_end_to_end(tiny, tmp_path):
+    """--tasks PATH: a user's file (few-shot rows, the file's own split, a verifier by flag) runs
+    one iteration; the traces name the file, and their reward is that verifier's."""
+    from orchestrace.core.io import load_one
+    from orchestrace.learn.team.accuracy import summarise
+    from orchestrace.learn.team.program import verify
+    from orchestrace.learn.team.trainer import train_team
+
+    rows = [
+        {"id": "shot", "question": "Which city is the capital of Japan?", "answer": "Tokyo", "split": "shot"},
+        {"id": "fr", "question": "Which city is the capital of France?", "answer": "Paris", "split": "train"},
+        {
+            "id": "it",
+            "question": "Which city is the capital of Italy?",
+            "answer": ["Rome", "Roma"],
+            "split": "train",
+        },
+        {
+            "id": "de",
+            "question": "Which city is the capital of Germany?",
+            "answer": "Berlin",
+            "split": "heldout",
+        },
+    ]
+    path = tmp_path / "capitals.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cfg, step = tiny
+    mine = replace(cfg, family=str(path), verifier="contains", reward=None, train_pool=5, heldout=5)
+    out = tmp_path / "run"
+    recs = train_team(mine, out, 1, step=step)
+    assert len(recs) == 2 and recs[1].policy
+    tr = load_one(recs[1].traces[0])
+    config = tr.metadata["runtime"]["config"]
+    assert config["family"] == str(path.resolve()) and config["verifier"] == "contains"
+    assert config["question"] in ("fr", "it")
+    final = tr.metadata["outcome"]["final"] or ""
+    gold = {"fr": r"\bparis\b", "it": r"\brom[ea]\b"}[config["question"]]
+    assert verify(tr) == float(re.search(gold, final.lower()) is not None)
+    assert {p.name for p in (out / "iter-001" / "eval").glob("*.events.jsonl")} == {"de-g0.events.jsonl"}
+    assert summarise(out).questions == 1

@@ -11,17 +11,32 @@ from .ray_option import RayCommand, RayOption
 def train_team_cmd(
     program: str = typer.Option("team", "--program", help="runtime program (team, or module:function)"),
     tasks: str = typer.Option(
-        "countries", "--tasks", help="question family (training and held-out questions)"
+        "countries",
+        "--tasks",
+        help="task file (JSONL or Parquet: id, question, answer[, split, metadata]) or a shipped set "
+        "(antonyms, capitals, comparatives, continents, countries, languages, plurals)",
+    ),
+    verifier: str = typer.Option(
+        None,
+        "--verifier",
+        help="exact, phrase, word, contains, numeric[:TOL], choice or module:function "
+        "(default: the shipped set's own, exact for a file)",
     ),
     credit: str = typer.Option(
         "grpo",
         "--credit",
-        help="broadcast, grpo, drmas, loo, shapley, c3 or loo-fork (each run re-run without one solver; agent unit)",
+        help="broadcast, grpo, drmas, loo, shapley, c3, loo-fork or shapley-fork (by re-runs "
+        "without some answers; agent unit)",
     ),
     unit: str = typer.Option("agent", "--unit", help="credit unit: agent, role, turn, message, token, ..."),
     iterations: int = typer.Option(3, "--iterations", "-k", min=0),
     adapters: str = typer.Option("role", "--adapters", help="shared (one adapter), role or agent (one each)"),
     solvers: int = typer.Option(2, "--solvers", help="solver agents before the aggregator"),
+    topology: str = typer.Option(
+        "aggregate",
+        "--topology",
+        help="aggregate (k solvers, an aggregator) or revise (a proposer, a reviser)",
+    ),
     questions: int = typer.Option(4, "--questions", help="training questions per iteration"),
     group: int = typer.Option(4, "--group", help="runs per training question"),
     train_pool: int = typer.Option(150, "--train-pool", help="training questions in the split"),
@@ -53,6 +68,7 @@ def train_team_cmd(
 
     Example:
       orchestrace train team --tasks countries --credit grpo --unit agent --iterations 3
+      orchestrace train team --tasks my_tasks.jsonl --verifier numeric:0.01 --train-pool 80 --heldout 20
       orchestrace train team --ray --ray-workers 2          # rollouts on a local Ray
       orchestrace train team --server http://gpu:8000       # rollouts on a vLLM server
     """
@@ -65,7 +81,9 @@ def train_team_cmd(
     cfg = TeamConfig(
         program=program,
         family=tasks,
+        verifier=verifier,
         solvers=solvers,
+        topology=topology,
         adapters=adapters,
         credit=credit,
         unit=unit,

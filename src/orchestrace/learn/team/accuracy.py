@@ -9,21 +9,23 @@ from pathlib import Path
 
 from ...core.io import load_one
 from ...core.model import Trace
-from .program import AGGREGATOR, BadInput, answer_correct, trace_question
+from .program import BadInput, answer_correct, answering, trace_question
 
 
 def accuracy_figures(traces: list[Trace]) -> dict[str, float]:
-    """Team accuracy (R1), solver accuracy (mean over solver answers) and aggregator accuracy."""
+    """Team accuracy (R1), solver accuracy (mean over the first answers: solvers, proposer) and
+    aggregator accuracy (the last answer's: aggregator, reviser)."""
     team = solver = agg = 0.0
     n_solver = n_agg = 0
     for tr in traces:
         fam, q = trace_question(tr)
         team += answer_correct(fam, q, ((tr.metadata or {}).get("outcome") or {}).get("final"))
-        for e in tr.events:
-            if e.type != "return" or e.status == "error":
-                continue
-            ok = answer_correct(fam, q, e.content)
-            if e.agent == AGGREGATOR:
+        ans = answering(tr)
+        last = ans[-1][1] if ans else None
+        for i, _ in ans:
+            e = tr.events[i]
+            ok = answer_correct(fam, q, e.content if isinstance(e.content, str) else None)
+            if e.agent == last:
                 agg += ok
                 n_agg += 1
             else:

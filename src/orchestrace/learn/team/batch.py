@@ -13,7 +13,7 @@ from ...credit import assign_credit
 from ...reward.spec import RewardSpec, compute_rewards, with_rewards
 from ...runtime.backends.base import TokenSample
 from ...runtime.cache import CallCache, cache_path
-from .forks import fork_game
+from .forks import FORK_METHODS, fork_game
 from .program import BadInput
 
 
@@ -70,12 +70,12 @@ def read_batch(paths: list[str], spec: RewardSpec, method: str, unit: str, **opt
         traces.append(with_rewards(tr, compute_rewards(tr, spec), spec))
     channel = spec.total
     rewards = [float(t.rewards[channel]) for t in traces]
-    if method == "loo-fork":
+    if method in FORK_METHODS:
+        method = FORK_METHODS[method]
         credited = [
-            assign_credit([t], "loo", unit, channel=channel, game=fork_game(p, spec))[0]
+            assign_credit([t], method, unit, channel=channel, game=fork_game(p, spec))[0]
             for p, t in zip(paths, traces, strict=True)
         ]
-        method = "loo"
     else:
         credited = assign_credit(traces, method, unit, channel=channel, **options)
     key = f"{method}/{unit}"

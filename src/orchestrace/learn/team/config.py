@@ -4,13 +4,12 @@ question split, the rollout of one question, and the check that a resumed folder
 from __future__ import annotations
 
 import json
-import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...credit import UNITS
 from ...reward.spec import RewardSpec, load_spec, spec_from_dict
-from .program import ADAPTER_MODES, BadInput, family
+from .program import ADAPTER_MODES, BadInput, family, team_agents
 from .rollouts import Rollout
 
 PROGRAM = "team"
@@ -20,9 +19,10 @@ DEFAULT_REWARD = {
     "hooks": {"verifier": "orchestrace.learn.team.program:verify"},
 }
 #: credit methods a training step accepts (coma needs Q-values the program does not record);
-#: ``loo-fork``: the credit module's leave-one-out with a game whose values come from re-running
-#: each recorded run without one agent (:func:`forks.fork_game`), not from the trace's static graph
-TRAIN_METHODS = ("broadcast", "grpo", "drmas", "loo", "shapley", "c3", "loo-fork")
+#: ``loo-fork`` / ``shapley-fork``: the credit module's leave-one-out / exact Shapley with a game
+#: whose values come from re-running each recorded run without some agents' answers
+#: (:func:`forks.fork_game`), not from the trace's static graph
+TRAIN_METHODS = ("broadcast", "grpo", "drmas", "loo", "shapley", "c3", "loo-fork", "shapley-fork")
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,10 @@ class TeamConfig:
     """Everything that decides a run's numbers; a resume must match it (``iterations`` aside)."""
 
     program: str = PROGRAM  # a runtime program taking the team program's config keys
-    family: str = "countries"
+    family: str = "countries"  # a task set: a shipped name or a task file (absolute path)
+    verifier: str | None = None  # overrides the task set's verifier (``learn/tasks.py``)
     solvers: int = 2
+    topology: str = "aggregate"  # or "revise" (a proposer, then a reviser): program.TOPOLOGIES
     adapters: str = "role"
     credit: str = "grpo"
     unit: str = "agent"
@@ -58,6 +60,7 @@ class TeamConfig:
             )
         if self.unit not in UNITS:
             raise BadInput("OT695", f"unknown credit unit {self.unit!r}; known: {', '.join(UNITS)}")
+        team_agents(self.topology, self.solvers)
         if self.adapters not in ADAPTER_MODES:
             raise BadInput(
                 "OT695", f"unknown adapter mode {self.adapters!r}; known: {', '.join(ADAPTER_MODES)}"
@@ -74,12 +77,7 @@ class TeamConfig:
         ):
             if getattr(self, name) < 1:
                 raise BadInput("OT695", f"{name} must be >= 1, got {getattr(self, name)}")
-        n = len(family(self.family).questions)
-        if self.train_pool + self.heldout > n:
-            raise BadInput(
-                "OT695",
-                f"family {self.family!r} has {n} questions: train_pool + heldout = {self.train_pool + self.heldout}",
-            )
+        family(self.family, self.verifier).split(self.train_pool, self.heldout)
 
     def rollout(self, question: str, seed: int, path: str) -> Rollout:
         """The run of the team program on ``question`` with this configuration."""
@@ -90,8 +88,10 @@ class TeamConfig:
             trace_id=f"team-{question}-s{seed}",
             config={
                 "family": self.family,
+                "verifier": self.verifier,
                 "question": question,
                 "solvers": self.solvers,
+                "topology": self.topology,
                 "adapters": self.adapters,
                 "temperature": self.temperature,
                 "aggregator_temperature": self.aggregator_temperature,
@@ -104,11 +104,9 @@ def reward_spec(cfg: TeamConfig) -> RewardSpec:
 
 
 def split(cfg: TeamConfig) -> tuple[list[str], list[str]]:
-    """(training, held-out) question ids: one fixed shuffle (seed 0, not the run's seed), so every
-    seed is evaluated on the same held-out questions."""
-    ids = [q.id for q in family(cfg.family).questions]
-    random.Random(0).shuffle(ids)
-    return ids[: cfg.train_pool], ids[cfg.train_pool : cfg.train_pool + cfg.heldout]
+    """(training, held-out) question ids: the file's split, or one fixed shuffle (seed 0, not the
+    run's seed), so every seed is evaluated on the same held-out questions."""
+    return family(cfg.family, cfg.verifier).split(cfg.train_pool, cfg.heldout)
 
 
 def check_resume(out: Path, cfg: TeamConfig) -> None:
@@ -121,7 +119,8 @@ def check_resume(out: Path, cfg: TeamConfig) -> None:
     except json.JSONDecodeError as e:
         raise BadInput("OT699", f"unreadable loop configuration: {e}", path=str(p)) from None
     new = asdict(cfg)
-    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    defaults = asdict(TeamConfig())  # a key added since the folder was written has its default
+    diff = sorted(k for k in set(old) | set(new) if old.get(k, defaults.get(k)) != new.get(k))
     if diff:
         shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff)
         raise BadInput(

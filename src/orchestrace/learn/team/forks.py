@@ -1,10 +1,15 @@
-"""Leave-one-out credit from forks: every recorded run re-run without one agent's answer, and the
-coalition game whose values are those runs' rewards (``--credit loo-fork``)."""
+"""Credit from forks: every recorded run re-run without some agents' answers, or with the last
+answer's call sampled again, and the coalition game whose values are those runs' rewards
+(``--credit loo-fork``, ``--credit shapley-fork``)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -12,92 +17,148 @@ from ...core.io import load_one
 from ...core.model import Trace
 from ...reward.spec import RewardSpec, compute_rewards
 from ...runtime.cache import CallCache, cache_path
-from .program import BadInput
+from .program import BadInput, answering
 
 FORK_DIR = "forks"
+#: the fork methods and the credit module's method each runs on the fork game
+FORK_METHODS = {"loo-fork": "loo", "shapley-fork": "shapley"}
 
 
 def fork_path(trace_path: str, agent: str) -> str:
+    """The fork of a run without ``agent``'s answer (``a+b``: without several answers)."""
     p = Path(trace_path)
     return str(p.parent.parent / FORK_DIR / p.name.replace(".events.jsonl", f".without-{agent}.events.jsonl"))
 
 
-async def _fork_all(backend: Any, jobs: list[tuple[str, Trace, int, str]]) -> None:
+def resample_path(trace_path: str, agent: str) -> str:
+    """The fork of a run with ``agent``'s (the last answer's) call sampled again."""
+    p = Path(trace_path)
+    return str(
+        p.parent.parent / FORK_DIR / p.name.replace(".events.jsonl", f".resample-{agent}.events.jsonl")
+    )
+
+
+@dataclass(frozen=True)
+class ForkJob:
+    """One counterfactual re-run of a recorded run: an intervention at one event (``drop`` or
+    ``resample``), or config changes (``mute``: several answers not relayed)."""
+
+    path: str
+    trace: Trace
+    out: str
+    label: str
+    index: int | None = None
+    do: str = "drop"
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+async def _fork_all(backend: Any, jobs: list[ForkJob]) -> None:
     from ...runtime.cache import parse_intervention
     from ...runtime.runner import execute
 
-    async def one(path: str, tr: Trace, index: int, out: str) -> None:
+    async def one(job: ForkJob) -> None:
+        tr = job.trace
         rt = tr.metadata["runtime"]
-        iv = parse_intervention("drop")
-        iv.at, iv.event = index, tr.events[index].id
+        iv = None
         md = {k: v for k, v in tr.metadata.items() if k not in ("outcome", "fork")}
-        md["fork"] = {
-            "parent": tr.trace_id,
-            "at": iv.event,
-            "index": index,
-            "do": "drop",
-            "group": f"{tr.trace_id}@{iv.event}",
-        }
+        if job.index is not None:
+            iv = parse_intervention(job.do)
+            iv.at, iv.event = job.index, tr.events[job.index].id
+            md["fork"] = {
+                "parent": tr.trace_id,
+                "at": iv.event,
+                "index": job.index,
+                "do": job.do,
+                "group": f"{tr.trace_id}@{iv.event}",
+            }
+        else:
+            md["fork"] = {"parent": tr.trace_id, "config": job.config}
         await execute(
             rt["program"],
-            out,
-            config=rt["config"],
+            job.out,
+            config={**rt["config"], **job.config},
             seed=int(rt["seed"]),
             backend=backend,
             clock="logical",
             timeout=3600.0,
             retries=0,
-            trace_id=f"{tr.trace_id}~without~{tr.events[index].agent}",
+            trace_id=f"{tr.trace_id}~{job.label}",
             mode="fork",
             reference=tr,
-            source=CallCache(cache_path(path), write=False),
+            source=CallCache(cache_path(job.path), write=False),
             intervention=iv,
             metadata=md,
         )
 
-    await asyncio.gather(*(one(*j) for j in jobs))
+    await asyncio.gather(*(one(j) for j in jobs))
 
 
-def run_forks(backend: Any, paths: list[str]) -> list[str]:
-    """For every run and every agent but the last to answer (the aggregator): the same run with
-    that agent's answer dropped, the later calls made live (all forks concurrently, batched)."""
-    jobs = []
+def run_forks(backend: Any, paths: list[str], *, subsets: bool = False) -> list[str]:
+    """For every run: the same run without each answer but the last (the aggregator's or the
+    reviser's), the later calls made live; the last answer's call sampled again (the baseline of
+    the agent whose answer is the team's); with ``subsets`` also without every larger subset of
+    the earlier answers (what exact Shapley needs). All forks run concurrently, batched."""
+    jobs: list[ForkJob] = []
     for p in paths:
         tr = load_one(p)
-        returns = [i for i, e in enumerate(tr.events) if e.type == "return" and e.status != "error"]
-        for i in returns[:-1]:
-            out = fork_path(p, tr.events[i].agent)
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-            jobs.append((p, tr, i, out))
+        ans = answering(tr)
+        if not ans:
+            continue
+        *earlier, (last_i, last) = ans
+        for i, agent in earlier:
+            jobs.append(ForkJob(p, tr, fork_path(p, agent), f"without~{agent}", i))
+        jobs.append(ForkJob(p, tr, resample_path(p, last), f"resample~{last}", last_i, "resample"))
+        names = [a for _, a in earlier]
+        if subsets:
+            for size in range(2, len(names) + 1):
+                for combo in itertools.combinations(names, size):
+                    label = "+".join(combo)
+                    jobs.append(
+                        ForkJob(p, tr, fork_path(p, label), f"without~{label}", config={"mute": list(combo)})
+                    )
+    for j in jobs:
+        Path(j.out).parent.mkdir(parents=True, exist_ok=True)
     asyncio.run(_fork_all(backend, jobs))
-    return [j[3] for j in jobs]
+    return [j.out for j in jobs]
 
 
 def fork_game(trace_path: str, spec: RewardSpec) -> Callable[[Trace, Any], Any]:
-    """The coalition game of one run for leave-one-out credit at the agent level, from its forks:
-    v(all) = R; v(all but an agent whose answer was dropped) = R of that fork; v(all but the last
-    answering agent or the orchestrator) = 0 (the team gives no answer). Only leave-one-out
-    coalitions are defined (Shapley would need every subset re-run)."""
+    """The coalition game of one run at the agent level, from its forks. Players outside a
+    coalition S: an earlier agent (a solver, the proposer) outside S has its answer dropped, so
+    g(S) = R of the fork without those answers (g(everyone) = R); the last agent (aggregator,
+    reviser) outside S is replaced by a fresh sample of its own call on the same answers, so
+    v(S) = g(S) - [last not in S] * (R - R_resampled). Its leave-one-out and Shapley credit is then
+    R - R_resampled: its choice against another choice of its own policy on the same inputs. (Until
+    this fix v(all but the last) was 0: the last agent got R with no baseline, so every run pushed
+    its sampled answer up when the team was right, whatever it chose.) The orchestrator is not a
+    player (the same in every coalition: credit 0). A coalition whose fork was not run (Shapley
+    over forks made for leave-one-out only) is an error."""
     from ...credit import FnGame
+
+    def reward(path: str) -> float:
+        return float(compute_rewards(load_one(path), spec).channels[spec.total])
 
     def make(trace: Trace, units: Any) -> Any:
         if units.level != "agent":
-            raise BadInput("OT695", "loo-fork credit is defined at the agent unit only")
+            raise BadInput("OT695", "credit by forks is defined at the agent unit only")
         r = float(trace.rewards[spec.total])
-        without: dict[str, float] = {}
-        for agent in units.ids:
-            fp = fork_path(trace_path, agent)
-            if Path(fp).exists():
-                ft = load_one(fp)
-                without[agent] = float(compute_rewards(ft, spec).channels[spec.total])
-        everyone = frozenset(units.ids)
+        ans = [a for _, a in answering(trace)]
+        earlier, last = ans[:-1], (ans[-1] if ans else None)
+        rp = resample_path(trace_path, last) if last else ""
+        c = r - reward(rp) if last and os.path.exists(rp) else r
+
+        def g(dropped: tuple[str, ...]) -> float:
+            if not dropped:
+                return r
+            fp = fork_path(trace_path, "+".join(dropped))
+            if not os.path.exists(fp):
+                raise BadInput("OT695", f"no fork of this run without {', '.join(dropped)}", path=trace_path)
+            return reward(fp)
 
         def v(coalition: frozenset[str]) -> float:
-            if coalition == everyone:
-                return r
-            (gone,) = everyone - coalition  # leave_one_out asks only for these
-            return without.get(gone, 0.0)
+            dropped = tuple(a for a in earlier if a not in coalition)
+            return g(dropped) - (c if last is not None and last not in coalition else 0.0)
 
-        return FnGame(list(units.ids), v)
+        return FnGame(list(units.ids), cache(v))
 
     return make

@@ -24,7 +24,7 @@ from ...core.model import Trace
 from ...core.stats import mean_ci
 from ..loop import completed, iteration_dir
 from .config import CONFIG_FILE
-from .program import AGGREGATOR, BadInput, answer_correct, trace_question
+from .program import AGGREGATOR, BadInput, answer_correct, canonical, trace_question
 
 REPORT_JSON = "team-report.json"
 REPORT_PNG = "team-report.png"
@@ -119,7 +119,7 @@ def _answers(tr: Trace) -> tuple[str, Answers]:
     for e in tr.events:
         if e.type == "return" and e.status != "error" and e.agent:
             text[e.agent] = e.content if isinstance(e.content, str) else None
-    canon = {a: (fam.canonical(t, q) if t is not None else None) for a, t in text.items()}
+    canon = {a: canonical(fam, q, t) for a, t in text.items()}
     right = {a: answer_correct(fam, q, t) for a, t in text.items()}
     final = ((tr.metadata or {}).get("outcome") or {}).get("final")
     return q.id, Answers(q.id, text, canon, right, answer_correct(fam, q, final))

@@ -17,7 +17,7 @@ from .accuracy import accuracy_figures
 from .batch import read_batch
 from .checkpoints import load_policy, save_policy
 from .config import TeamConfig, reward_spec, split
-from .forks import run_forks
+from .forks import FORK_METHODS, run_forks
 from .loss import policy_loss
 from .model import LoraSettings, TeamModel
 from .placement import RolloutPlace, remote_rollouts
@@ -64,7 +64,7 @@ class TeamStep:
     def restart(self, cfg: TeamConfig) -> None:
         """Back to the starting adapters and a fresh optimizer, for another run of the same model."""
         if (
-            adapters_for(cfg.adapters, cfg.solvers) != self.model.adapters
+            adapters_for(cfg.adapters, cfg.solvers, cfg.topology) != self.model.adapters
             or cfg.lora_rank != self.model.lora.rank
         ):
             raise BadInput("OT699", "a loaded team model can only be reused with the same adapters")
@@ -96,8 +96,8 @@ class TeamStep:
         ]
         self.rollouts(rollouts)
         paths = [r.path for r in rollouts]
-        if self.cfg.credit == "loo-fork":
-            run_forks(self.backend, paths)
+        if self.cfg.credit in FORK_METHODS:
+            run_forks(self.backend, paths, subsets=self.cfg.credit == "shapley-fork")
         self.timings["rollout_s"] = time.perf_counter() - t0
         return paths
 
@@ -162,7 +162,9 @@ def make_step(cfg: TeamConfig, threads: int | None = None, place: RolloutPlace |
     cfg.check()
     spec = reward_spec(cfg)
     model = TeamModel(
-        adapters_for(cfg.adapters, cfg.solvers), LoraSettings(rank=cfg.lora_rank), threads=threads
+        adapters_for(cfg.adapters, cfg.solvers, cfg.topology),
+        LoraSettings(rank=cfg.lora_rank),
+        threads=threads,
     )
     params = [p for name in model.adapters for p in model.trainable(name)]
     optimizer = model.torch.optim.Adam(params, lr=cfg.lr)

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..loop import IterationRecord, run_loop
+from ..tasks import resolve_ref
 from .checkpoints import check_policy_file, load_policy
 from .config import CONFIG_FILE, TeamConfig, check_resume, reward_spec
 from .placement import RolloutPlace
@@ -52,11 +53,12 @@ def train_team(
     """Run (or resume) the loop; every check that can refuse runs before anything is written.
     ``step``: a loaded model to reuse (back to its starting adapters); ``place``: where rollouts run."""
     out = Path(out)
+    cfg = replace(cfg, family=resolve_ref(cfg.family))  # a task file by absolute path
     cfg.check()
     check_resume(out, cfg)
     reward_spec(cfg)
     if start is not None:
-        check_policy_file(start, adapters_for(cfg.adapters, cfg.solvers))
+        check_policy_file(start, adapters_for(cfg.adapters, cfg.solvers, cfg.topology))
     if step is None:
         step = make_step(cfg, threads, place)
     else:
