@@ -9,7 +9,17 @@ from .ray_option import RayCommand, RayOption
 
 
 def train_team_cmd(
-    program: str = typer.Option("team", "--program", help="runtime program (team, or module:function)"),
+    program: str = typer.Option(
+        "team",
+        "--program",
+        help="team, a runtime program, or module:function running your team given base_url (the gateway)",
+    ),
+    agents: str = typer.Option(
+        None, "--agents", help="the agents of a module:function team, NAME or NAME=ROLE (default: its AGENTS)"
+    ),
+    program_timeout: float = typer.Option(
+        300.0, "--program-timeout", help="seconds one run of a module:function team may take"
+    ),
     tasks: str = typer.Option(
         "countries",
         "--tasks",
@@ -71,11 +81,12 @@ def train_team_cmd(
       orchestrace train team --tasks my_tasks.jsonl --verifier numeric:0.01 --train-pool 80 --heldout 20
       orchestrace train team --ray --ray-workers 2          # rollouts on a local Ray
       orchestrace train team --server http://gpu:8000       # rollouts on a vLLM server
+      orchestrace train team --program examples.teams.langgraph_team:run --tasks continents
     """
+    from ..learn.gateway.train import ProgramOptions, train_any
     from ..learn.team.accuracy import summarise
     from ..learn.team.config import TeamConfig
     from ..learn.team.placement import RolloutPlace
-    from ..learn.team.trainer import train_team
     from .cmd_learn import _bars
 
     cfg = TeamConfig(
@@ -101,10 +112,11 @@ def train_team_cmd(
     )
     with _bars() as bars:
         advance = bars(f"train team ({credit}/{unit})", iterations)
-        recs = train_team(
+        recs = train_any(
             cfg,
             out,
             iterations,
+            ProgramOptions(agents=agents, timeout=program_timeout),
             start=start,
             threads=threads,
             progress=lambda _i, _n: advance(),

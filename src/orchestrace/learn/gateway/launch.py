@@ -52,8 +52,8 @@ def team_of(opts: ServeOptions) -> Team:
 
 def local_completer(team: Team, opts: ServeOptions) -> BackendCompleter:
     from ..team.backend import TrainableBackend
+    from ..team.checkpoints import check_policy_file, load_policy
     from ..team.model import LoraSettings, TeamModel
-    from ..team.trainer import check_policy_file, load_policy
 
     adapters = team.adapters() or ["team"]
     if opts.policy is not None:

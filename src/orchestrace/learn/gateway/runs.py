@@ -104,6 +104,7 @@ class GatewayRun:
     path: str
     seed: int = 0
     task_id: str = "gateway"
+    trace_id: str = ""  # default: the run id
     metadata: dict[str, Any] = field(default_factory=dict)
     keep_content: bool = True
     agents: dict[str, AgentState] = field(default_factory=dict)
@@ -116,7 +117,7 @@ class GatewayRun:
         self.rec = Recorder(
             self.path,
             task_id=self.task_id,
-            trace_id=self.run_id,
+            trace_id=self.trace_id or self.run_id,
             system=SYSTEM,
             metadata={**self.metadata, "gateway": {"run": self.run_id, "seed": self.seed}},
             clock="wall",

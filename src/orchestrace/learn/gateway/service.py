@@ -142,17 +142,25 @@ class Gateway:
         path: str | None = None,
         seed: int = 0,
         task_id: str = "gateway",
+        trace_id: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> str:
-        """Open a run whose calls are recorded to ``path`` (default ``<runs_dir>/<run_id>.events.jsonl``)."""
+        """Open a run whose calls are recorded to ``path`` (default ``<runs_dir>/<run_id>.events.jsonl``)
+        as the trace ``trace_id`` (default: the run id)."""
 
         async def go() -> str:
-            return self._open(run_id, path, seed, task_id, metadata or {}).path
+            return self._open(run_id, path, seed, task_id, metadata or {}, trace_id).path
 
         return self.on_loop(go())
 
     def _open(
-        self, run_id: str, path: str | None, seed: int, task_id: str, metadata: dict[str, Any]
+        self,
+        run_id: str,
+        path: str | None,
+        seed: int,
+        task_id: str,
+        metadata: dict[str, Any],
+        trace_id: str | None = None,
     ) -> GatewayRun:
         check_run_id(run_id)
         if run_id in self.runs or run_id in self.finished:
@@ -162,6 +170,7 @@ class Gateway:
             path or self.path_of(run_id),
             seed=seed,
             task_id=task_id,
+            trace_id=trace_id or run_id,
             metadata=metadata,
             keep_content=self.keep_content,
         )

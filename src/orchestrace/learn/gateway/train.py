@@ -1,0 +1,380 @@
+"""``train team --program module:function``: train the adapters of any team, written with any agent
+framework, through the gateway.
+
+The function runs the user's team on one task against a base URL: ``fn(question, base_url)``,
+sync or async, returning the team's answer (or None: the run's last completion is the answer).
+Each rollout of ``train team`` becomes a gateway run whose trace is the rollout's trace, with the
+``team`` program's metadata (``runtime.config``: task set and question), so the rest of the loop
+is the ``team`` loop unchanged: reward (the task's verifier), credit methods and units, PPO-clip
+per adapter, checkpoints and resume, held-out before/after with paired CIs, ``--server``.
+
+A run whose program raises, hangs past ``timeout`` or never calls the gateway is recorded as an
+error trace (``metadata.outcome.status = "error"`` with the reason), left out of the update and
+counted in the iteration's figures (``failed_runs``); in the held-out evaluation it counts as a
+wrong answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ...core.io import load_one
+from ...core.model import Trace
+from ..loop import IterationRecord, run_loop
+from ..team.checkpoints import check_policy_file, load_policy, save_policy
+from ..team.config import CONFIG_FILE, TeamConfig, check_resume, reward_spec, split
+from ..team.model import LoraSettings, TeamModel
+from ..team.placement import RolloutPlace
+from ..team.program import BadInput, family, question
+from ..team.rollouts import Rollout
+from ..team.step import TeamStep
+from .completers import BackendCompleter, Completer, SerialModel
+from .server import GatewayServer, start_in_thread
+from .service import CallDefaults, Gateway, Team, parse_agents
+
+TeamFunction = Callable[..., Any]
+
+
+def _module(name: str) -> Any:
+    """A module by dotted name, or by the path of its ``.py`` file (``examples/teams/x.py``)."""
+    if not name.endswith(".py"):
+        return importlib.import_module(name)
+    path = Path(name).resolve()
+    if not path.is_file():
+        raise ImportError(f"no file {name}")
+    mod_name = f"orchestrace_team_{path.stem}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[mod_name]
+        raise
+    return mod
+
+
+def load_team_function(spec: str) -> TeamFunction:
+    """``module:function`` or ``path/to/file.py:function`` -> the function; a clear error when it
+    does not exist or is not one."""
+    mod_name, sep, fn_name = spec.rpartition(":")
+    if not sep or not mod_name or not fn_name:
+        raise BadInput("OT742", f"--program {spec!r}: expected module:function or file.py:function")
+    try:
+        mod = _module(mod_name)
+    except ImportError as e:
+        raise BadInput("OT742", f"--program {spec!r}: cannot import {mod_name!r} ({e})") from None
+    fn = getattr(mod, fn_name, None)
+    if not callable(fn):
+        raise BadInput("OT742", f"--program {spec!r}: module {mod_name!r} has no function {fn_name!r}")
+    return fn
+
+
+def is_gateway_program(spec: str) -> bool:
+    """A ``module:function`` whose function takes ``base_url``: a team run through the gateway (a
+    runtime program's function takes a config dict)."""
+    if ":" not in spec:
+        return False
+    fn = load_team_function(spec)
+    try:
+        return "base_url" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def team_agents(spec: str, agents: str | None) -> dict[str, str]:
+    """The team's agents: ``--agents``, else the function's module's ``AGENTS`` list."""
+    if agents:
+        text = agents
+    else:
+        names = getattr(_module(spec.rpartition(":")[0]), "AGENTS", None)
+        if not names:
+            raise BadInput(
+                "OT743",
+                f"name the agents of {spec} with --agents (or give its module an AGENTS list): "
+                "the model needs one adapter per agent or role before the first call",
+            )
+        text = ",".join(names) if not isinstance(names, str) else names
+    try:
+        return parse_agents(text)
+    except ValueError as e:
+        raise BadInput("OT743", str(e)) from None
+
+
+@dataclass
+class RunOutcome:
+    answer: str | None = None
+    error: str | None = None
+
+
+class GatewayRollouts:
+    """Rollouts of a gateway program: every rollout a gateway run, all running at once (a thread
+    each for a sync function, one event loop for an async one) so the model batches their calls.
+    ``served``: a :class:`~orchestrace.learn.team.served.ServedRollouts` whose adapters are pushed
+    before each batch (its backend answers the calls)."""
+
+    def __init__(
+        self,
+        completer: Completer,
+        team: Team,
+        fn: TeamFunction,
+        *,
+        defaults: CallDefaults,
+        timeout: float,
+        served: Any = None,
+    ) -> None:
+        self.fn, self.timeout, self.team, self.served = fn, timeout, team, served
+        self.gateway = Gateway(completer, team, Path("."), defaults=defaults, auto_runs=False)
+        self.server = GatewayServer(self.gateway, "127.0.0.1", 0)
+        start_in_thread(self.server)
+        self.opened = 0
+
+    def _run_id(self) -> str:
+        self.opened += 1
+        return f"r{self.opened}"
+
+    def run(self, model: TeamModel | None, rollouts: list[Rollout]) -> list[Trace]:
+        if self.served is not None:
+            self.served.push()
+        runs = []
+        for r in rollouts:
+            fam = family(str(r.config["family"]))
+            q = question(fam, str(r.config["question"]))
+            rid = self._run_id()
+            self.gateway.open_run(
+                rid,
+                path=r.path,
+                seed=r.seed,
+                task_id=q.question,
+                trace_id=r.trace_id,
+                metadata={"runtime": {"program": r.program, "config": r.config, "seed": r.seed}},
+            )
+            runs.append((rid, q.question))
+        outcomes = self._execute(runs)
+        for (rid, _), o in zip(runs, outcomes, strict=True):
+            error = o.error
+            if error is None and self.gateway.calls_of(rid) == 0:
+                error = "the program made no call through the gateway (does it use the base_url it is given?)"
+            self.gateway.finish_run(rid, o.answer if error is None else None, error=error)
+        return [load_one(r.path) for r in rollouts]
+
+    def _url(self, rid: str) -> str:
+        return f"{self.server.url}/runs/{rid}/v1"
+
+    def _execute(self, runs: list[tuple[str, str]]) -> list[RunOutcome]:
+        outs = [RunOutcome() for _ in runs]
+        if inspect.iscoroutinefunction(self.fn):
+
+            async def one(i: int, rid: str, q: str) -> None:
+                try:
+                    outs[i] = _answer(
+                        await asyncio.wait_for(self.fn(q, base_url=self._url(rid)), self.timeout)
+                    )
+                except TimeoutError:
+                    outs[i] = RunOutcome(error=f"the program did not finish within {self.timeout:g} s")
+                except Exception as e:
+                    outs[i] = RunOutcome(error=f"the program raised {type(e).__name__}: {e}")
+
+            async def all_runs() -> None:
+                await asyncio.gather(*(one(i, rid, q) for i, (rid, q) in enumerate(runs)))
+
+            asyncio.run(all_runs())
+            return outs
+
+        def target(i: int, rid: str, q: str) -> None:
+            try:
+                outs[i] = _answer(self.fn(q, base_url=self._url(rid)))
+            except Exception as e:
+                outs[i] = RunOutcome(error=f"the program raised {type(e).__name__}: {e}")
+
+        threads = [
+            threading.Thread(target=target, args=(i, rid, q), daemon=True, name=f"team-{rid}")
+            for i, (rid, q) in enumerate(runs)
+        ]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + self.timeout
+        for i, t in enumerate(threads):
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():  # left running; its later calls are refused (the run has ended)
+                outs[i] = RunOutcome(error=f"the program did not finish within {self.timeout:g} s")
+        return outs
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.gateway.close()
+        if self.served is not None:
+            self.served.close()
+
+
+def _answer(value: Any) -> RunOutcome:
+    return RunOutcome(answer=None if value is None else str(value))
+
+
+@dataclass
+class ProgramStep(TeamStep):
+    """The ``team`` loop's step with gateway rollouts: error runs are left out of the update."""
+
+    failed: int = 0
+
+    def collect(self, iteration: int, policy: str | None, out_dir: Path) -> list[str]:
+        paths = super().collect(iteration, policy, out_dir)
+        ok = [p for p in paths if (load_one(p).metadata or {}).get("outcome", {}).get("status") != "error"]
+        self.failed = len(paths) - len(ok)
+        return ok
+
+    def update(
+        self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
+    ) -> tuple[str, dict[str, float]]:
+        if not traces:  # every run failed: nothing to learn from; the adapters stay as they were
+            self._ensure(policy)
+            path = save_policy(self.model, self.optimizer, out_dir / "policy", self.cfg, iteration)
+            self.loaded = path
+            return path, {"failed_runs": float(self.failed), "calls": 0.0}
+        path, figures = super().update(iteration, policy, traces, out_dir)
+        return path, {**figures, "failed_runs": float(self.failed)}
+
+
+@dataclass(frozen=True)
+class ProgramOptions:
+    """How a gateway program is run (not part of the configuration)."""
+
+    agents: str | None = None  # "a,b=role" (default: the module's AGENTS)
+    timeout: float = 300.0  # seconds one run of the program may take
+    max_tokens: int | None = None  # new tokens for calls that give none (default: the task set's)
+
+
+def program_completer(model: TeamModel, place: RolloutPlace) -> tuple[BackendCompleter, Any]:
+    """The trainable model answers the calls, or a server the adapters are pushed to (``--server``)."""
+    from ..team.backend import TrainableBackend
+
+    serial = SerialModel(model)
+    if place.ray is not None:
+        raise BadInput("OT744", "--ray runs the team program's rollouts; a gateway program's run here")
+    if place.server is None:
+        return BackendCompleter(TrainableBackend(serial), serial, batch_window=0.02), None  # type: ignore[arg-type]
+    from ..team.served import ServedRollouts
+
+    served = ServedRollouts(
+        model, base_url=place.server, adapter_dir=place.server_adapters, server_dir=place.server_dir
+    )
+    return BackendCompleter(served.backend, serial, batch_window=0.02), served
+
+
+def make_program_step(
+    cfg: TeamConfig, opts: ProgramOptions, threads: int | None = None, place: RolloutPlace | None = None
+) -> ProgramStep:
+    fn = load_team_function(cfg.program)
+    team = Team(cfg.adapters, team_agents(cfg.program, opts.agents))
+    model = TeamModel(team.adapters(), LoraSettings(rank=cfg.lora_rank), threads=threads)
+    params = [p for name in model.adapters for p in model.trainable(name)]
+    optimizer = model.torch.optim.Adam(params, lr=cfg.lr)
+    train_ids, heldout_ids = split(cfg)
+    max_tokens = opts.max_tokens or int(getattr(family(cfg.family), "max_new_tokens", 64))
+    completer, served = program_completer(model, place or RolloutPlace())
+    remote = GatewayRollouts(
+        completer,
+        team,
+        fn,
+        defaults=CallDefaults(temperature=cfg.temperature, max_tokens=max_tokens),
+        timeout=opts.timeout,
+        served=served,
+    )
+    return ProgramStep(
+        cfg,
+        model,
+        None,
+        optimizer,
+        reward_spec(cfg),
+        None,
+        train_ids,
+        heldout_ids,
+        initial={name: model.adapter_state(name) for name in model.adapters},
+        remote=remote,
+    )
+
+
+def check_program(cfg: TeamConfig, opts: ProgramOptions) -> list[str]:
+    """Everything that can refuse a gateway program's run, before anything is written: the
+    adapters it will have."""
+    if cfg.credit == "loo-fork":
+        raise BadInput(
+            "OT744",
+            "loo-fork re-runs a recorded run without one agent, which only the team program can do; "
+            "use loo (the trace's own graph) with a gateway program",
+        )
+    cfg.check()
+    load_team_function(cfg.program)
+    team = Team(cfg.adapters, team_agents(cfg.program, opts.agents))
+    return team.adapters()
+
+
+def train_program(
+    cfg: TeamConfig,
+    out: str | Path,
+    iterations: int,
+    opts: ProgramOptions,
+    *,
+    start: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    threads: int | None = None,
+    place: RolloutPlace | None = None,
+) -> list[IterationRecord]:
+    """Run (or resume) the loop on a gateway program; every check that can refuse runs first."""
+    out = Path(out)
+    adapters = check_program(cfg, opts)
+    check_resume(out, cfg)
+    reward_spec(cfg)
+    if start is not None:
+        check_policy_file(start, adapters)
+    step = make_program_step(cfg, opts, threads, place)
+    try:
+        if start is not None:
+            load_policy(step.model, start)
+        step.last_iteration = iterations
+        out.mkdir(parents=True, exist_ok=True)
+        cfg_path = out / CONFIG_FILE
+        if not cfg_path.is_file():
+            cfg_path.write_text(json.dumps(asdict(cfg), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return run_loop(step, out, iterations, start_policy=start, progress=progress)
+    finally:
+        step.remote.close()
+
+
+def train_any(
+    cfg: TeamConfig,
+    out: str | Path,
+    iterations: int,
+    opts: ProgramOptions,
+    *,
+    start: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    threads: int | None = None,
+    place: RolloutPlace | None = None,
+) -> list[IterationRecord]:
+    """``train team``: a gateway program (a function taking ``base_url``) through the gateway,
+    any other program (``team``, a runtime program) through the runtime."""
+    if is_gateway_program(cfg.program):
+        return train_program(
+            cfg, out, iterations, opts, start=start, progress=progress, threads=threads, place=place
+        )
+    if opts.agents:
+        raise BadInput("OT743", "--agents names the agents of a gateway program (a function taking base_url)")
+    from ..team.trainer import train_team
+
+    return train_team(cfg, out, iterations, start=start, progress=progress, threads=threads, place=place)
