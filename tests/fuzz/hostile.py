@@ -18,6 +18,7 @@ import gzip
 import json
 import random
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,6 +177,7 @@ class Case:
     main: str
     importer: str | None = None
     notes: list[str] = field(default_factory=list)
+    seed: int = 0
 
 
 _TRACE_CACHE: dict[str, Any] = {}
@@ -390,6 +392,7 @@ def run_cli(argv: list[str]) -> tuple[int | None, bytes, str, BaseException | No
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         except BaseException as e:  # noqa: BLE001 - the point: nothing may escape
             exc, code = e, None
+        sys.stdout.flush()  # text written through sys.stdout (csv) is buffered
         stdout, stderr = out.getvalue(), err.getvalue() if err is not None else b""
     return code, stdout, stderr.decode("utf-8", "replace"), exc
 
@@ -439,11 +442,13 @@ def _main_input_check(
     json_out: bool = False,
     first_only: bool = False,
     output: str | None = None,
+    refusal: str | None = None,
 ) -> Check:
     """A command on the main input: no crash; exit 0 exactly when validate says valid.
     ``first_only``: the command reads the first trace of a file only (view), so a later
     invalid trace of a .jsonl is none of its business. ``output``: the file the command
-    writes under the work folder, which must not exist after a failure."""
+    writes under the work folder, which must not exist after a failure. ``refusal``: the code of
+    the one error a valid trace may get (a value the target format cannot hold)."""
 
     def check(case: Case, main: Path, work: Path) -> Outcome:
         code, out, err, exc = run_cli(argv_of(main, work))
@@ -458,7 +463,7 @@ def _main_input_check(
         single = not case.main.endswith((".jsonl", ".jsonl.gz")) or case.main.endswith(".events.jsonl")
         if problem is None and agree and case.kind == "trace" and (single or not first_only):
             valid = validate_verdict(main)
-            if valid and code != 0:
+            if valid and code != 0 and not (refusal and code == 1 and refusal in err):
                 problem = f"disagree: validate says valid, command exit {code}: {err.strip()[:300]}"
             elif not valid and code == 0:
                 problem = "disagree: validate says invalid, command exit 0"
@@ -531,14 +536,7 @@ _STORE_TEMPLATE: dict[str, Path] = {}
 def _ingest(case: Case, main: Path, work: Path) -> Outcome:
     """ingest --on-error abort into a store holding one trace: exit 0 iff valid; a failure
     leaves the store unchanged."""
-    if "store" not in _STORE_TEMPLATE:
-        tpl = Path(work.parent if work.name.startswith("c") else work) / "_template.duckdb"
-        if not tpl.exists():
-            code, _, err, _exc = run_cli(["ingest", str(good_trace_file(tpl.parent)), "-s", str(tpl), "-q"])
-            assert code == 0, err
-        _STORE_TEMPLATE["store"] = tpl
-    store = work / "s.duckdb"
-    shutil.copy(_STORE_TEMPLATE["store"], store)
+    store = _store(work)
     before = _store_rows(store)
     code, out, err, exc = run_cli(["ingest", str(main), "-s", str(store), "-q", "--on-error", "abort"])
     problem = _crash(code, err, exc)
@@ -577,6 +575,210 @@ def _import(auto: bool) -> Check:
     return check
 
 
+def _validate_dir(case: Case, main: Path, work: Path) -> Outcome:
+    """validate --format json on the folder that holds the case beside a good trace: one
+    complete document with an entry per file, the good file's verdict valid."""
+    good = good_trace_file(work)
+    code, out, err, exc = run_cli(["validate", "--format", "json", str(work)])
+    problem = _crash(code, err, exc)
+    if problem is None:
+        try:
+            verdicts = {Path(d["path"]).name: d["valid"] for d in json.loads(out)}
+            if verdicts.get(good.name) is not True:
+                problem = f"validate DIR --format json: the good file's verdict is lost: {verdicts}"
+        except (ValueError, KeyError, TypeError):
+            problem = f"validate DIR --format json printed no complete JSON document ({len(out)} bytes)"
+    return Outcome(code, problem, out, err)
+
+
+def _repair(case: Case, main: Path, work: Path) -> Outcome:
+    """repair: no crash; what it writes (exit 0) is a valid trace; a failure writes nothing."""
+    fixed = work / "fixed.events.jsonl"
+    code, out, err, exc = run_cli(["repair", str(main), "-o", str(fixed)])
+    problem = _crash(code, err, exc)
+    if problem is None and code != 0 and fixed.exists():
+        problem = f"partial output: exit {code} left {fixed.name}"
+    if problem is None and code == 0 and not validate_verdict(fixed):
+        problem = "repair wrote a trace that does not validate"
+    return Outcome(code, problem, out, err)
+
+
+#: export target -> the output name (a folder for the trainer targets)
+EXPORT_OUTPUTS = {
+    "survey": "o.survey.jsonl",
+    "jsonl": "o.jsonl",
+    "otlp": "o.otlp.json",
+    "trl": "trl",
+    "verl": "verl",
+    "samples": "samples",
+}
+
+# SQL text for the query command: values of every DuckDB type at the edges of their range,
+# nested values, the store's own columns, and statements that are not one valid read-only query
+_SQL_VALUES = (
+    "NULL", "1", "-0.0", "1e308*10", "'nan'::DOUBLE", "2::HUGEINT**100", "2::UHUGEINT**127",
+    "1::DECIMAL(38,10)/3", "'x'", "chr(0)", "repeat('é', 70000)", "'\\x00\\xff'::BLOB",
+    "INTERVAL 5 DAY", "DATE '0001-01-01'", "'infinity'::TIMESTAMP", "'-infinity'::DATE",
+    "TIMESTAMP '294247-01-10 04:00:54'", "DATE '-5000-01-01'", "'infinity'::TIMESTAMPTZ",
+    "TIME '24:00:00'", "TIMETZ '12:00:00+05'", "'2020-01-01'::TIMESTAMP_NS", "'infinity'::TIMESTAMP_S",
+    "gen_random_uuid()", "'101'::BITSTRING", "union_value(a := 1)", "{'a': 1, 'b': [1, 2]}",
+    "MAP {'k': 1}", "[1.5, NULL]::FLOAT[]", "[DATE '-5000-01-01']", "{'t': 'infinity'::TIMESTAMP}",
+    "[1, 2]::INTEGER[2]", "'{\"a\": 1}'::JSON", "123456789012345678901234567890::VARINT",
+    "range(3)", "1::UTINYINT",
+)  # fmt: skip
+_SQL_STATEMENTS = (
+    "SELECT * FROM events", "SELECT * FROM traces", "SELECT attrs, content FROM events",
+    "SELECT * FROM edges, agents LIMIT 50", "SELECT * FROM metrics", "SELECT * FROM rewards",
+    "SELEC 1", "", ";", "SELECT 1; SELECT 2", "SELECT * FROM nowhere", "DELETE FROM events",
+    "CREATE TABLE x (a INT)", "SELECT 1/0", "SELECT 'a'::INT", "SELECT [1][5]",
+    "SELECT 1 AS a, 2 AS a", "SELECT * FROM range(3) t(a) WHERE a > 'x'",
+)  # fmt: skip
+
+
+def _sql(rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        return rng.choice(_SQL_STATEMENTS)
+    values = [rng.choice(_SQL_VALUES) for _ in range(rng.randint(1, 3))]
+    return "SELECT " + ", ".join(f"{v} AS c{i}" for i, v in enumerate(values))
+
+
+def _store(work: Path) -> Path:
+    """A copy of a store holding the good trace (made once per run) in ``work``."""
+    if "store" not in _STORE_TEMPLATE:
+        tpl = Path(work.parent if work.name.startswith("c") else work) / "_template.duckdb"
+        if not tpl.exists():
+            code, _, err, _exc = run_cli(["ingest", str(good_trace_file(tpl.parent)), "-s", str(tpl), "-q"])
+            assert code == 0, err
+        _STORE_TEMPLATE["store"] = tpl
+    store = work / "s.duckdb"
+    shutil.copy(_STORE_TEMPLATE["store"], store)
+    return store
+
+
+def _query(case: Case, main: Path, work: Path) -> Outcome:
+    """query: hostile SQL on a store (or the case's file given as the store): no crash, a
+    refused query is exit 1 or 2, --format json prints one complete document when it succeeds."""
+    rng = random.Random(case.seed)
+    store = _store(work) if rng.random() < 0.8 else main
+    fmt = rng.choice(["table", "json", "csv"])
+    code, out, err, exc = run_cli(["query", _sql(rng), "-s", str(store), "-f", fmt])
+    problem = _crash(code, err, exc)
+    if problem is None and code == 0 and fmt == "json":
+        try:
+            json.loads(out)
+        except ValueError:
+            problem = f"query --format json printed no complete JSON document ({len(out)} bytes)"
+    return Outcome(code, problem, out, err)
+
+
+# ---------------------------------------------------------------- view --serve: malformed HTTP
+
+PAGE = "<!DOCTYPE html><p>the page</p>"
+_METHODS = (b"GET", b"get", b"HEAD", b"POST", b"PUT", b"DELETE", b"OPTIONS", b"CONNECT", b"G\x00T", b"")
+_PATHS = (b"/", b"/index.html", b"/index.html?x=1#y", b"//", b"/../../etc/passwd", b"/%2e%2e/%2e%2e/etc/passwd",
+          b"http://127.0.0.1/", b"*", b"/%00", b"/\xff\xfe", b"", b"/" + b"a" * 70_000, b"/\r\nX: y")  # fmt: skip
+_VERSIONS = (b"HTTP/1.0", b"HTTP/1.1", b"HTTP/2.0", b"HTTP/9.9", b"HTTP/1.1.1", b"HTTP/", b"FOO", b"")
+
+
+def http_request(rng: random.Random, port: int) -> bytes:
+    """Raw bytes of an HTTP request a browser would not send: garbage, a broken request line,
+    odd methods and paths, too many or too long headers, bad Host values, a lying body length."""
+    if rng.random() < 0.1:
+        return rng.randbytes(rng.choice([0, 1, 50, 5000]))
+    line = b" ".join([rng.choice(_METHODS), rng.choice(_PATHS), rng.choice(_VERSIONS)])
+    host = rng.choice(
+        [f"127.0.0.1:{port}".encode(), b"localhost", b"evil.example", b"", b"\xff", b"127.0.0.1:1"]
+    )
+    headers = [b"Host: " + host] if rng.random() < 0.8 else []
+    k = rng.randrange(8)
+    if k == 0:
+        headers += [b"X-%d: v" % i for i in range(rng.choice([50, 150]))]
+    elif k == 1:
+        headers.append(b"X-Long: " + b"v" * rng.choice([1000, 70_000]))
+    elif k == 2:
+        headers.append(b"Content-Length: " + rng.choice([b"-1", b"abc", b"99999999999999999999", b"5"]))
+    elif k == 3:
+        headers += [b"Transfer-Encoding: chunked", b"Host: evil.example"]
+    elif k == 4:
+        headers.append(b"no colon here")
+    elif k == 5:
+        headers.append(b" folded: continuation")
+    end = rng.choice([b"\r\n", b"\n"])
+    data = end.join([line, *headers]) + end + end + (b"body" if rng.random() < 0.2 else b"")
+    return data[: rng.randrange(len(data))] if rng.random() < 0.15 else data  # cut mid-request
+
+
+def _exchange(port: int, data: bytes, timeout: float = 5.0) -> bytes:
+    """Send ``data`` to 127.0.0.1:port, close the writing side, read until the server closes."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        try:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:  # the server answered (414, 431) and closed before reading it all
+            pass
+        chunks = []
+        try:
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        except ConnectionResetError:
+            pass
+        return b"".join(chunks)
+
+
+def _asked(request: bytes) -> bytes | None:
+    """The path (without a query) a GET request line asks for, leading slashes collapsed as
+    http.server does; None for anything else."""
+    words = request.split(b"\n", 1)[0].rstrip(b"\r").split()
+    if len(words) < 2 or words[0] != b"GET":
+        return None
+    path = words[1].split(b"?", 1)[0]
+    return b"/" + path.lstrip(b"/") if path.startswith(b"//") else path
+
+
+def _view_serve(case: Case, main: Path, work: Path) -> Outcome:
+    """view --serve's server (loopback, a free port) gets malformed requests; each one is
+    answered with an error status (an HTTP/0.9 request line with an error page alone) or
+    dropped, never a 5xx from a bug, the page only for a GET of / or /index.html, no exception in
+    a handler; a good GET still gets the page.
+    Bounded: a few requests, each with a 5 s socket timeout."""
+    import threading
+
+    from orchestrace.viewer.serve import make_server
+
+    rng = random.Random(case.seed)
+    server = make_server(PAGE)  # what view --serve runs, on a free port of 127.0.0.1
+    port = server.server_address[1]
+    errors: list[str] = []
+    server.handle_error = lambda request, address: errors.append(repr(sys.exc_info()[1]))
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+    problem = None
+    try:
+        for _ in range(3):
+            data = http_request(rng, port)
+            reply = _exchange(port, data)
+            status = reply.split(b"\r\n", 1)[0]
+            code = int(status.split()[1]) if len(status.split()) > 1 and status.split()[1].isdigit() else None
+            if code is not None and code >= 500 and code not in (501, 505):
+                problem = f"HTTP {code} for {data[:120]!r}"
+            elif PAGE.encode() in reply and _asked(data) not in (b"/", b"/index.html"):
+                problem = f"the page served for {data[:120]!r}"
+            if problem:
+                break
+        good = _exchange(port, f"GET / HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        if problem is None and not (good.startswith(b"HTTP/1.0 200") and good.endswith(PAGE.encode())):
+            problem = f"a good GET after malformed requests got {good[:100]!r}"
+        if problem is None and errors:
+            problem = f"a handler raised: {errors[0][:200]}"
+    except OSError as e:  # a timeout or a refused connection: the server stopped answering
+        problem = f"the server did not answer: {e!r}"
+    finally:
+        server.shutdown()
+        server.server_close()
+    return Outcome(0 if problem is None else None, problem)
+
+
 TRACE_COMMANDS: dict[str, Check] = {
     "load": _load_agrees,
     "validate": _main_input_check(lambda f, w: ["validate", str(f)], agree=False),
@@ -603,6 +805,19 @@ TRACE_COMMANDS: dict[str, Check] = {
         lambda f, w: ["view", str(f), "-o", str(w / "v.html")], first_only=True, output="v.html"
     ),
     "ingest": _ingest,
+    "validate-dir-json": _validate_dir,
+    "repair": _repair,
+    **{
+        f"export:{target}": _main_input_check(
+            lambda f, w, t=target: ["export", str(f), "--to", t, "-o", str(w / EXPORT_OUTPUTS[t])],
+            output=EXPORT_OUTPUTS[target],
+            agree=target != "trl",  # trl refuses traces without content (OT421), as the seed is
+            refusal="OT416" if target == "otlp" else None,  # a time past OTLP's uint64 nanoseconds
+        )
+        for target in EXPORT_OUTPUTS
+    },
+    "query": _query,
+    "view-serve": _view_serve,
 }
 IMPORT_COMMANDS: dict[str, Check] = {
     **{f"import:{fmt}": _import(auto=False) for fmt in IMPORTERS},
@@ -625,6 +840,7 @@ def run_case(seed: int, command: str, work: Path) -> Outcome:
         shutil.rmtree(work)
     work.mkdir(parents=True)
     case = make_case(seed, command)
+    case.seed = seed
     main = write_case(case, work)
     check = {**TRACE_COMMANDS, **IMPORT_COMMANDS}[command]
     try:

@@ -17,7 +17,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-EXAMPLES = {"ingest": 6, "import-auto": 20, "load": 40, "validate-json-multi": 25}
+EXAMPLES = {
+    "ingest": 6,
+    "import-auto": 20,
+    "load": 40,
+    "validate-json-multi": 25,
+    "repair": 40,
+    "query": 40,
+    "view-serve": 25,
+}
 
 
 @pytest.mark.parametrize("command", hostile.ALL_COMMANDS)
@@ -367,3 +375,65 @@ def test_validate_a_folder_with_a_corrupt_gzip(tmp_path: Path, fmt: str) -> None
     doc = json.loads(out)
     assert [(Path(d["path"]).name, d["valid"]) for d in doc] == [("bad.json.gz", False), ("good.json", True)]
     assert doc[0]["findings"][0]["code"] == "OT007"
+
+
+@pytest.mark.parametrize("where", ["id", "src"])
+def test_repair_of_an_event_log_with_an_object_for_an_id(tmp_path: Path, where: str) -> None:
+    """Found by the fuzz run's repair: an event id or an edge endpoint that is an object made
+    repair exit 3 (unhashable type: 'dict'); the event or edge is dropped and the rest repaired."""
+    recs = hostile._log_lines(hostile.seed_trace())
+    if where == "id":
+        recs[1] = {**recs[1], "id": {"x": 1}}
+    else:
+        edge = next(i for i, r in enumerate(recs) if r["rec"] == "edge")
+        recs[edge] = {**recs[edge], "src": {"x": 1}}
+        recs[2] = {**recs[2], "tokens_in": -1}  # an event to drop, so edges are filtered
+    log = tmp_path / "t.events.jsonl"
+    log.write_bytes(b"\n".join(orjson.dumps(r) for r in recs) + b"\n")
+    fixed = tmp_path / "fixed.events.jsonl"
+    code, _, err, exc = hostile.run_cli(["repair", str(log), "-o", str(fixed)])
+    assert exc is None and code == 0, err
+    assert hostile.validate_verdict(fixed)
+
+
+@pytest.mark.parametrize(
+    ("sql", "shown"),
+    [
+        ("SELECT 'infinity'::TIMESTAMP AS v", "9999-12-31"),
+        ("SELECT TIMESTAMP '294247-01-10 04:00:54' AS v", "294247-01-10 04:00:54"),
+        ("SELECT [DATE '-5000-01-01'] AS v", "5001-01-01 (BC)"),
+        ("SELECT 1 AS n, '-infinity'::DATE AS v", "0001-01-01"),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["table", "json", "csv"])
+def test_query_of_a_date_outside_python_range(tmp_path: Path, sql: str, shown: str, fmt: str) -> None:
+    """Found by the fuzz run's query: pyarrow raised OverflowError converting DuckDB's infinite
+    or far dates (exit 3); they print as DuckDB gives them to Python."""
+    store = hostile._store(tmp_path)
+    code, out, err, exc = hostile.run_cli(["query", sql, "-s", str(store), "-f", fmt])
+    assert exc is None and code == 0, err
+    assert shown.encode() in out
+
+
+@pytest.mark.parametrize("sql", ["", ";", "  -- nothing"])
+def test_query_of_no_statement_is_a_usage_error(tmp_path: Path, sql: str) -> None:
+    """Found by the fuzz run's query: an empty query was an internal error (AttributeError on
+    None), now OT320 (exit 2) saying the SQL returns no rows."""
+    store = hostile._store(tmp_path)
+    code, _, err, exc = hostile.run_cli(["query", sql, "-s", str(store)])
+    assert exc is None and code == 2 and "OT320" in err and "returns no rows" in err, err
+
+
+@pytest.mark.parametrize(("t0_unix", "t_end", "code"), [("x", None, 0), (None, 1e308, 1), (-5e9, None, 1)])
+def test_otlp_export_of_times_past_its_range(tmp_path: Path, t0_unix: Any, t_end: Any, code: int) -> None:
+    """Found by the fuzz run's export:otlp (seed 40163): a valid t_end of 1e308 made the export exit 3
+    (OverflowError); a time OTLP's uint64 nanoseconds cannot hold is OT416 (exit 1), and a
+    metadata.t0_unix that is not a number reads as absent (it was a TypeError)."""
+    tr = hostile.seed_trace()
+    events = [{**tr["events"][0], "t_end": t_end}, *tr["events"][1:]] if t_end else tr["events"]
+    f = tmp_path / "t.json"
+    f.write_bytes(orjson.dumps({**tr, "events": events, "metadata": {"t0_unix": t0_unix}}))
+    assert hostile.validate_verdict(f)
+    code_, _, err, exc = hostile.run_cli(["export", str(f), "--to", "otlp", "-o", str(tmp_path / "o.json")])
+    assert exc is None and code_ == code, err
+    assert code == 0 or "OT416" in err

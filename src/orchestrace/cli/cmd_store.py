@@ -171,12 +171,12 @@ def query_cmd(
       orchestrace query "SELECT t.topology, avg(value) FROM metrics JOIN traces t USING (trace_id) WHERE name = 'critical_path_s' GROUP BY 1"\n
       orchestrace query "SELECT * FROM traces" --format json > traces.json
     """
-    from ..store.db import query
+    from ..store.db import query, query_rows
 
     if format not in _FORMATS:
         raise OrchestraceError("OT010", f"--format must be one of {', '.join(_FORMATS)}, got {format!r}")
     result = query(store, sql)
-    rows = result.to_pylist()
+    rows = query_rows(result)
     names = result.column_names
     if format == "json":
         out = [{k: _jsonable(v) for k, v in r.items()} for r in rows]

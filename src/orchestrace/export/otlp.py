@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -37,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from ..core.errors import BadInput
 from ..core.model import Event, Trace, event_to_dict, trace_to_dict
 from .context import event_prompts, task_text
 
@@ -69,8 +71,24 @@ def _attrs(d: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"key": k, "value": _value(v)} for k, v in d.items() if v is not None]
 
 
-def _ns(seconds: float) -> str:
-    return str(int(round(seconds * 1e9)))
+def _t0_unix(meta: dict[str, Any]) -> float | None:
+    """``metadata.t0_unix`` when it is a finite number; metadata is free-form, and a string
+    there made the export fail (TypeError): another type reads as absent."""
+    v = meta.get("t0_unix")
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _ns(seconds: float, what: str) -> str:
+    """OTLP times are unsigned 64-bit nanoseconds since 1970 (up to the year 2554). A valid trace
+    may end later (t_end 1e308): said so (OT416), where the export met an internal error."""
+    ns = seconds * 1e9
+    if not 0 <= ns < 2**64:
+        raise BadInput(
+            "OT416",
+            f"{what}: time {seconds:g} s since 1970 is outside OTLP's unsigned 64-bit nanoseconds "
+            "(1970 to 2554)",
+        )
+    return str(int(round(ns)))
 
 
 _PROVIDER_BY_PREFIX = (
@@ -193,7 +211,7 @@ def trace_to_otlp(
     ``project`` names the Phoenix project (``openinference.project.name``) and ``service.name``.
     """
     meta = tr.metadata or {}
-    t0 = epoch if epoch is not None else meta.get("t0_unix") or time.time()
+    t0 = epoch if epoch is not None else _t0_unix(meta) or time.time()
     tid = _hex("trace:" + tr.trace_id, 16)
     ev_span = {e.id: _hex(f"event:{tr.trace_id}:{e.id}", 8) for e in tr.events}
     root = _hex(f"root:{tr.trace_id}", 8)
@@ -349,8 +367,8 @@ def _span(
     s.update(
         name=name,
         kind=kind,
-        startTimeUnixNano=_ns(t0 + start),
-        endTimeUnixNano=_ns(t0 + max(start, end)),
+        startTimeUnixNano=_ns(t0 + start, f"span {name!r} start"),
+        endTimeUnixNano=_ns(t0 + max(start, end), f"span {name!r} end"),
         attributes=_attrs(attrs),
         status={"code": STATUS_OK} if parent is None else {},
     )
@@ -385,7 +403,7 @@ def iter_otlp(traces: Iterable[Trace], **options: Any) -> Iterator[dict[str, Any
     epoch = opts.pop("epoch", None)
     now = time.time()
     for tr in traces:
-        t0 = epoch if epoch is not None else (tr.metadata or {}).get("t0_unix") or now
+        t0 = epoch if epoch is not None else _t0_unix(tr.metadata or {}) or now
         yield trace_to_otlp(tr, epoch=t0, **opts)
 
 

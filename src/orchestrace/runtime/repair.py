@@ -163,12 +163,12 @@ def repair_log(path: str) -> tuple[Trace, RepairReport]:
                 continue
             (drop_ev if m.group(1) == "events" else drop_ed).add(int(m.group(2)))
         if drop_ev:
-            gone = {d["events"][i].get("id") for i in drop_ev}
-            report.dropped_events.extend(str(g) for g in gone)
+            gone = dict.fromkeys(str(d["events"][i].get("id")) for i in sorted(drop_ev))
+            report.dropped_events.extend(gone)
             d["events"] = [e for i, e in enumerate(d["events"]) if i not in drop_ev]
-            keep = {e.get("id") for e in d["events"]}
+            keep = {_id(e.get("id")) for e in d["events"]} - {None}
             before = len(d["edges"])
-            d["edges"] = [x for x in d["edges"] if x.get("src") in keep and x.get("dst") in keep]
+            d["edges"] = [x for x in d["edges"] if _id(x.get("src")) in keep and _id(x.get("dst")) in keep]
             report.dropped_edges += before - len(d["edges"])
         if drop_ed:
             report.dropped_edges += len(drop_ed)
@@ -178,6 +178,12 @@ def repair_log(path: str) -> tuple[Trace, RepairReport]:
     d.setdefault("schema_version", SCHEMA_VERSION)
     report.events, report.edges = len(d["events"]), len(d["edges"])
     return trace_from_dict(d), report
+
+
+def _id(value: Any) -> int | str | None:
+    """An event id or edge endpoint as a set can hold it; an object or a list there (a damaged
+    log) is no id (it made repair exit 3: unhashable type)."""
+    return value if isinstance(value, int | str) else None
 
 
 def _costs_ok(c: Any) -> bool:

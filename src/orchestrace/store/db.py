@@ -464,7 +464,10 @@ def query(store: str, sql: str, params: list[Any] | None = None) -> pa.Table:
 
     con = connect(store, read_only=True)
     try:
-        return con.sql(sql, params=params or None).to_arrow_table()
+        relation = con.sql(sql, params=params or None)
+        if relation is None:  # empty SQL, ";", a statement that returns nothing (was exit 3)
+            raise OrchestraceError("OT320", "query failed: the SQL returns no rows (write a SELECT)")
+        return relation.to_arrow_table()
     except duckdb.Error as e:
         first = str(e).splitlines()[0]
         if isinstance(e, duckdb.IOException):
@@ -472,6 +475,27 @@ def query(store: str, sql: str, params: list[Any] | None = None) -> pa.Table:
         raise OrchestraceError("OT320", f"query failed: {first}") from None
     finally:
         con.close()
+
+
+def query_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """A query result's rows as Python values. A date or time outside Python's range (DuckDB's
+    ``infinity``, year 294247, 5000 BC) made pyarrow raise OverflowError, and ``query`` exit 3;
+    such a column is converted by DuckDB instead, which gives infinity as the largest datetime
+    and the others as their text."""
+    import duckdb
+
+    columns = []
+    for i in range(table.num_columns):
+        try:
+            columns.append(table.column(i).to_pylist())
+        except (OverflowError, ValueError):
+            con = duckdb.connect()
+            try:
+                columns.append([row[0] for row in con.from_arrow(table.select([i])).fetchall()])
+            finally:
+                con.close()
+    names = table.column_names
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
 def trace_ids(store: str, where: str | None = None) -> list[str]:
