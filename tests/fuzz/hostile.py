@@ -493,7 +493,9 @@ def _report_multi(argv: list[str]) -> Check:
 
     def check(case: Case, main: Path, work: Path) -> Outcome:
         good = good_trace_file(work)
-        code, out, err, exc = run_cli([*argv, str(good), str(main), str(good)])
+        other = work / "good2.json"  # another id: analyze measures a repeated trace once
+        other.write_bytes(orjson.dumps({**seed_trace(), "trace_id": "good-2"}))
+        code, out, err, exc = run_cli([*argv, str(good), str(main), str(other)])
         problem = _crash(code, err, exc)
         if problem is None:
             try:
@@ -505,7 +507,7 @@ def _report_multi(argv: list[str]) -> Check:
             valid = validate_verdict(main)
             if (code == 0) != valid:
                 problem = f"disagree: validate valid={valid}, exit {code}: {err.strip()[:300]}"
-            elif ids[:1] != [good_id] or ids[-1:] != [good_id] or (not valid and len(ids) != 2):
+            elif ids[:1] != [good_id] or ids[-1:] != ["good-2"] or (not valid and len(ids) != 2):
                 problem = f"multi-file: the good files were not both counted: {ids[:6]}"
         return Outcome(code, problem, out, err)
 
