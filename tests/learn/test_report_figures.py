@@ -136,3 +136,47 @@ def test_report_json_carries_the_marks_and_the_shown_curves(tmp_path) -> None:
     # every curve is still in the file, not only the drawn ones
     runs = {r["run"] for r in json.loads((tmp_path / "learning_curves.json").read_text())["records"]}
     assert len(runs) == 7
+
+
+def _boxes_overlap(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_pareto_figure_explains_its_pale_dots_and_keeps_close_marks_apart() -> None:
+    # the pale dots (settings off a method's front) had no legend entry, and the numbers of marks a
+    # few pixels apart were printed on top of each other
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    from orchestrace.learn.stopping.report import pareto_figure
+
+    report = stop_report(
+        eval_bank="plurals+comparatives",
+        results=[
+            ResultRow("fixed-1", 0.52, 1.0, 9),
+            ResultRow("fixed-2", 0.50, 2.0, 9),  # off the fixed-k front: a pale dot
+            ResultRow("fixed-40", 0.615, 40.0, 9),
+            ResultRow("learned", 0.600, 5.20, 9),
+            ResultRow("learned(target=5)", 0.601, 5.22, 9),
+            ResultRow("learned+agg", 0.602, 5.18, 9),
+        ],
+        policies_written={
+            "learned": "out/policy.safetensors",
+            "learned(target=5)": "out/policy-target.safetensors",
+            "learned+agg": "out/policy-agg.safetensors",
+        },
+    )
+    fig = pareto_figure(report)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "pale: a method's other settings (off its own front)" in labels
+    assert ax.get_title() == "held-out plurals+comparatives: accuracy against mean samples per question"
+    fig.canvas.draw()
+    numbers = [t for t in ax.texts if t.get_text() in ("1", "2", "3")]
+    assert len(numbers) == 3
+    boxes = [Text.get_window_extent(t) for t in numbers]  # the number, not its line
+    assert not any(_boxes_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    plt.close(fig)

@@ -240,3 +240,53 @@ def test_report_skips_the_call_cache_beside_a_recorded_run(tmp_path: Path):
     res = build_report(run)
     assert [p.name for p in res.pngs] == ["agent_costs.png"]
     assert "debater_0" in res.html.read_text()
+
+
+def test_pareto_plot_reads_at_a_glance(tmp_path: Path):
+    # `report runs/stop` drew "accuracy against mean_samples" (raw keys), 95% CI bars on every point
+    # overlapping into a block between 6 and 8 samples, pale dots nothing explained, and mark numbers
+    # on top of each other
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    from orchestrace.viewer.report import pareto_plot
+
+    def row(method: str, acc: float, samples: float) -> dict:
+        ci = {"accuracy_ci95": [acc - 0.06, acc + 0.06], "mean_samples_ci95": [samples - 0.3, samples + 0.3]}
+        return {"method": method, "accuracy": acc, "mean_samples": samples, "questions": 87, **ci}
+
+    rows = [row(f"fixed-{k}", 0.5 + 0.01 * k, float(k)) for k in (1, 3, 5, 7, 9)] + [row("fixed-6", 0.4, 6.0)]
+    rows += [
+        row("learned", 0.600, 6.1),
+        row("learned(target=5)", 0.601, 6.15),
+        row("learned+agg", 0.602, 6.05),
+    ]
+    marks = [
+        {"mark": str(i), "method": m["method"], "path": f"out/p{i}.safetensors", "accuracy": m["accuracy"],
+         "mean_samples": m["mean_samples"]}
+        for i, m in enumerate(rows[-3:], 1)
+    ]  # fmt: skip
+    p = tmp_path / "pareto.json"
+    p.write_text(json.dumps({"points": rows, "marks": marks, "labels": {"fixed-k": "fixed-k majority"}}))
+    fig = pareto_plot(read_pareto(p))
+    ax = fig.axes[0]
+    assert ax.get_title() == "Accuracy against mean samples per question"
+    assert ax.get_xlabel() == "mean samples per question" and ax.get_ylabel() == "accuracy"
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "fixed-k majority" in legend and "fixed-k" not in legend
+    assert "pale: a method's other settings (off its own front)" in legend
+    assert "95% CI of accuracy: about ±0.06 (median; each in the table)" in legend
+    assert not ax.containers  # no error bars drawn
+    assert not any("_" in text for text in [ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), *legend[:4]])
+    fig.canvas.draw()
+    boxes = [Text.get_window_extent(t) for t in ax.texts if t.get_text() in ("1", "2", "3")]  # not the line
+    assert len(boxes) == 3
+    assert not any(
+        a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+    )
+    plt.close(fig)

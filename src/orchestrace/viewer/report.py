@@ -5,7 +5,7 @@ Inputs (all optional, at least one; searched anywhere under RUN_DIR; docs/viewer
 - ``pareto*.json``: accuracy against cost. Either a list of rows, exactly what
   ``orchestrace eval ... --format json`` prints, ``{"method", "accuracy", "mean_samples",
   "questions", "accuracy_ci95"?, "mean_samples_ci95"?, "family"?}``, or an object
-  ``{"points": [rows], "x"?: cost key, "y"?: "accuracy", "title"?}``. The cost key is ``x`` if
+  ``{"points": [rows], "x"?: cost key, "y"?: "accuracy", "title"?, "labels"?: {curve: legend label}}``. The cost key is ``x`` if
   given, else the first of ``cost``, ``mean_samples``, ``usd``, ``tokens`` present (other keys,
   e.g. the ``fronts`` of ``orchestrace.learn.stopping.report``, are ignored: the front is recomputed).
   Rows are grouped into curves by ``family``, else by the method name up to its first ``(``,
@@ -102,7 +102,11 @@ def read_pareto(path: Path) -> dict[str, Any]:
             f"/marks/{i}",
             f"a mark needs numbers {x!r} and {y!r}",
         )
-    return {"x": x, "y": y, "title": meta.get("title"), "rows": rows, "marks": marks}
+    labels = meta.get("labels") or {}
+    _need(
+        isinstance(labels, dict), path, "/labels", "expected an object (curve -> legend label) under 'labels'"
+    )
+    return {"x": x, "y": y, "title": meta.get("title"), "rows": rows, "marks": marks, "labels": labels}
 
 
 def read_learning_curve(path: Path) -> dict[str, Any]:
@@ -201,73 +205,134 @@ def curve_name(row: dict[str, Any]) -> str:
     return _TRAILING_NUMBER.sub("-k", base)
 
 
+#: axis names for the keys a Pareto input uses (another key: its underscores as spaces)
+AXIS_NAMES = {
+    "mean_samples": "mean samples per question",
+    "usd": "cost (USD)",
+    "tokens": "tokens",
+    "cost": "cost",
+    "accuracy": "accuracy",
+}
+_MARKERS = "osD^vP<>Xph*"
+
+
+def axis_name(key: str) -> str:
+    return AXIS_NAMES.get(key, key.replace("_", " "))
+
+
+def plain_log_axis(ax: Any) -> None:
+    """A log x axis ticked 1, 2, 5, 10, 20, ... in plain numbers (not 10^0, 10^1)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def label_marks(ax: Any, marks: list[tuple[float, float, str]], gap_pt: float = 12.0) -> None:
+    """Each mark's label right of it; labels of marks close together are pushed apart vertically
+    (with a thin line to their mark) so that none covers another ("1", "2" and "4" printed on top
+    of each other between 5 and 6 samples), and kept inside the axes."""
+    if not marks:
+        return
+    ax.figure.canvas.draw()  # the final limits, so data -> pixels is what is drawn
+    scale = ax.figure.dpi / 72.0  # pixels per point
+    gap = gap_pt * scale
+    px = [ax.transData.transform((x, y)) for x, y, _ in marks]
+    near = 40 * scale  # labels further apart than this in x cannot meet
+    label_y: dict[int, float] = {}
+    for i in sorted(range(len(marks)), key=lambda i: px[i][1]):  # bottom up: each clears those below
+        below = [label_y[j] for j in label_y if abs(px[j][0] - px[i][0]) < near]
+        label_y[i] = max([px[i][1], *(b + gap for b in below)])
+    top = ax.get_window_extent().y1 - gap / 2
+    done: list[int] = []
+    for i in sorted(label_y, key=label_y.__getitem__, reverse=True):  # top down: none above the axes
+        above = [label_y[j] - gap for j in done if abs(px[j][0] - px[i][0]) < near]
+        label_y[i] = min([label_y[i], top, *above])
+        done.append(i)
+    for i, (x, y, text) in enumerate(marks):
+        dy = (label_y[i] - px[i][1]) / scale
+        ax.annotate(
+            text, (x, y), xytext=(12, dy), textcoords="offset points", fontsize=9, fontweight="bold",
+            va="center", zorder=6,
+            arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "#444444", "shrinkA": 0, "shrinkB": 5}
+            if abs(dy) > 2 else None,
+        )  # fmt: skip
+
+
 def plot_pareto(data: dict[str, Any], out: Path) -> Path:
+    fig = pareto_plot(data)
+    fig.savefig(out, bbox_inches="tight")
+    _pyplot().close(fig)
+    return out
+
+
+def pareto_plot(data: dict[str, Any]) -> Any:
+    """Accuracy against cost, read at a glance: each method's own front as a line and its other
+    settings as pale dots, the overall Pareto front, labels a reader knows (``labels`` of the input,
+    axis names, not raw keys) and numbered marks apart. The 95% CIs are not drawn (error bars on
+    every point overlapped into an unreadable block): the legend gives their typical width and the
+    HTML table each one."""
+    from matplotlib.lines import Line2D
+
     plt = _pyplot()
     x, y = data["x"], data["y"]
+    names = data.get("labels") or {}
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in data["rows"]:
         groups[curve_name(r)].append(r)
     fig, ax = plt.subplots(figsize=(10.5, 5.2), dpi=110)  # the legend sits right of the axes
     cmap = plt.get_cmap("tab10")
+    pale = False
     for k, (name, rows) in enumerate(sorted(groups.items())):
-        rows = sorted(rows, key=lambda r: r[x])
-        xs, ys = [r[x] for r in rows], [r[y] for r in rows]
-        colour = cmap(k % 10)
-        xerr = _err(rows, f"{x}_ci95", xs)
-        yerr = _err(rows, f"{y}_ci95", ys)
-        ax.errorbar(
-            xs,
-            ys,
-            xerr=xerr,
-            yerr=yerr,
-            fmt="-o" if len(rows) > 1 else "o",
-            ms=4,
-            lw=1.4,
-            color=colour,
-            ecolor=colour,
-            elinewidth=0.7,
-            capsize=2,
-            alpha=0.9,
-            label=name,
-        )
+        colour, marker = cmap(k % 10), _MARKERS[k % len(_MARKERS)]
+        own = pareto_front([(r[x], r[y]) for r in rows])
+        rest = [r for r in rows if (r[x], r[y]) not in set(own)]
+        if rest:
+            pale = True
+            ax.scatter(
+                [r[x] for r in rest], [r[y] for r in rest], color=colour, marker=marker, s=14, alpha=0.3
+            )
+        ax.plot([p[0] for p in own], [p[1] for p in own], "-" if len(own) > 1 else "", marker=marker, ms=5,
+                lw=1.4, color=colour, label=str(names.get(name, name)))  # fmt: skip
     front = pareto_front([(r[x], r[y]) for r in data["rows"]])
-    ax.step(
-        [p[0] for p in front],
-        [p[1] for p in front],
-        where="post",
-        color="black",
-        lw=1.0,
-        ls="--",
-        label="Pareto front",
-    )
-    for m in data.get("marks", []):  # e.g. the policy files the main job wrote, numbered as it prints them
+    ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="black", lw=1.0, ls="--",
+            label="Pareto front (all methods)")  # fmt: skip
+    handles, _ = ax.get_legend_handles_labels()
+    if pale:
+        handles.append(Line2D([], [], ls="", marker="o", ms=4, color="#777777", alpha=0.4,
+                              label="pale: a method's other settings (off its own front)"))  # fmt: skip
+    widths = [
+        (r[f"{y}_ci95"][1] - r[f"{y}_ci95"][0]) / 2 for r in data["rows"] if _interval(r.get(f"{y}_ci95"))
+    ]
+    if widths:
+        handles.append(Line2D([], [], ls="", label=f"95% CI of {axis_name(y)}: about ±{sorted(widths)[len(widths) // 2]:.2g}"
+                              " (median; each in the table)"))  # fmt: skip
+    marks = data.get("marks", [])
+    for m in marks:  # e.g. the policy files the main job wrote, numbered as it prints them
         name = str(m.get("mark", "?"))
         what = ", ".join(
             str(m[k]) if k == "method" else Path(str(m[k])).name for k in ("method", "path") if k in m
         )
-        ax.scatter(m[x], m[y], marker="*", s=200, color="#d62728", edgecolors="black", linewidths=0.6,
-                   zorder=5, label=f"{name}: {what}" if what else name)  # fmt: skip
-        ax.annotate(name, (m[x], m[y]), xytext=(6, -12), textcoords="offset points", fontsize=9,
-                    fontweight="bold", zorder=6)  # fmt: skip
-    ax.set_xlabel(x.replace("_", " "))
-    ax.set_ylabel(y.replace("_", " "))
-    if data["x"] in ("tokens", "usd", "cost") and min(r[x] for r in data["rows"]) > 0:
-        ax.set_xscale("log")
-    ax.set_title(data.get("title") or f"{y} against {x}")
+        handles.append(ax.scatter(m[x], m[y], marker="*", s=200, color="#d62728", edgecolors="black",
+                                  linewidths=0.6, zorder=5, label=f"{name}: {what}" if what else name))  # fmt: skip
+    xs = [r[x] for r in data["rows"]]
+    log = min(xs) > 0 and max(xs) / min(xs) >= 10
+    if log:  # the cheap end, where the methods differ, is not squeezed into a tenth of the axis
+        plain_log_axis(ax)
+    ax.set_xlabel(axis_name(x) + (" (log scale)" if log else ""))
+    ax.set_ylabel(axis_name(y))
+    ax.set_title(data.get("title") or f"{axis_name(y).capitalize()} against {axis_name(x)}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)  # outside the data
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     fig.tight_layout()
-    fig.savefig(out, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    label_marks(ax, [(m[x], m[y], str(m.get("mark", "?"))) for m in marks])
+    return fig
 
 
-def _err(rows: list[dict[str, Any]], key: str, centre: list[float]) -> list[list[float]] | None:
-    if not all(isinstance(r.get(key), list) and len(r[key]) == 2 for r in rows):
-        return None
-    lo = [max(0.0, c - r[key][0]) for r, c in zip(rows, centre, strict=True)]
-    hi = [max(0.0, r[key][1] - c) for r, c in zip(rows, centre, strict=True)]
-    return [lo, hi]
+def _interval(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 2 and all(_number(b) for b in v)
 
 
 def _metrics(records: list[dict[str, Any]], x: str) -> list[str]:

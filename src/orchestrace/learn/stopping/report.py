@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 from msgspec import UNSET, UnsetType
 
+from ...viewer.report import label_marks, plain_log_axis
 from .evaluation import MethodCI, ResultRow
 from .policy import PolicyConfig
 
@@ -161,6 +162,14 @@ def curve_labels(curves: dict[str, list[dict[str, float]]], cost: float | None) 
     return labels
 
 
+#: legend names of the methods as ``orchestrace report`` groups them (its ``curve_name``)
+PARETO_LABELS = {**{k: v[2] for k, v in STYLE.items()}, "hindsight-oracle": STYLE["oracle"][2]}
+
+
+def pareto_title(report: StopReport) -> str:
+    return f"held-out {report.eval_bank}: accuracy against mean samples per question"
+
+
 def pareto_figure(report: StopReport) -> Any:
     """Accuracy against mean samples: every method's points and front, fixed-40 and the budget as
     lines, and a numbered star per policy file the job wrote; the legend sits right of the axes."""
@@ -196,18 +205,21 @@ def pareto_figure(report: StopReport) -> Any:
     budget = report.target_samples
     if budget:
         ax.axvline(budget, color="#555555", ls=":", lw=0.8, label=f"budget: {budget:g} samples")
-    for m in policy_marks(report):
+    # the pale dots: every method's settings off its own front, said in the legend
+    ax.scatter([], [], color="#777777", marker="o", s=14, alpha=0.35,
+               label="pale: a method's other settings (off its own front)")  # fmt: skip
+    marks = policy_marks(report)
+    for m in marks:
         color = STYLE["learned+agg" if m.method.startswith("learned+agg") else "learned"][0]
         ax.scatter(m.mean_samples, m.accuracy, marker="*", s=220, color=color, edgecolors="black",
                    linewidths=0.6, zorder=5, label=f"{m.mark}: {os.path.basename(m.path)} ({m.method})")  # fmt: skip
-        ax.annotate(m.mark, (m.mean_samples, m.accuracy), xytext=(6, -12), textcoords="offset points",
-                    fontsize=9, fontweight="bold", zorder=6)  # fmt: skip
-    ax.set_xscale("log")
-    ax.set_xlabel("mean samples per question (log)")
+    plain_log_axis(ax)
+    ax.set_xlabel("mean samples per question (log scale)")
     ax.set_ylabel("accuracy")
-    ax.set_title(f"held-out {report.eval_bank}: accuracy vs samples")
+    ax.set_title(pareto_title(report))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    label_marks(ax, [(m.mean_samples, m.accuracy, m.mark) for m in marks])
     return fig
 
 
@@ -263,7 +275,8 @@ def write_report(report: StopReport, out_dir: str) -> list[str]:
     p = os.path.join(out_dir, "pareto.json")
     with open(p, "w") as f:
         points = msgspec.to_builtins(report.results)
-        json.dump({"points": points, "fronts": report.pareto, "marks": marks}, f, indent=1)
+        json.dump({"points": points, "fronts": report.pareto, "marks": marks, "title": pareto_title(report),
+                   "labels": PARETO_LABELS}, f, indent=1)  # fmt: skip
     paths.append(p)
 
     curves = report.learning_curves
