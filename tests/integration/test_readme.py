@@ -43,14 +43,7 @@ NEEDS_DATA = "../shared/data"
 
 
 def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    out = []
-    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
-        for line in block.splitlines():
-            line = re.split(r"\s+#\s", line.strip(), maxsplit=1)[0].strip()
-            if line.startswith("orchestrace "):
-                out.append(line)
-    return out
+    return bash_commands((ROOT / "README.md").read_text(encoding="utf-8"))
 
 
 def test_the_readme_lists_its_commands():
@@ -63,6 +56,9 @@ def test_the_readme_lists_its_commands():
 def test_every_readme_command_runs_as_written(tmp_path, monkeypatch):
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "examples", repo / "examples")
+    shutil.copytree(
+        ROOT / "tests" / "data" / "public", repo / "tests" / "data" / "public"
+    )  # a clone has them
     data = data_dir(required=False)
     if data is not None:
         (tmp_path / "shared").mkdir()
@@ -134,3 +130,85 @@ def test_the_readme_python_blocks_run(tmp_path, monkeypatch):
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
     assert (tmp_path / "run.events.jsonl.zst").exists()
+
+
+def bash_commands(text: str) -> list[str]:
+    """The ``orchestrace ...`` lines of the bash blocks of ``text``, comments cut."""
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            line = re.split(r"\s+#\s", line.strip(), maxsplit=1)[0].strip()
+            if line.startswith("orchestrace "):
+                out.append(line)
+    return out
+
+
+def run_without_overwriting(commands: list[str]) -> None:
+    """Run ``commands`` in order in the current folder; each must exit 0 and write every ``-o``
+    output it names, none of which an earlier command wrote (one command's output silently
+    replacing another's is the defect the README walk found)."""
+    runner = CliRunner()
+    written: dict[str, str] = {}
+    for cmd in commands:
+        args = shlex.split(cmd[len("orchestrace ") :])
+        outs = [b for a, b in zip(args, args[1:], strict=False) if a in ("-o", "--out")]
+        for o in outs:
+            assert o not in written and not os.path.exists(o), (
+                f"{cmd}\noverwrites {o} ({written.get(o, 'there before')})"
+            )
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, f"{cmd}\n{r.output}"
+        for o in outs:
+            assert os.path.exists(o), f"{cmd}\nwrote no {o}"
+            written[o] = cmd
+
+
+def test_the_real_log_walkthrough_runs_from_a_clone(tmp_path, monkeypatch):
+    """docs/integration.md's chain on the vendored excerpts runs as written from a folder shaped like
+    a fresh clone (examples/, tests/data/public/, no ../shared): the README's real-log sections read
+    ../shared/data, which a clone does not have."""
+    text = (ROOT / "docs" / "integration.md").read_text(encoding="utf-8")
+    section = text.split("## From a fresh clone", 1)[1].split("\n## ", 1)[0]
+    commands = bash_commands(section)
+    assert len(commands) == 8 and all("../shared" not in c for c in commands), commands
+    clone = tmp_path / "clone"
+    shutil.copytree(ROOT / "examples", clone / "examples")
+    shutil.copytree(ROOT / "tests" / "data" / "public", clone / "tests" / "data" / "public")
+    assert not (tmp_path / "shared").exists()
+    monkeypatch.delenv("ORCHESTRACE_DATA", raising=False)
+    monkeypatch.chdir(clone)
+    run_without_overwriting(commands)
+    from orchestrace.core.io import load
+
+    traces = load("real.credited.jsonl")
+    assert sorted(t.metadata["source_format"] for t in traces) == [
+        "chatdev",
+        "chatdev",
+        "claude-code",
+        "codex",
+    ]
+    assert all("shapley/agent" in t.metadata["credit"] for t in traces)
+    assert len(load("excerpts.jsonl.zst")) == 6 and any((clone / "real.trl").iterdir())
+
+
+def test_an_overwritten_output_is_caught(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AssertionError, match="overwrites a.jsonl"):
+        run_without_overwriting(
+            ["orchestrace gen -o a.jsonl -n 1 --size 5", "orchestrace gen -o a.jsonl -n 1 --size 5"]
+        )
+
+
+def test_the_install_page_names_the_disk_the_install_and_the_model_cache_take(tmp_path, monkeypatch):
+    """The 2.7 GB .venv and the 517 MB model cache in ~/.cache/orchestrace were said only deep in
+    docs/train_team.md; docs/install.md says them before installing, and names the folder and the
+    variable the code really uses."""
+    from orchestrace.learn.team.model import cache_root
+
+    text = " ".join((ROOT / "docs" / "install.md").read_text(encoding="utf-8").split())
+    assert "2.7 GB" in text and "517 MB" in text and "`./.venv`" in text
+    monkeypatch.delenv("ORCHESTRACE_MODEL_CACHE", raising=False)
+    default = cache_root()
+    assert default == Path.home() / ".cache" / "orchestrace" and "`~/.cache/orchestrace/" in text
+    monkeypatch.setenv("ORCHESTRACE_MODEL_CACHE", str(tmp_path))
+    assert cache_root() == tmp_path and "`ORCHESTRACE_MODEL_CACHE=" in text
