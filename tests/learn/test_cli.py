@@ -186,6 +186,12 @@ def test_a_policy_folder_refuses_another_run_and_force_replaces_it_whole(tmp_pat
         cap = capsys.readouterr()
         return int(e.value.code or 0), " ".join((cap.out + cap.err).split())
 
+    def main_quiet(args: list[str]) -> int:
+        with pytest.raises(SystemExit) as e:
+            main(args)
+        capsys.readouterr()
+        return int(e.value.code or 0)
+
     def snapshot() -> dict[str, bytes]:
         return {str(p): p.read_bytes() for p in sorted((tmp_path / "stop").rglob("*")) if p.is_file()}
 
@@ -207,11 +213,14 @@ def test_a_policy_folder_refuses_another_run_and_force_replaces_it_whole(tmp_pat
     code, text = train("-o", str(tmp_path / "stop" / "other"), "--no-aggregate")
     assert code == 1 and "OT632" in text and "report/run.json" in text
     assert not (tmp_path / "stop" / "other.safetensors").exists()
-    # --force replaces the old run whole: no -agg policy or aggregator of it is left
+    # --force replaces the old run whole: no -agg policy or aggregator of it is left, nor what
+    # `orchestrace report` drew from it
+    assert main_quiet(["report", str(tmp_path / "stop")]) == 0
+    assert (tmp_path / "stop" / "report" / "report.html").exists()
     code, text = train("-o", str(out), "--no-aggregate", "--seed", "3", "--force")
     assert code == 0, text
     left = {os.path.basename(p) for p in snapshot()}
-    assert not any("-agg" in name for name in left), left
+    assert not any("-agg" in name for name in left) and "report.html" not in left, left
     assert {"policy.safetensors", "policy.json", "policy.run.json", "report.json", "run.json"} <= left
     report = json.loads((tmp_path / "stop" / "report" / "report.json").read_text())
     assert report["seed"] == 3 and report["aggregator"] is None

@@ -558,5 +558,7 @@ def output_places(base: str, report_dir: str) -> list[Place]:
     """Where a train stop run writes (its policies at ``base``, its report folder), with every file
     a run may leave there, for ``core.outputs``."""
     policies = [base + s + ext for s in POLICY_SUFFIXES for ext in (".safetensors", ".json")]
-    report = [os.path.join(report_dir, f) for f in (*REPORT_FILES, "report.json")]
+    # also what `orchestrace report` draws there from this run's JSON: stale once the run is replaced
+    drawn = ("report.html", "report_pareto.png", "report_learning_curves.png")
+    report = [os.path.join(report_dir, f) for f in (*REPORT_FILES, "report.json", *drawn)]
     return [Place(base + ".run.json", policies), Place(os.path.join(report_dir, "run.json"), report)]
