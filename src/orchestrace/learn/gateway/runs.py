@@ -41,6 +41,10 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SYSTEM = "orchestrace.gateway"
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else str(value)
+
+
 def check_run_id(run_id: str) -> str:
     """A run id becomes a file name: letters, digits, ``.``, ``_``, ``-``, not starting with a dot."""
     if not RUN_ID.fullmatch(run_id):
@@ -111,6 +115,13 @@ class GatewayRun:
     said: list[Said] = field(default_factory=list)
     closed: bool = False
     calls: int = 0
+    inbox: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # agent -> edges into its next call
+    sdk_parent: dict[str, str] = field(default_factory=dict)  # SDK span id -> its parent span id
+    sdk_agent_of_span: dict[str, str] = field(default_factory=dict)  # SDK agent span id -> its name
+    sdk_agent: dict[str, str] = field(default_factory=dict)  # SDK agent name -> the gateway's agent
+    sdk_tool: dict[str, tuple[str, str, str | None]] = field(
+        default_factory=dict
+    )  # span -> (agent, tool_call, nested)
 
     def __post_init__(self) -> None:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -177,7 +188,7 @@ class GatewayRun:
     def begin(self, agent: str, role: str, call: CallSpec) -> tuple[str, list[dict[str, str]], float]:
         """Record the call's arrival: (its message event, its data flow, the start time)."""
         st = self._agent(agent, role)
-        flows = self.data_flow(agent, call.prompt_text())
+        flows = self.inbox.pop(agent, []) + self.data_flow(agent, call.prompt_text())
         mid = self.rec.message(
             self._content(call.messages[-1]["content"]),
             to=agent,
@@ -272,6 +283,103 @@ class GatewayRun:
         if out.text:
             self.said.append(Said(eid, agent, out.text, normalised(out.text)))
         return eid
+
+    # ------------------------------------------------------------------ framework structure
+
+    def _ancestors(self, span: dict[str, Any]) -> list[str]:
+        out: list[str] = []
+        p = span.get("parent_id")
+        while isinstance(p, str) and p not in out:
+            out.append(p)
+            p = self.sdk_parent.get(p)
+        return out
+
+    def _sdk_owner(self, span: dict[str, Any]) -> str | None:
+        """The SDK agent whose run a span is part of (the nearest agent span above it)."""
+        return next(
+            (self.sdk_agent_of_span[p] for p in self._ancestors(span) if p in self.sdk_agent_of_span), None
+        )
+
+    def _sdk_agent(self, span: dict[str, Any]) -> str | None:
+        """The gateway agent a span belongs to: its SDK agent, named as that agent's calls name it."""
+        name = self._sdk_owner(span)
+        return None if name is None else self.sdk_agent.get(name, name)
+
+    def agents_sdk_span(self, phase: str, span: dict[str, Any], role_of: Any) -> None:
+        """One OpenAI Agents SDK span as it starts or ends (``span.export()``): tool calls become
+        ``tool_call``/``tool_result`` events of the calling agent, handoffs a ``message`` from one
+        agent to the other, an agent run as a tool a ``message`` into its calls and a ``return``
+        edge from its last call into the tool's result. LLM calls are not taken from the spans:
+        the gateway recorded them itself (a generation span only says which agent a model is)."""
+        data = span.get("span_data") or {}
+        kind, sid = data.get("type"), str(span.get("id"))
+        if phase == "start" and isinstance(span.get("parent_id"), str):
+            self.sdk_parent[sid] = span["parent_id"]
+        if phase == "start" and kind == "agent":
+            name = str(data.get("name") or "agent")
+            self.sdk_agent_of_span[sid] = name
+            # an agent inside another agent's tool call: an agent run as a tool
+            tool = next((p for p in self._ancestors(span) if p in self.sdk_tool), None)
+            if tool is not None and self.sdk_tool[tool][2] is None:
+                caller, call_eid, _ = self.sdk_tool[tool]
+                self.sdk_tool[tool] = (caller, call_eid, name)
+                agent = self.sdk_agent.get(name, name)
+                self.inbox.setdefault(agent, []).append({"from": call_eid, "match": "agent_as_tool"})
+        elif phase == "start" and kind in ("generation", "response"):
+            owner = self._sdk_owner(span)
+            if owner is not None and isinstance(data.get("model"), str):
+                self.sdk_agent[owner] = data["model"]
+        elif phase == "start" and kind == "function":
+            agent = self._sdk_agent(span)
+            if agent is None:
+                return
+            st = self._agent(agent, role_of(agent))
+            eid = self.rec.emit(
+                "tool_call",
+                agent,
+                tool=str(data.get("name") or "function"),
+                call_id=sid,
+                content=self._content(_text(data.get("input"))),
+                after=st.last,
+                chain=False,
+                attrs={"source": "openai-agents"},
+            )
+            st.last = eid
+            self.sdk_tool[sid] = (agent, eid, None)
+        elif phase == "end" and kind == "function" and sid in self.sdk_tool:
+            agent, call_eid, nested = self.sdk_tool.pop(sid)
+            st = self.agents[agent]
+            after = [call_eid]
+            if nested is not None and (inner := self.agents.get(self.sdk_agent.get(nested, nested))):
+                after.append(inner.last)
+            eid = self.rec.emit(
+                "tool_result",
+                agent,
+                tool=str(data.get("name") or "function"),
+                call_id=sid,
+                content=self._content(_text(data.get("output"))),
+                status="error" if span.get("error") else None,
+                after=after,
+                chain=False,
+                attrs={"source": "openai-agents"},
+            )
+            st.last = eid
+        elif phase == "end" and kind == "handoff":
+            src, dst = data.get("from_agent"), data.get("to_agent")
+            if not isinstance(src, str) or not isinstance(dst, str):
+                return
+            a, b = self.sdk_agent.get(src, src), self.sdk_agent.get(dst, dst)
+            st = self._agent(a, role_of(a))
+            eid = self.rec.message(
+                None,
+                to=b,
+                frm=a,
+                after=st.last,
+                chain=False,
+                edge_type="causal",
+                attrs={"kind": "handoff", "source": "openai-agents"},
+            )
+            self.inbox.setdefault(b, []).append({"from": eid, "match": "handoff"})
 
     def finish(self, answer: str | None = None, *, error: str | None = None) -> str:
         """Close the run: the answer (the program's, else the last completion) as an ``aggregate``,

@@ -6,6 +6,8 @@ Routes (``<run>``: a run id; without one, the ``X-Orchestrace-Run`` header or th
 - ``POST /v1/chat/completions``, ``POST /runs/<run>/v1/chat/completions``
 - ``GET /v1/models``, ``GET /runs/<run>/v1/models``: the agents (or adapters) served
 - ``POST /runs/<run>/end`` (optional JSON ``{"answer": "..."}``): close the run's trace
+- ``POST /runs/<run>/agents-sdk/spans`` (``{"phase": "start"|"end", "span": {...}}``): an Agents
+  SDK span (``spans.PostSpans`` sends them) whose tool calls and handoffs join the run's trace
 
 Safe by default: it listens on 127.0.0.1 unless told otherwise; a ``Host`` header that is not
 this server's address gets a 421 (DNS rebinding, as ``view --serve``); a body is at most
@@ -33,6 +35,7 @@ from .service import Gateway
 
 ROUTE = re.compile(r"^(?:/runs/(?P<run>[^/]+))?/v1/(?P<what>chat/completions|models)/?$")
 END = re.compile(r"^/runs/(?P<run>[^/]+)/end/?$")
+SPANS = re.compile(r"^/runs/(?P<run>[^/]+)/agents-sdk/spans/?$")
 AGENT_HEADER = "X-Orchestrace-Agent"
 RUN_HEADER = "X-Orchestrace-Run"
 DEFAULT_RUN = "default"
@@ -165,6 +168,10 @@ class Handler(BaseHTTPRequestHandler):
             if e is not None:
                 self._end(e["run"], body)
                 return
+            sp = SPANS.match(path)
+            if sp is not None:
+                self._span(sp["run"], body)
+                return
             raise GatewayError(404, f"no route POST {path}", code="not_found")
         except GatewayError as err:
             self._error(err)
@@ -204,6 +211,16 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, b"".join(stream_events(out, call, cid)), "text/event-stream")
         else:
             self._send(200, response_body(out, call, cid))
+
+    def _span(self, run: str, body: bytes) -> None:
+        try:
+            d = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise GatewayError(400, "the body is not JSON") from None
+        if not isinstance(d, dict):
+            raise GatewayError(400, 'a span is {"phase": "start" | "end", "span": {...}}')
+        self.server.gateway.framework_span(run, d.get("phase"), d.get("span"))
+        self._send(200, b"{}")
 
     def _end(self, run: str, body: bytes) -> None:
         answer = None

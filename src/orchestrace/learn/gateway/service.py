@@ -6,6 +6,7 @@ run's trace is only ever written from that loop.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Awaitable
 from concurrent.futures import Future
@@ -19,6 +20,10 @@ from .protocol import CallSpec, Completion, GatewayError
 from .runs import GatewayRun, check_run_id
 
 T = TypeVar("T")
+#: (gateway, run id) of the program run executing in this context (``spans.RunSpans`` reads it)
+CURRENT_RUN: contextvars.ContextVar[tuple[Any, str] | None] = contextvars.ContextVar(
+    "orchestrace_gateway_run", default=None
+)
 AGENT_NAME_MAX = 128
 
 
@@ -201,6 +206,21 @@ class Gateway:
 
     def agent_names(self) -> list[str]:
         return list(self.team.roles) or list(self.completer.adapters or [])
+
+    def framework_span(self, run_id: str, phase: str, span: dict[str, Any]) -> None:
+        """An Agents SDK span of a run (from any thread): its structure joins the run's trace."""
+        if phase not in ("start", "end") or not isinstance(span, dict):
+            raise GatewayError(400, 'a span is {"phase": "start" | "end", "span": {...}}', param="phase")
+
+        async def go() -> None:
+            run = self.runs.get(run_id)
+            if run is None:  # a team's first span comes before its first call
+                if run_id in self.finished or not self.auto_runs:
+                    raise GatewayError(400, f"no open run {run_id!r}", code="run_not_found")
+                run = self._open(run_id, None, 0, "gateway", {})
+            run.agents_sdk_span(phase, span, lambda a: self.team.roles.get(a, a))
+
+        self.on_loop(go())
 
     # ------------------------------------------------------------------ calls
 

@@ -1,7 +1,8 @@
 """``train team --program module:function``: train the adapters of any team, written with any agent
 framework, through the gateway.
 
-The function runs the user's team on one task against a base URL: ``fn(question, base_url)``,
+The function runs the user's team on one task against a base URL: ``fn(question, base_url)``
+(and ``examples``, the task set's (question, answer) pairs, when it takes them),
 sync or async, returning the team's answer (or None: the run's last completion is the answer).
 Each rollout of ``train team`` becomes a gateway run whose trace is the rollout's trace, with the
 ``team`` program's metadata (``runtime.config``: task set and question), so the rest of the loop
@@ -41,7 +42,7 @@ from ..team.rollouts import Rollout
 from ..team.step import TeamStep
 from .completers import BackendCompleter, Completer, SerialModel
 from .server import GatewayServer, start_in_thread
-from .service import CallDefaults, Gateway, Team, parse_agents
+from .service import CURRENT_RUN, CallDefaults, Gateway, Team, parse_agents
 
 TeamFunction = Callable[..., Any]
 
@@ -89,11 +90,7 @@ def is_gateway_program(spec: str) -> bool:
     runtime program's function takes a config dict)."""
     if ":" not in spec:
         return False
-    fn = load_team_function(spec)
-    try:
-        return "base_url" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
+    return _takes(load_team_function(spec), "base_url")
 
 
 def team_agents(spec: str, agents: str | None) -> dict[str, str]:
@@ -138,6 +135,11 @@ class GatewayRollouts:
         served: Any = None,
     ) -> None:
         self.fn, self.timeout, self.team, self.served = fn, timeout, team, served
+        self.takes_examples = _takes(fn, "examples")
+        if "agents" in sys.modules:  # an Agents SDK team: its spans join the run's trace
+            from .spans import install_run_spans
+
+            install_run_spans()
         self.gateway = Gateway(completer, team, Path("."), defaults=defaults, auto_runs=False)
         self.server = GatewayServer(self.gateway, "127.0.0.1", 0)
         start_in_thread(self.server)
@@ -164,6 +166,7 @@ class GatewayRollouts:
                 metadata={"runtime": {"program": r.program, "config": r.config, "seed": r.seed}},
             )
             runs.append((rid, q.question))
+        self.shots = shot_pairs(fam) if rollouts else []
         outcomes = self._execute(runs)
         for (rid, _), o in zip(runs, outcomes, strict=True):
             error = o.error
@@ -172,18 +175,20 @@ class GatewayRollouts:
             self.gateway.finish_run(rid, o.answer if error is None else None, error=error)
         return [load_one(r.path) for r in rollouts]
 
-    def _url(self, rid: str) -> str:
-        return f"{self.server.url}/runs/{rid}/v1"
+    def _kwargs(self, rid: str) -> dict[str, Any]:
+        kw: dict[str, Any] = {"base_url": f"{self.server.url}/runs/{rid}/v1"}
+        if self.takes_examples:
+            kw["examples"] = list(self.shots)
+        return kw
 
     def _execute(self, runs: list[tuple[str, str]]) -> list[RunOutcome]:
         outs = [RunOutcome() for _ in runs]
         if inspect.iscoroutinefunction(self.fn):
 
             async def one(i: int, rid: str, q: str) -> None:
+                CURRENT_RUN.set((self.gateway, rid))
                 try:
-                    outs[i] = _answer(
-                        await asyncio.wait_for(self.fn(q, base_url=self._url(rid)), self.timeout)
-                    )
+                    outs[i] = _answer(await asyncio.wait_for(self.fn(q, **self._kwargs(rid)), self.timeout))
                 except TimeoutError:
                     outs[i] = RunOutcome(error=f"the program did not finish within {self.timeout:g} s")
                 except Exception as e:
@@ -196,8 +201,9 @@ class GatewayRollouts:
             return outs
 
         def target(i: int, rid: str, q: str) -> None:
+            CURRENT_RUN.set((self.gateway, rid))
             try:
-                outs[i] = _answer(self.fn(q, base_url=self._url(rid)))
+                outs[i] = _answer(self.fn(q, **self._kwargs(rid)))
             except Exception as e:
                 outs[i] = RunOutcome(error=f"the program raised {type(e).__name__}: {e}")
 
@@ -220,6 +226,19 @@ class GatewayRollouts:
         self.gateway.close()
         if self.served is not None:
             self.served.close()
+
+
+def _takes(fn: TeamFunction, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def shot_pairs(fam: Any) -> list[tuple[str, str]]:
+    """The task set's worked examples as (question, answer) pairs (a program taking ``examples``
+    gets them: the small model needs them to answer in the expected form)."""
+    return [(str(s[0]), str(s[1])) if isinstance(s, tuple) else (s.question, s.gold) for s in fam.shots]
 
 
 def _answer(value: Any) -> RunOutcome:
