@@ -289,3 +289,34 @@ def test_a_task_file_trains_end_to_end(tiny, tmp_path):
     assert verify(tr) == float(re.search(gold, final.lower()) is not None)
     assert {p.name for p in (out / "iter-001" / "eval").glob("*.events.jsonl")} == {"de-g0.events.jsonl"}
     assert summarise(out).questions == 1
+
+
+def test_bench_grid_runs_resumes_and_reports(tiny, tmp_path):
+    """bench team on a tiny grid: every cell a loop folder that starts from the shared start
+    evaluation; a second run keeps every finished cell; the table has a row per cell group and
+    one against broadcast."""
+    from orchestrace.learn.loop import iteration_dir
+    from orchestrace.learn.team.grid import cells, grid_report, markdown, run_grid, write_report
+    from orchestrace.learn.team.program import adapters_for
+
+    cfg, step = tiny
+    base = replace(cfg, reward=None, questions=1, group=2, train_pool=2, heldout=2)
+    grid = cells(["countries"], ["agg2"], ["broadcast", "loo-fork"], [0])
+    steps = {(*adapters_for("role", 2), str(cfg.lora_rank)): step}
+    first = run_grid(grid, base, 1, tmp_path, steps=steps)
+    assert first.ran == ["countries-agg2-broadcast-s0", "countries-agg2-loo-fork-s0"] and not first.kept
+    start = (iteration_dir(tmp_path / "start" / "countries-agg2", 0) / "eval").glob("*.events.jsonl")
+    for name in first.ran:  # the start evaluation is run once and copied
+        copied = (iteration_dir(tmp_path / "cells" / name, 0) / "eval").glob("*.events.jsonl")
+        assert sorted(p.read_bytes() for p in copied) == sorted(p.read_bytes() for p in start)
+        start = (iteration_dir(tmp_path / "start" / "countries-agg2", 0) / "eval").glob("*.events.jsonl")
+    again = run_grid(grid, base, 1, tmp_path, steps=steps)
+    assert again.ran == [] and again.kept == first.ran
+    rep = grid_report(tmp_path)
+    assert [(r.family, r.credit, r.seeds, r.questions) for r in rep.rows] == [
+        ("countries", "broadcast", [0], 2),
+        ("countries", "loo-fork", [0], 2),
+    ]
+    assert rep.rows[1].vs_broadcast is not None and rep.rows[0].vs_broadcast is None
+    _, md, png = write_report(rep, tmp_path)
+    assert md.read_text() == markdown(rep) and png.stat().st_size > 0

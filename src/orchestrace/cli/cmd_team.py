@@ -197,10 +197,71 @@ def eval_team_cmd(
         console.print(f"curves {out}/{REPORT_PNG}", highlight=False)
 
 
+bench_app = typer.Typer(help="Benchmarks that train: grids of train team runs.", no_args_is_help=True)
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def bench_team_cmd(
+    families: str = typer.Option(
+        "continents,plurals,languages", "--families", help="task sets, comma-separated"
+    ),
+    topologies: str = typer.Option("agg2,agg3,revise", "--topologies", help="agg2, agg3, revise"),
+    credits: str = typer.Option(
+        "broadcast,grpo,loo-fork,shapley-fork,c3",
+        "--credits",
+        help="broadcast, grpo, loo-fork, shapley-fork, c3",
+    ),
+    seeds: str = typer.Option("0,1,2", "--seeds"),
+    iterations: int = typer.Option(4, "--iterations", "-k", min=1),
+    questions: int = typer.Option(4, "--questions", help="training questions per iteration"),
+    group: int = typer.Option(4, "--group", help="runs per training question"),
+    train_pool: int = typer.Option(100, "--train-pool"),
+    heldout: int = typer.Option(40, "--heldout", help="held-out questions (one run each, start and end)"),
+    lr: float = typer.Option(1e-3, "--lr"),
+    epochs: int = typer.Option(2, "--epochs"),
+    threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
+    report_only: bool = typer.Option(False, "--report-only", help="write the table from finished cells only"),
+    out: str = typer.Option("runs/bench-team", "-o", "--out", help="grid folder (finished cells are kept)"),
+) -> None:
+    """Per-agent credit vs broadcast over families x topologies x credit methods x seeds: every cell a
+    train team run (resumable: finished cells are kept), then one table (per family and pooled,
+    paired 95% CIs against the start and against broadcast) and one figure.
+
+    Example:
+      orchestrace bench team --families continents --topologies agg3 --credits broadcast,loo-fork --seeds 0
+    """
+    from ..learn.team.config import TeamConfig
+    from ..learn.team.grid import cells, grid_report, markdown, run_grid, write_report
+
+    grid = cells(_csv(families), _csv(topologies), _csv(credits), [int(s) for s in _csv(seeds)])
+    if not report_only:
+        base = TeamConfig(
+            questions=questions, group=group, train_pool=train_pool, heldout=heldout, lr=lr, epochs=epochs
+        )
+        res = run_grid(
+            grid,
+            base,
+            iterations,
+            out,
+            threads=threads,
+            progress=lambda c, what: console.print(f"{what} {c.name}", highlight=False),
+        )
+        console.print(f"cells run now: {len(res.ran)}, kept from before: {len(res.kept)}", highlight=False)
+    rep = grid_report(out)
+    _, _, png = write_report(rep, out)
+    console.print(markdown(rep), highlight=False, markup=False)
+    console.print(f"finished cells: {len(rep.cells)}  table {out}/grid.md  figure {png}", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     """Joins the ``train`` and ``eval`` groups of ``cmd_learn`` (registered in module order, so
     before or after)."""
     from .cmd_learn import eval_app, train_app
 
     train_app.command("team", cls=RayCommand)(train_team_cmd)
+    bench_app.command("team")(bench_team_cmd)
+    app.add_typer(bench_app, name="bench")
     eval_app.command("team")(eval_team_cmd)

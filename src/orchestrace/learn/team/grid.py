@@ -1,0 +1,454 @@
+"""``orchestrace bench team``: families x topologies x credit methods x seeds of ``train team``, one
+table and one figure (issue 32 items 1 and 2).
+
+Every cell is a ``train team`` loop folder ``cells/<family>-<topology>-<credit>-s<seed>`` under the
+output folder; a cell whose last iteration is written is kept, so the grid resumes (and can be
+completed over several runs of the command, with other lists: the report reads every cell it finds).
+The starting policy's held-out evaluation is the same for every credit method and seed of a
+(family, topology) (fixed held-out questions and run seeds, the same starting adapters), so it runs
+once, in ``start/<family>-<topology>``, and is copied into each cell as its iteration 0.
+
+Topologies: ``agg2`` / ``agg3`` (2 or 3 solvers, then an aggregator) and ``revise`` (a proposer,
+then a reviser who reads the proposal). Credit: ``broadcast``, ``grpo``, ``loo-fork``,
+``shapley-fork`` (agent unit) and ``c3`` (turn unit; at the agent unit it is 0 for every call of
+this program, see docs/train_team.md). ``shapley-fork`` on ``revise`` (one earlier agent) is
+``loo-fork`` and is not run.
+
+The report: per (family, topology, credit) the held-out team accuracy at the start and after
+training (per question, averaged over the cell's seeds), the difference with a paired bootstrap 95%
+CI over questions, and the difference against broadcast over the seeds both have; "pooled" rows
+pool the families' questions. For the k = 3 aggregator, where its solvers disagree: the share of
+right picks when one solver is right, of plurality picks, and of copies of each position, start vs
+after, with a bootstrap CI of the change.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..loop import completed, iteration_dir
+from .config import TeamConfig
+from .program import AGGREGATOR, BadInput
+from .report import Answers, held_out_answers
+
+TOPOLOGIES = {"agg2": ("aggregate", 2), "agg3": ("aggregate", 3), "revise": ("revise", 1)}
+CREDITS = {
+    "broadcast": ("broadcast", "agent"),
+    "grpo": ("grpo", "agent"),
+    "loo-fork": ("loo-fork", "agent"),
+    "shapley-fork": ("shapley-fork", "agent"),
+    "c3": ("c3", "turn"),
+}
+#: the per-agent method compared with broadcast, chosen before the grid ran (docs/train_team.md)
+PER_AGENT = "loo-fork"
+GRID_JSON, GRID_MD, GRID_PNG = "grid.json", "grid.md", "grid.png"
+
+
+@dataclass(frozen=True)
+class Cell:
+    family: str
+    topology: str
+    credit: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.family}-{self.topology}-{self.credit}-s{self.seed}"
+
+
+def cells(families: list[str], topologies: list[str], credits: list[str], seeds: list[int]) -> list[Cell]:
+    """The grid in run order (family, topology, seed, credit), skipping what is not a cell."""
+    for t in topologies:
+        if t not in TOPOLOGIES:
+            raise BadInput("OT695", f"unknown topology {t!r}; known: {', '.join(TOPOLOGIES)}")
+    for c in credits:
+        if c not in CREDITS:
+            raise BadInput("OT695", f"unknown grid credit {c!r}; known: {', '.join(CREDITS)}")
+    return [
+        Cell(f, t, c, s)
+        for f in families
+        for t in topologies
+        for s in seeds
+        for c in credits
+        if not (c == "shapley-fork" and t == "revise")
+    ]
+
+
+def cell_config(base: TeamConfig, cell: Cell) -> TeamConfig:
+    topology, k = TOPOLOGIES[cell.topology]
+    method, unit = CREDITS[cell.credit]
+    return replace(
+        base, family=cell.family, topology=topology, solvers=k, credit=method, unit=unit, seed=cell.seed
+    )
+
+
+def is_done(folder: Path, iterations: int) -> bool:
+    recs = completed(folder) if folder.is_dir() else []
+    return len(recs) == iterations + 1 and bool(recs[-1].eval)
+
+
+@dataclass
+class GridRun:
+    """What one invocation did: cells run now, cells found finished, seconds per cell run."""
+
+    ran: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def run_grid(
+    grid: list[Cell],
+    base: TeamConfig,
+    iterations: int,
+    out: str | Path,
+    *,
+    threads: int | None = None,
+    steps: dict[tuple[str, ...], Any] | None = None,
+    progress: Callable[[Cell, str], None] | None = None,
+) -> GridRun:
+    """Run every unfinished cell (one loaded model per adapter set, reused across cells)."""
+    from .program import adapters_for
+    from .step import make_step
+    from .trainer import train_team
+
+    out = Path(out)
+    base = replace(base, eval_every=max(iterations, 1))  # held-out evaluation at the start and the end
+    for c in grid:
+        cell_config(base, c).check()
+    steps = steps if steps is not None else {}
+    res = GridRun()
+    for c in grid:
+        folder = out / "cells" / c.name
+        if is_done(folder, iterations):
+            res.kept.append(c.name)
+            continue
+        cfg = cell_config(base, c)
+        key = tuple(adapters_for(cfg.adapters, cfg.solvers, cfg.topology)) + (str(cfg.lora_rank),)
+        if key not in steps:
+            steps[key] = make_step(cfg, threads)
+        if progress is not None:
+            progress(c, "start")
+        t0 = time.perf_counter()
+        start = out / "start" / f"{c.family}-{c.topology}"
+        if not is_done(start, 0):
+            train_team(replace(cfg, credit="grpo", unit="agent", seed=0), start, 0, step=steps[key])
+        if not completed(folder):
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(iteration_dir(start, 0), iteration_dir(folder, 0))
+        train_team(cfg, folder, iterations, step=steps[key])
+        res.ran.append(c.name)
+        res.seconds[c.name] = time.perf_counter() - t0
+        if progress is not None:
+            progress(c, "done")
+    return res
+
+
+# ------------------------------------------------------------------ the report
+
+
+@dataclass(frozen=True)
+class Row:
+    """One (family or "pooled", topology, credit) line of the table."""
+
+    family: str
+    topology: str
+    credit: str
+    seeds: list[int]
+    questions: int
+    start: float
+    after: float
+    gain: float
+    gain_ci95: tuple[float, float]
+    vs_broadcast: float | None = None  # after - broadcast's after, over the seeds both have
+    vs_broadcast_ci95: tuple[float, float] | None = None
+    vs_broadcast_seeds: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The k = 3 aggregator where its solvers disagree, start vs after (all seeds of a cell group)."""
+
+    family: str
+    credit: str
+    seeds: list[int]
+    disagreements_start: int
+    disagreements_after: int
+    #: figure -> (start share, after share, change, change CI): right_when_one_has_it,
+    #: plurality, position_0, position_1, position_2
+    figures: dict[str, tuple[float, float, float, tuple[float, float]]]
+
+
+@dataclass
+class GridReport:
+    rows: list[Row]
+    choices: list[Choice]
+    cells: list[str]
+    iterations: dict[str, int]
+    seconds_per_iteration: dict[str, float]
+
+
+def _cell_answers(folder: Path) -> tuple[dict[str, Answers], dict[str, Answers], int, float]:
+    """(start answers, after answers, iterations, mean training seconds per iteration) of a cell."""
+    recs = completed(folder)
+    last = recs[-1]
+    s = [r.train.get("rollout_s", 0.0) + r.train.get("update_s", 0.0) for r in recs[1:]]
+    return (
+        held_out_answers(iteration_dir(folder, 0)),
+        held_out_answers(iteration_dir(folder, last.iteration)),
+        last.iteration,
+        float(np.mean(s)) if s else 0.0,
+    )
+
+
+def _boot(diff_parts: list[np.ndarray], resamples: int, seed: int) -> tuple[float, float]:
+    """A paired percentile bootstrap CI of a mean over questions (rows of ``diff_parts`` stacked)."""
+    from ...core.stats import mean_ci
+
+    d = np.concatenate(diff_parts) if diff_parts else np.array([])
+    return mean_ci(d, resamples, seed)[1] if len(d) else (float("nan"), float("nan"))
+
+
+def _solvers(a: Answers) -> list[str]:
+    return sorted(k for k in a.canon if k != AGGREGATOR)
+
+
+def choice_counts(a: Answers) -> dict[str, tuple[float, float]] | None:
+    """(hit, counted) per figure for one run of a k = 3 team whose solvers disagree; None otherwise."""
+    solvers = _solvers(a)
+    if AGGREGATOR not in a.canon or len(solvers) != 3 or len({a.canon[s] for s in solvers}) < 2:
+        return None
+    pick = a.canon[AGGREGATOR]
+    out: dict[str, tuple[float, float]] = {}
+    if any(a.right[s] for s in solvers):
+        out["right_when_one_has_it"] = (float(a.right[AGGREGATOR]), 1.0)
+    votes: dict[Any, int] = defaultdict(int)
+    for s in solvers:
+        votes[a.canon[s]] += 1
+    top = max(votes.values())
+    if top >= 2:
+        (plural,) = [v for v, n in votes.items() if n == top]
+        out["plurality"] = (float(pick == plural), 1.0)
+    for i, s in enumerate(solvers):
+        out[f"position_{i}"] = (float(pick == a.canon[s]), 1.0)
+    return out
+
+
+CHOICE_FIGURES = ("right_when_one_has_it", "plurality", "position_0", "position_1", "position_2")
+
+
+def _choice(
+    family: str, credit: str, seeds: list[int], start: dict[str, Answers], afters: list[dict[str, Answers]],
+    resamples: int, seed: int,
+) -> Choice:  # fmt: skip
+    qs = sorted(start)
+    figures = {}
+    rng = np.random.default_rng(seed)
+    n_start = sum(choice_counts(start[q]) is not None for q in qs)
+    n_after = sum(choice_counts(af[q]) is not None for af in afters for q in qs if q in af)
+    for f in CHOICE_FIGURES:
+        # per question: hits and counts at the start, and summed over the seeds after
+        sb = np.zeros((len(qs), 2))
+        sa = np.zeros((len(qs), 2))
+        for i, q in enumerate(qs):
+            c = choice_counts(start[q])
+            if c and f in c:
+                sb[i] += c[f]
+            for af in afters:
+                c = choice_counts(af[q]) if q in af else None
+                if c and f in c:
+                    sa[i] += c[f]
+
+        def share(m: np.ndarray) -> float:
+            return float(m[:, 0].sum() / m[:, 1].sum()) if m[:, 1].sum() else float("nan")
+
+        b, a = share(sb), share(sa)
+        boots = []
+        for _ in range(resamples):
+            idx = rng.integers(0, len(qs), len(qs))
+            boots.append(share(sa[idx]) - share(sb[idx]))
+        boots_arr = np.array([x for x in boots if np.isfinite(x)])
+        ci = (
+            (float(np.percentile(boots_arr, 2.5)), float(np.percentile(boots_arr, 97.5)))
+            if len(boots_arr)
+            else (float("nan"), float("nan"))
+        )
+        figures[f] = (b, a, a - b, ci)
+    return Choice(family, credit, seeds, n_start, n_after, figures)
+
+
+def grid_report(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> GridReport:
+    """Every finished cell under ``out`` -> rows per family and pooled, and the k = 3 choices."""
+    out = Path(out)
+    found: dict[tuple[str, str, str], dict[int, tuple[dict[str, Answers], dict[str, Answers]]]] = defaultdict(
+        dict
+    )
+    iterations: dict[str, int] = {}
+    speed: dict[str, float] = {}
+    names = []
+    for folder in sorted((out / "cells").glob("*-s*")):
+        cfg_path = folder / "config.json"
+        if not cfg_path.is_file():
+            continue
+        recs = completed(folder)
+        if len(recs) < 2 or not recs[-1].eval:
+            continue  # not finished: a killed or running cell
+        family, topology, credit, s = _parse(folder.name)
+        start, after, its, sec = _cell_answers(folder)
+        found[(family, topology, credit)][s] = (start, after)
+        iterations[folder.name], speed[folder.name] = its, sec
+        names.append(folder.name)
+    rows: list[Row] = []
+    families = sorted({k[0] for k in found})
+    topologies = [t for t in TOPOLOGIES if any(k[1] == t for k in found)]
+    credits = [c for c in CREDITS if any(k[2] == c for k in found)]
+    for t in topologies:
+        for c in credits:
+            parts = [f for f in families if (f, t, c) in found]
+            for f in parts:
+                rows.append(_row(f, t, c, {f: found[(f, t, c)]}, found, resamples, seed))
+            if len(parts) > 1:
+                rows.append(
+                    _row("pooled", t, c, {f: found[(f, t, c)] for f in parts}, found, resamples, seed)
+                )
+    choices = [
+        _choice(
+            f,
+            c,
+            sorted(found[(f, "agg3", c)]),
+            next(iter(found[(f, "agg3", c)].values()))[0],
+            [a for _, a in found[(f, "agg3", c)].values()],
+            resamples,
+            seed,
+        )  # fmt: skip
+        for f in families
+        for c in credits
+        if (f, "agg3", c) in found
+    ]
+    return GridReport(rows, choices, names, iterations, speed)
+
+
+def _parse(name: str) -> tuple[str, str, str, int]:
+    head, _, s = name.rpartition("-s")
+    for t in TOPOLOGIES:
+        for c in CREDITS:
+            suffix = f"-{t}-{c}"
+            if head.endswith(suffix):
+                return head[: -len(suffix)], t, c, int(s)
+    raise BadInput("OT699", f"not a grid cell folder name: {name!r}")
+
+
+def _row(
+    family: str, topology: str, credit: str,
+    per_family: dict[str, dict[int, tuple[dict[str, Answers], dict[str, Answers]]]],
+    found: dict[tuple[str, str, str], dict[int, tuple[dict[str, Answers], dict[str, Answers]]]],
+    resamples: int, seed: int,
+) -> Row:  # fmt: skip
+    starts, afters, gains, vs = [], [], [], []
+    seeds = sorted(set.intersection(*(set(v) for v in per_family.values())))
+    common: list[int] = []
+    for f, by_seed in per_family.items():
+        start = next(iter(by_seed.values()))[0]
+        qs = sorted(start)
+        s_arr = np.array([float(start[q].team_right) for q in qs])
+        a_arr = np.mean([[float(by_seed[s][1][q].team_right) for q in qs] for s in seeds], axis=0)
+        starts.append(s_arr)
+        afters.append(a_arr)
+        gains.append(a_arr - s_arr)
+        bc = found.get((f, topology, "broadcast"), {})
+        common = sorted(set(seeds) & set(bc)) if credit != "broadcast" else []
+        if common:
+            mine = np.mean([[float(by_seed[s][1][q].team_right) for q in qs] for s in common], axis=0)
+            theirs = np.mean([[float(bc[s][1][q].team_right) for q in qs] for s in common], axis=0)
+            vs.append(mine - theirs)
+    start_all, after_all = np.concatenate(starts), np.concatenate(afters)
+    vs_all = np.concatenate(vs) if len(vs) == len(per_family) and vs else None
+    return Row(
+        family, topology, credit, seeds, len(start_all), float(start_all.mean()), float(after_all.mean()),
+        float((after_all - start_all).mean()), _boot(gains, resamples, seed),
+        float(vs_all.mean()) if vs_all is not None else None,
+        _boot(vs, resamples, seed) if vs_all is not None else None,
+        common if vs_all is not None else [],
+    )  # fmt: skip
+
+
+def _ci(c: tuple[float, float] | None) -> str:
+    return "" if c is None else f"[{c[0]:+.3f}, {c[1]:+.3f}]"
+
+
+def markdown(rep: GridReport) -> str:
+    """The table of the report (and the aggregator's choices), as docs/train_team.md shows it."""
+    lines = [
+        "| family | topology | credit | seeds | questions | start | after | after - start, 95% CI | after - broadcast, 95% CI |",
+        "|---|---|---|---|---:|---:|---:|---|---|",
+    ]
+    for r in rep.rows:
+        vs = "" if r.vs_broadcast is None else f"{r.vs_broadcast:+.3f} {_ci(r.vs_broadcast_ci95)}"
+        lines.append(
+            f"| {r.family} | {r.topology} | {r.credit} | {', '.join(map(str, r.seeds))} | {r.questions} | "
+            f"{r.start:.3f} | {r.after:.3f} | {r.gain:+.3f} {_ci(r.gain_ci95)} | {vs} |"
+        )
+    if rep.choices:
+        lines += [
+            "",
+            "k = 3 aggregator where its solvers disagree (share at the start -> after, change and 95% CI):",
+            "",
+            "| family | credit | seeds | runs (start / after) | right when one solver is | plurality | copies solver_0 | solver_1 | solver_2 |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for c in rep.choices:
+            cols = [
+                f"{b:.2f} -> {a:.2f} ({d:+.2f} {_ci(ci)})"
+                for b, a, d, ci in (c.figures[f] for f in CHOICE_FIGURES)
+            ]
+            lines.append(
+                f"| {c.family} | {c.credit} | {', '.join(map(str, c.seeds))} | "
+                f"{c.disagreements_start} / {c.disagreements_after} | " + " | ".join(cols) + " |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def write_report(rep: GridReport, out: str | Path) -> tuple[Path, Path, Path]:
+    """grid.json, grid.md and grid.png (after - start per cell group with its CI, vs broadcast)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    js, md, png = out / GRID_JSON, out / GRID_MD, out / GRID_PNG
+    js.write_text(json.dumps(asdict(rep), indent=2) + "\n", encoding="utf-8")
+    md.write_text(markdown(rep), encoding="utf-8")
+    groups = sorted({(r.family, r.topology) for r in rep.rows}, key=lambda g: (g[0] == "pooled", g))
+    credits = [c for c in CREDITS if any(r.credit == c for r in rep.rows)]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) + 2), 3.6))
+    width = 0.8 / max(len(credits), 1)
+    for j, c in enumerate(credits):
+        xs, ys, lo, hi = [], [], [], []
+        for i, g in enumerate(groups):
+            r = next((r for r in rep.rows if (r.family, r.topology, r.credit) == (*g, c)), None)
+            if r is None:
+                continue
+            xs.append(i + (j - (len(credits) - 1) / 2) * width)
+            ys.append(r.gain)
+            lo.append(r.gain - r.gain_ci95[0])
+            hi.append(r.gain_ci95[1] - r.gain)
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=c)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{f}\n{t}" for f, t in groups], fontsize=8)
+    ax.set_ylabel("held-out team accuracy\nafter - start (95% CI)")
+    ax.legend(fontsize=7, ncol=len(credits))
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return js, md, png
