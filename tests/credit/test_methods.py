@@ -258,3 +258,26 @@ def test_an_unknown_option_name_is_refused():
         compute_credit([centralized()], "shapley", "agent", samplse=64)
     assert ei.value.code == "OT413" and "samples" in ei.value.message
     assert compute_credit([centralized()], "loo", "agent", seed=3)  # an option another method reads is fine
+
+
+def test_coma_honours_the_channel():
+    """--channel was ignored by coma (issue 34's README walk): a Q keyed by channel is read for the
+    channel asked; a plain number is the team channel's, so another channel finds no Q there;
+    a malformed alternative (a string, a missing key: an internal error before) is no Q."""
+    q = {"team": 1.0, "judge": 0.6}
+    alts = [{"p": 0.5, "q": {"team": 1.0, "judge": 0.1}}, [0.5, {"team": 0.2, "judge": 0.5}]]
+    es = [
+        ev("d", 0, "orchestrator_decision", "main", attrs={"q": q, "q_alternatives": alts}),
+        ev("d2", 1, "orchestrator_decision", "main", attrs={"q": 2.0, "q_alternatives": [[1.0, 1.5]]}),
+        ev(
+            "d3", 2, "orchestrator_decision", "main", attrs={"q": 1.0, "q_alternatives": [{"p": "x", "q": 1}]}
+        ),
+        ev("d4", 3, "orchestrator_decision", "main", attrs={"q": 1.0, "q_alternatives": [{"q": 1}]}),
+    ]
+    trace = mk(es, rewards={"team": 1, "judge": 0.5})
+    team = assign_credit([trace], "coma", "orchestrator")
+    assert credits(team, "coma/orchestrator") == pytest.approx([0.4, 0.5, 0.0, 0.0])
+    assert team[0].metadata["credit"]["coma/orchestrator"]["units_without_q"] == 2
+    judge = assign_credit([trace], "coma", "orchestrator", channel="judge")
+    assert credits(judge, "coma/orchestrator") == pytest.approx([0.3, 0.0, 0.0, 0.0])  # 0.6 - 0.3
+    assert judge[0].metadata["credit"]["coma/orchestrator"]["units_without_q"] == 3

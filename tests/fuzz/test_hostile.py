@@ -437,3 +437,42 @@ def test_otlp_export_of_times_past_its_range(tmp_path: Path, t0_unix: Any, t_end
     code_, _, err, exc = hostile.run_cli(["export", str(f), "--to", "otlp", "-o", str(tmp_path / "o.json")])
     assert exc is None and code_ == code, err
     assert code == 0 or "OT416" in err
+
+
+@pytest.mark.parametrize("name", ["1.json.gz", "1.json.zst"])
+@pytest.mark.parametrize("named", [True, False])
+def test_a_compressed_who_and_when_file_is_read(tmp_path: Path, name: str, named: bool) -> None:
+    """Issue 34 (left open): a gzipped Who&When file was refused as invalid UTF-8 with --from and
+    not recognised without it; it is read as the plain file is, with the same trace id."""
+    import gzip
+
+    import zstandard
+
+    data = (hostile.SEEDS / "who-and-when.json").read_bytes()
+    plain = tmp_path / "plain" / "1.json"
+    plain.parent.mkdir()
+    plain.write_bytes(data)
+    f = tmp_path / name
+    f.write_bytes(gzip.compress(data, mtime=0) if name.endswith(".gz") else zstandard.compress(data))
+    outs = []
+    for src in (plain, f):
+        out = tmp_path / f"{src.name}.out.jsonl"
+        argv = ["import", str(src), "-o", str(out), "-q", *(["--from", "who-and-when"] if named else [])]
+        code, _, err, exc = hostile.run_cli(argv)
+        assert exc is None and code == 0, err
+        outs.append(orjson.loads(out.read_bytes()))
+    assert outs[0]["trace_id"] == outs[1]["trace_id"] and outs[0]["events"] == outs[1]["events"]
+
+
+@pytest.mark.parametrize("content", [b"hello\n", b'{"a": 1}\n'])
+def test_import_of_an_unrecognised_file_is_bad_input(tmp_path: Path, content: bytes) -> None:
+    """Issue 34 (left open): a file no importer recognises, without --from, exited 2 (a usage
+    error); it is the input's content: exit 1. A folder with no file at all stays exit 2."""
+    f = tmp_path / "notes.json"
+    f.write_bytes(content)
+    code, _, err, exc = hostile.run_cli(["import", str(f), "-o", str(tmp_path / "o.jsonl")])
+    assert exc is None and code == 1 and "OT022" in err, err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err, exc = hostile.run_cli(["import", str(empty), "-o", str(tmp_path / "o.jsonl")])
+    assert exc is None and code == 2 and "OT022" in err, err

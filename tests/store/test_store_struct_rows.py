@@ -166,7 +166,7 @@ def _awkward() -> list[bytes]:
             {"metadata": {"big": 1e20}},  # orjson writes 1e+20: this one takes the dict path
             {"rewards": {"team": 1e16, "z": -3}},
             {"metrics": {"a": 0.1, "b": 123456789.123456789}},
-            {"schema_version": "1", "topology": "centralized"},
+            {"schema_version": "orchestrace/1", "topology": "centralized"},
             {"task_id": "says 1e5, in a string"},  # looks like 1e+5 to the check: dict path too
         ]
     ):

@@ -62,9 +62,10 @@ def register(app: typer.Typer) -> None:
             console_err.print(f"[{colour}]{level}[/{colour}] {path}: {msg}", highlight=False, soft_wrap=True)
 
         explicit = frozenset(p for p in paths if os.path.isfile(p))
-        planned = importers.plan(importers.walk(paths), fmt, notify, explicit)
-        if not planned:
-            raise OrchestraceError(
+        files = importers.walk(paths)
+        planned = importers.plan(files, fmt, notify, explicit)
+        if not planned:  # files no importer recognises are bad input (exit 1); no file at all, 2
+            raise (BadInput if files else OrchestraceError)(
                 "OT022", "no importable log found (name the format with --from?)", path=" ".join(paths)
             )
         report = importers.Report()

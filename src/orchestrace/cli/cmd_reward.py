@@ -193,8 +193,9 @@ def credit(
         console.print(f"(credits of the first {_MAX_SHOWN} of {n} traces shown)")
     if without_q:  # a 0 that means "no data", said once rather than shown as a credit
         console_err.print(
-            f"note: {without_q} unit(s) record no Q-values (attrs.q and attrs.q_alternatives, or --opt q=...): "
-            "their coma credit is 0",
+            f"note: {without_q} unit(s) record no Q-values for the {channel} channel (attrs.q and "
+            "attrs.q_alternatives: a number is the team channel's, an object keys Q by channel; or "
+            "--opt q=...): their coma credit is 0",
             highlight=False,
         )
     if out is not None:

@@ -16,7 +16,15 @@ import msgspec
 import numpy as np
 from msgspec import UNSET, Meta, UnsetType
 
-from .model import EDGE_TYPES, REQUIRED_COSTS, TOPOLOGIES, Event, described, value_annotation
+from .model import (
+    EDGE_TYPES,
+    REQUIRED_COSTS,
+    SCHEMA_VERSION,
+    TOPOLOGIES,
+    Event,
+    described,
+    value_annotation,
+)
 
 # A JSON number stays the kind it was written as (``0`` an int, ``0.0`` a float), as orjson
 # decodes it on the dict path, so a trace loaded through these structs saves the same bytes.
@@ -104,7 +112,8 @@ class VTrace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         | UnsetType
     ) = UNSET
     schema_version: (
-        Annotated[str, described("orchestrace schema version, e.g. orchestrace/1")] | UnsetType
+        Annotated[Literal[SCHEMA_VERSION], described("orchestrace schema version: orchestrace/1")]  # type: ignore[valid-type]
+        | UnsetType
     ) = UNSET
     metadata: (
         Annotated[dict[str, Any], described("free metadata (source format, original ids, labels)")]

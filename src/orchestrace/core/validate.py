@@ -16,7 +16,7 @@ OT008  error     beyond a limit: integer outside signed 64-bit, nesting, string 
 OT101  error     required field missing
 OT102  error     wrong JSON type
 OT103  error     unknown top-level field (the schema is closed at the top level)
-OT104  error     value not in the allowed set (event type, edge type, topology, status)
+OT104  error     value not in the allowed set (event type, edge type, topology, status, schema_version)
 OT105  error     empty string where a non-empty one is required
 OT106  error     ``events`` is empty
 OT107  error     negative number where it must be >= 0 (t, costs, tokens)
@@ -36,6 +36,8 @@ OT211  error     agent acts after it was despawned (and before it is spawned aga
 OT212  warning   a ``return`` from an agent no spawn starts, in a trace that spawns its agents
 OT213  warning   a second ``tool_result`` for one ``call_id``
 OT214  warning   a ``spawn`` that names no agent (no ``to``)
+OT215  warning   a trace id met again in one file, with other content (ingest refuses it)
+OT216  warning   a trace repeated in one file (same id and content; stored and measured once)
 =====  ========  =================================================================
 
 All edge types order their endpoints (src happens before dst), so the acyclicity rule covers
@@ -45,6 +47,7 @@ every edge type; ``temporal`` included.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
 import os
 import reprlib
@@ -58,6 +61,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 import numpy as np
+import orjson
 from msgspec import Meta
 
 from .errors import Finding, InvalidTrace, LoadError
@@ -78,6 +82,7 @@ from .model import (
     EVENT_REQUIRED_FIELDS,
     EVENT_TYPES,
     REQUIRED_COSTS,
+    SCHEMA_VERSION,
     TOPOLOGIES,
     TRACE_JSON_FIELDS,
     Event,
@@ -328,6 +333,13 @@ def _check(d: Any, s: _Sink, prepared: tuple[Any, ...] | None = None) -> None:
     for k in ("system", "schema_version"):
         if k in d and type(d[k]) is not str:
             s.add("OT102", f"{k} must be a string, got {_jtype(d[k])}", f"/{k}")
+    if type(d.get("schema_version")) is str and d["schema_version"] != SCHEMA_VERSION:
+        # a trace of another (future or foreign) schema was read as this one without a word
+        s.add(
+            "OT104",
+            f"schema_version {_short(d['schema_version'])} is not one this orchestrace reads ({SCHEMA_VERSION})",
+            "/schema_version",
+        )
     if "topology" in d and (type(d["topology"]) is not str or d["topology"] not in _TOPOLOGIES):
         s.add("OT104", f"topology {_short(d['topology'])} is not one of {', '.join(TOPOLOGIES)}", "/topology")
     if "metadata" in d and type(d["metadata"]) is not dict:
@@ -1010,14 +1022,26 @@ def validate_path(
             )
         else:
             docs = iter_docs(p, fmt)
+        first_line: dict[str, int | None] = {}  # trace id -> line of its first trace in the file
+        repeats: list[tuple[str, int | None, int | None, bytes]] = []
         for doc in docs:
             count += 1
             budget = max(0, max_findings - len(findings))
-            items, more = (
-                _check_doc(doc, p, budget) if isinstance(doc, tuple) else check_raw(doc, max_findings=budget)
-            )
+            if isinstance(doc, tuple):
+                items, more, tid = _check_doc(doc, p, budget)
+                if tid is not None and tid in first_line:
+                    repeats.append((tid, first_line[tid], doc[1], _content_digest(doc[0])))
+                elif tid is not None:
+                    first_line[tid] = doc[1]
+            else:
+                items, more = check_raw(doc, max_findings=budget)
             findings.extend(items)
             dropped += more
+        for f in _repeated_ids(p, fmt, repeats):
+            if len(findings) < max_findings:
+                findings.append(f)
+            else:
+                dropped += 1
     except LoadError as e:
         findings.append(e.finding())
     valid = not any(f.severity == "error" for f in findings) and dropped == 0
@@ -1162,8 +1186,11 @@ def _line_blocks(p: str, size: int = 1 << 22) -> Iterator[tuple[int, bytes, list
         f.close()
 
 
-def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[list[Finding], int]:
-    """Struct fast path for a clean trace; the dict path (every finding, pointers) otherwise."""
+def _check_doc(
+    doc: tuple[bytes, int | None], path: str, budget: int
+) -> tuple[list[Finding], int, str | None]:
+    """Struct fast path for a clean trace; the dict path (every finding, pointers) otherwise.
+    Also the trace's id when it has one (a string)."""
     data, line = doc
     text = data[3:] if data[:3] == b"\xef\xbb\xbf" else data  # parse_json drops one BOM too
     tr = None if needs_exact_check(text) else decode_clean(text)
@@ -1173,15 +1200,56 @@ def _check_doc(doc: tuple[bytes, int | None], path: str, budget: int) -> tuple[l
         else check_structs(tr, path, line=line, large=may_hold_long_string(text), budget=budget)
     )
     if checked is not None:
-        return checked.sink.items, checked.sink.dropped
+        return checked.sink.items, checked.sink.dropped, tr.trace_id  # type: ignore[union-attr]
     try:
         parsed = parse_json(data, path=path, line=line)
     except LoadError as e:  # counted against the file's budget like any finding
-        return ([e.finding()], 0) if budget > 0 else ([], 1)
+        return ([e.finding()], 0, None) if budget > 0 else ([], 1, None)
     raw = RawTrace(parsed, path, line=line, may_have_null=b"null" in data, large=len(data) > MAX_STRING_CHARS)
     if dup := find_duplicate_key(data, parsed):
         raw.duplicates.append((dup[0], dup[1], line))
-    return check_raw(raw, max_findings=budget)
+    items, more = check_raw(raw, max_findings=budget)
+    tid = parsed.get("trace_id") if type(parsed) is dict else None
+    return items, more, tid if type(tid) is str else None
+
+
+def _content_digest(data: bytes) -> bytes:
+    """What ingest compares two traces of one id by: the content, whatever the key order."""
+    try:
+        value = orjson.loads(data[3:] if data[:3] == b"\xef\xbb\xbf" else data)
+    except orjson.JSONDecodeError:
+        return data
+    return hashlib.blake2b(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+
+
+def _repeated_ids(
+    p: str, fmt: str, repeats: list[tuple[str, int | None, int | None, bytes]]
+) -> list[Finding]:
+    """Warnings for a trace id met again in one file: with other content (OT215) ingest refuses
+    the second trace (OT310) while every other reader takes both, hence a warning and not an
+    error (one verdict for every reader); the same content (OT216) is stored and measured once.
+    The earlier traces are read again in one more pass, only when some id repeats."""
+    if not repeats:
+        return []
+    wanted = {first for _, first, _, _ in repeats}
+    earlier = {line: _content_digest(data) for data, line in iter_docs(p, fmt) if line in wanted}
+    out = []
+    for tid, first, line, digest in repeats:
+        if earlier.get(first) == digest:
+            code, msg = (
+                "OT216",
+                f"the trace of line {first} again (id {_short(tid)}): stored and measured once",
+            )
+        else:
+            code = "OT215"
+            msg = (
+                f"trace id {_short(tid)} is also line {first}'s, whose content differs: ingest refuses "
+                "this trace (OT310); give it another id"
+            )
+        out.append(
+            Finding(code=code, severity="warning", message=msg, pointer="/trace_id", line=line, path=p)
+        )
+    return out
 
 
 def check_structs(
@@ -1212,7 +1280,7 @@ def validate_json(data: bytes) -> list[Finding]:
     """Validate one trace's JSON text, e.g. a trace an importer built, as it will be written:
     the struct fast path when it is clean (a fraction of ``validate_trace``'s time), the dict
     path with every finding otherwise."""
-    items, _ = _check_doc((data, None), "<memory>", DEFAULT_MAX_FINDINGS)
+    items, _, _ = _check_doc((data, None), "<memory>", DEFAULT_MAX_FINDINGS)
     return items
 
 

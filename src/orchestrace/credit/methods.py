@@ -256,33 +256,59 @@ def m_c3(traces, units, *, channel="team", q=None, variant="reward_only", alpha=
     return out
 
 
-def _q_from_attrs(trace: Trace, members: list[int]) -> tuple[float, list[tuple[float, float]]] | None:
+def _q_of(value: Any, channel: str) -> float | None:
+    """A recorded Q-value for ``channel``: an object keys Q by reward channel; a plain number is
+    the default channel's (``team``), so another ``--channel`` does not read it as its own."""
+    if isinstance(value, dict):
+        return num(value.get(channel))
+    return num(value) if channel == "team" else None
+
+
+def _q_from_attrs(
+    trace: Trace, members: list[int], channel: str = "team"
+) -> tuple[float, list[tuple[float, float]]] | None:
     for i in members:
         e = trace.events[i]
-        qv, alts = num(attr(e, "q")), attr(e, "q_alternatives")
-        if qv is not None and isinstance(alts, list):
-            pairs = [
-                (float(a["p"]), float(a["q"])) if isinstance(a, dict) else (float(a[0]), float(a[1]))
-                for a in alts
-            ]
-            return qv, pairs
+        qv, alts = _q_of(attr(e, "q"), channel), attr(e, "q_alternatives")
+        if qv is None or not isinstance(alts, list):
+            continue
+        pairs = [_alternative(a, channel) for a in alts]
+        if all(pair is not None for pair in pairs):  # else: no usable Q here
+            return qv, pairs  # type: ignore[return-value]
     return None
 
 
-def default_coma_q(trace: Trace, u: Units, uid: str) -> tuple[float, list[tuple[float, float]]] | None:
+def _alternative(a: Any, channel: str) -> tuple[float, float] | None:
+    """(pi, Q) of one of ``attrs.q_alternatives``: ``{"p": .., "q": ..}`` or ``[p, q]``; None when
+    malformed (a missing key or a string there was an internal error)."""
+    p, qa = (
+        (a.get("p"), a.get("q"))
+        if isinstance(a, dict)
+        else a
+        if isinstance(a, list) and len(a) == 2
+        else (None, None)
+    )
+    p, qa = num(p), _q_of(qa, channel)
+    return None if p is None or qa is None else (p, qa)
+
+
+def default_coma_q(
+    trace: Trace, u: Units, uid: str, channel: str = "team"
+) -> tuple[float, list[tuple[float, float]]] | None:
     """Q of the taken action and (pi, Q) of each alternative, read from the unit's first event with
-    ``attrs.q`` and ``attrs.q_alternatives`` (a list of ``{"p": ..., "q": ...}`` or ``[p, q]``)."""
-    return _q_from_attrs(trace, u.members()[uid])
+    ``attrs.q`` and ``attrs.q_alternatives`` (a list of ``{"p": ..., "q": ...}`` or ``[p, q]``);
+    a Q may be an object keyed by reward channel (``{"team": 0.4, "verifier": 0.9}``)."""
+    return _q_from_attrs(trace, u.members()[uid], channel)
 
 
-def m_coma(traces, units, *, q=None, **_):
+def m_coma(traces, units, *, channel="team", q=None, **_):
     out = []
     for tr, u in zip(traces, units, strict=True):
         mem = u.members() if q is None else {}
         vals = {REST: 0.0} if REST in u.keys else {}
         missing = 0
         for uid in u.ids:
-            res = _q_from_attrs(tr, mem[uid]) if q is None else q(tr, u, uid)
+            res = _q_from_attrs(tr, mem[uid], channel) if q is None else q(tr, u, uid)
             if res is None:
                 vals[uid] = 0.0
                 missing += 1

@@ -22,7 +22,7 @@ from importlib.metadata import entry_points
 from itertools import chain
 from typing import Any
 
-from ..core.errors import OrchestraceError
+from ..core.errors import BadInput, OrchestraceError
 from ..core.model import Trace
 
 #: format name -> module, in detection order (most specific first)
@@ -46,7 +46,7 @@ SUFFIXES: dict[str, tuple[str, ...]] = {
     "opencode": (".json",),
     "otel": (".json", ".jsonl"),
     "openai-agents": (".json", ".jsonl"),
-    "who-and-when": (".json",),
+    "who-and-when": (".json", ".json.gz", ".json.zst"),
     "chatdev": (".log",),
 }
 
@@ -162,8 +162,8 @@ def load(
     from .redact import tilde_home
 
     name = fmt or detect(path)
-    if name is None:
-        raise OrchestraceError(
+    if name is None:  # the file's content, not the call: bad input (exit 1)
+        raise BadInput(
             "OT022",
             f"cannot tell the log format; name it with --from ({', '.join(names())})",
             path=os.fspath(path),

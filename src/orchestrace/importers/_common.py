@@ -29,7 +29,7 @@ from ..core.errors import LoadError
 from ..core.limits import INT64_MAX, INT64_MIN, check_text, needs_exact_check
 from ..core.model import SCHEMA_VERSION, Event, Trace, derived_costs
 from ..core.order import successor_lists, topological_order
-from ..core.read import iter_lines, split_format
+from ..core.read import iter_lines, open_read, split_format
 from .redact import redact
 
 # ---------------------------------------------------------------- privacy
@@ -221,10 +221,12 @@ def require_nonempty(path: str | os.PathLike[str]) -> None:
 
 
 def head_bytes(path: str | os.PathLike[str], n: int = 65536) -> bytes:
+    """The first ``n`` bytes of a log's content, decompressed (``.gz``, ``.zst``), for sniffing;
+    empty when the file cannot be read."""
     try:
-        with open(os.fspath(path), "rb") as f:
+        with open_read(os.fspath(path)) as f:
             return without_bom(f.read(n))
-    except OSError:
+    except Exception:  # noqa: BLE001 - OSError, a corrupt stream (zlib.error, ZstdError): no head
         return b""
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import LoadError
-from ..core.read import parse_json
+from ..core.read import parse_json, read_bytes
 from ._common import ImportStaging, as_int, head_bytes, redact, require_nonempty
 
 NAME = "who-and-when"
@@ -33,7 +33,7 @@ _TERMINALS = frozenset({"Computer_terminal", "ComputerTerminal"})
 
 def sniff(path: str | os.PathLike[str]) -> bool:
     p = os.fspath(path)
-    if not p.endswith(".json"):
+    if not p.endswith((".json", ".json.gz", ".json.zst")):
         return False
     head = head_bytes(p, 1 << 20)
     if b'"history"' not in head:
@@ -58,7 +58,8 @@ def _speaker(step: dict[str, Any]) -> tuple[str, str | None]:
 def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     p = Path(path)
     require_nonempty(p)
-    d = parse_json(p.read_bytes(), path=str(p))  # says "truncated" for a cut-off file
+    # decompressed (.gz, .zst: it was refused as invalid UTF-8); says "truncated" for a cut-off file
+    d = parse_json(read_bytes(p), path=str(p))
     history = d.get("history") if isinstance(d, dict) else None
     if not isinstance(history, list) or not history:
         raise LoadError("OT006", "no history steps: nothing to import", path=str(p))
@@ -130,9 +131,10 @@ def load(path: str | os.PathLike[str], *, keep_content: bool = False) -> Any:
     # success only if the file says ``is_correct: true``, which no published file does
     success = 1.0 if d.get("is_correct") is True else 0.0
     rewards = {"team": success}
-    task = str(d.get("question_ID") or p.stem)
+    run = Path(p.name.removesuffix(".gz").removesuffix(".zst")).stem  # 1.json and 1.json.gz: run 1
+    task = str(d.get("question_ID") or run)
     yield b.build(
-        trace_id=f"who-and-when:{meta['subset']}:{p.stem}",
+        trace_id=f"who-and-when:{meta['subset']}:{run}",
         task_id=task,
         system="magentic-one" if hand_crafted else "ag2",
         topology="centralized" if hand_crafted else "mixed",
