@@ -81,6 +81,7 @@ def test_pareto_figure_names_every_written_policy_in_a_legend_outside_the_axes()
         "3: policy-agg.safetensors (learned+agg)",
     ]
     assert {"ConSol SPRT", "fixed-40 majority accuracy", "budget: 5 samples"} <= set(labels)
+    assert not any(lab.startswith("pale") for lab in labels)  # every point is on its method's front here
     # each star sits at its policy's measured point, numbered as the command prints it
     stars = {a.get_text(): a.xy for a in ax.texts}
     assert stars == {"1": (5.67, 0.607), "2": (5.14, 0.596), "3": (8.31, 0.641)}

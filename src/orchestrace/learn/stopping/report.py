@@ -182,11 +182,13 @@ def pareto_figure(report: StopReport) -> Any:
         fam = "fixed-k" if m.startswith("fixed-") else m.split("(")[0]
         fam = {"hindsight-oracle": "oracle", "bayes-optimal": "bayes"}.get(fam, fam)
         fam_of.setdefault(fam, []).append((r.mean_samples, r.accuracy))
+    pale = False  # some method has settings off its own front
     fronts = report.pareto
     for fam, pts in fam_of.items():
         color, marker, label = STYLE.get(fam, ("#333333", ".", fam))
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=color, marker=marker, s=14, alpha=0.35)
         front = fronts.get(fam) or sorted(pts)
+        pale = pale or bool({tuple(p) for p in pts} - {tuple(p) for p in front})
         ax.plot(
             [p[0] for p in front],
             [p[1] for p in front],
@@ -205,9 +207,9 @@ def pareto_figure(report: StopReport) -> Any:
     budget = report.target_samples
     if budget:
         ax.axvline(budget, color="#555555", ls=":", lw=0.8, label=f"budget: {budget:g} samples")
-    # the pale dots: every method's settings off its own front, said in the legend
-    ax.scatter([], [], color="#777777", marker="o", s=14, alpha=0.35,
-               label="pale: a method's other settings (off its own front)")  # fmt: skip
+    if pale:  # the pale dots: a method's settings off its own front, said in the legend
+        ax.scatter([], [], color="#777777", marker="o", s=14, alpha=0.35,
+                   label="pale: a method's other settings (off its own front)")  # fmt: skip
     marks = policy_marks(report)
     for m in marks:
         color = STYLE["learned+agg" if m.method.startswith("learned+agg") else "learned"][0]
