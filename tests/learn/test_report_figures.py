@@ -164,6 +164,7 @@ def test_pareto_figure_explains_its_pale_dots_and_keeps_close_marks_apart() -> N
             ResultRow("learned(target=5)", 0.601, 5.22, 9),
             ResultRow("learned+agg", 0.602, 5.18, 9),
         ],
+        pareto={"fixed-k": [[1.0, 0.52], [40.0, 0.615]]},
         policies_written={
             "learned": "out/policy.safetensors",
             "learned(target=5)": "out/policy-target.safetensors",
