@@ -22,6 +22,8 @@ import tempfile
 
 import numpy as np
 
+from orchestrace.core.io import load_one
+from orchestrace.core.model import Trace
 from orchestrace.learn.stopping.banks import BankQuestion, default_bank
 from orchestrace.learn.stopping.features import feature_names, prefix_features
 from orchestrace.learn.stopping.loop import (
@@ -29,22 +31,20 @@ from orchestrace.learn.stopping.loop import (
     StopLoopConfig,
     clipped_update,
     decision_batch,
-    stop_reward,
+    majority_right,
 )
 from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
-from orchestrace.learn.stopping.traces import StopDecisionEvent, VoteEpisode
+from orchestrace.learn.stopping.traces import VoteEpisode, episode_from_trace, record_question
 from orchestrace.learn.stopping.training import DEFAULT_TRAIN, merge, train_policy
 
 
-def adam_update(policy: StopPolicy, episodes: list[VoteEpisode], cost: float) -> StopPolicy:
+def adam_update(policy: StopPolicy, runs: list[tuple[Trace, VoteEpisode]], cost: float) -> StopPolicy:
     """The loop's update before 27 Nov: 20 Adam epochs at lr 0.01 on REINFORCE, no clip."""
     import torch
 
-    from orchestrace.learn.rl.common import Adam
-
-    x, a, credit, _ = decision_batch(episodes, policy.config.budget, cost)
+    x, a, credit, _ = decision_batch(runs, policy.config.budget, cost)
     actor = policy.torch_actor()
-    opt = Adam(actor.parameters(), lr=0.01)
+    opt = torch.optim.Adam(actor.parameters(), lr=0.01)
     xt, at, adv = torch.from_numpy(x), torch.from_numpy(a), torch.from_numpy(credit)
     for _ in range(20):
         logits = actor(xt).squeeze(-1)
@@ -58,23 +58,24 @@ def adam_update(policy: StopPolicy, episodes: list[VoteEpisode], cost: float) ->
     return StopPolicy.from_torch(policy.config, actor)
 
 
-def replay(pol: StopPolicy, q: BankQuestion, budget: int, rng: np.random.Generator) -> VoteEpisode:
-    """One vote run replayed from the bank: a decision after every answer, the last a forced stop."""
+def replay(
+    pol: StopPolicy, q: BankQuestion, budget: int, rng: np.random.Generator, out: str, k: int
+) -> tuple[Trace, VoteEpisode]:
+    """One vote run replayed from the bank and recorded as ``loop stop`` records its runs: a
+    decision after every answer, the last a forced stop."""
     order = rng.permutation(len(q.samples))[:budget]
-    answers: list[str | None] = []
-    index, decisions = [], []
-    for t in range(1, budget + 1):
-        answers.append(q.samples[order[t - 1]])
-        index.append(2 * t)
-        if t == budget:
-            break
-        p = float(pol.stop_prob(prefix_features(answers, budget)[None])[0])
+    samples = [q.samples[i] for i in order]
+    decisions: list[tuple[bool, float]] = []
+    for t in range(1, budget):
+        p = float(pol.stop_prob(prefix_features(samples[:t], budget)[None])[0])
         act = bool(rng.random() < p)
-        decisions.append(StopDecisionEvent("d", 2 * t + 1, act, "p", p if act else 1 - p, "", t))
+        decisions.append((act, p if act else 1 - p))
         if act:
             break
-    return VoteEpisode("<replay>", "t", None, q.id, q.question, q.gold, answers, index, None, None, None,
-                       decisions, budget, None, None)  # fmt: skip
+    path = record_question(BankQuestion(q.id, q.question, q.gold, samples), out, "replay", k, None,
+                           decisions=decisions)  # fmt: skip
+    trace = load_one(path)
+    return trace, episode_from_trace(trace, path)
 
 
 def main() -> None:
@@ -99,8 +100,8 @@ def main() -> None:
     for name, qs in (("train", train), ("held-out", step.bank.questions)):
         row = []
         for k in range(1, args.budget + 1):
-            rs = [stop_reward(q.samples[:k], q.gold, args.cost) for q in qs]
-            row.append(f"k={k} {np.mean([r[0] for r in rs]):.3f}")
+            rs = [float(majority_right(q.samples[:k], q.gold)) - args.cost * k for q in qs]
+            row.append(f"k={k} {np.mean(rs):.3f}")
         print(f"{args.family} {name} ({len(qs)} questions), reward of k answers: {', '.join(row)}")
     probes = [prefix_features(a, args.budget) for a in (["x"], ["x", "x"], ["x", "y"])]
     tmp = tempfile.mkdtemp()
@@ -126,11 +127,13 @@ def main() -> None:
         pol = start
         print(f"seed {seed} {label} iteration 0: {evaluate(pol)}")
         for it in range(1, args.iterations + 1):
-            eps = [replay(pol, train[i], args.budget, rng) for i in rng.choice(len(train), args.runs)]
+            out = tempfile.mkdtemp()
+            runs = [replay(pol, train[i], args.budget, rng, out, k)
+                    for k, i in enumerate(rng.choice(len(train), args.runs))]  # fmt: skip
             if args.update == "adam":
-                pol = adam_update(pol, eps, args.cost)
+                pol = adam_update(pol, runs, args.cost)
             else:
-                pol = clipped_update(pol, eps, args.cost, args.lr, cfg.epochs, cfg.clip)[0]
+                pol = clipped_update(pol, runs, args.cost, args.lr, cfg.epochs, cfg.clip)[0]
             print(f"seed {seed} {label} iteration {it}: {evaluate(pol)}")
 
 

@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestrace.core.stats import majority
 from orchestrace.runtime.backends.smollm2 import SmolLM2Backend
-from orchestrace.runtime.examples.common import ANTONYM_FEWSHOT, majority, word
+from orchestrace.runtime.examples.common import ANTONYM_FEWSHOT, word
 from orchestrace.runtime.runner import execute
 
 GOLD = {
@@ -76,7 +77,7 @@ def main() -> None:
                             )
                     first = rounds.get(0, [])
                     one += [word(x) in GOLD[w] for x in first]
-                    first_vote.append(majority(first) in GOLD[w])
+                    first_vote.append(majority(word(x) for x in first) in GOLD[w])
                     final.append(word(res.outcome.get("final")) in GOLD[w])
                     said = " | ".join(", ".join(str(word(x)) for x in rounds[k]) for k in sorted(rounds))
                     print(f"{program} {w:>7} s{seed}: {said}  -> {res.outcome.get('final')!r}", flush=True)

@@ -12,9 +12,9 @@ from orchestrace.learn.stopping.banks import Bank, BankQuestion, default_bank
 from orchestrace.learn.stopping.evaluation import run_rule, tables
 from orchestrace.learn.stopping.features import feature_names, features
 from orchestrace.learn.stopping.policy import StopPolicy
-from orchestrace.learn.stopping.pool import stopvote_reward
 from orchestrace.learn.stopping.rules import Method, fixed_k
 from orchestrace.learn.stopping.training import aggregator_answer, policy_method, train_policy
+from orchestrace.reward.stop import stop_reward
 
 
 def q(i: int, question: str, gold: str, samples: list[str | None]) -> BankQuestion:
@@ -102,7 +102,7 @@ def test_policy_with_aggregator_trains_saves_and_emits_traces(tmp_path) -> None:
     assert done and not [f for f in validate_trace(tr) if f.severity == "error"]
     aggregate = next(e for e in tr.events if e.type == "aggregate")
     assert aggregate.attrs["method"] == "learned-weighted"
-    assert reward == pytest.approx(stopvote_reward(tr, 0.01))
+    assert reward == pytest.approx(stop_reward(tr, 0.01))
 
 
 def test_features_need_statics_with_an_aggregator() -> None:

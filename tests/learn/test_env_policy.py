@@ -11,7 +11,8 @@ from orchestrace.learn.envs.stopvote import StopVoteEnv
 from orchestrace.learn.stopping.banks import Bank, BankQuestion, SynthParams, synthetic_bank
 from orchestrace.learn.stopping.features import N_FEATURES
 from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
-from orchestrace.learn.stopping.pool import build_pool, rollout, stopvote_reward
+from orchestrace.learn.stopping.pool import build_pool, rollout
+from orchestrace.reward.stop import stop_reward
 
 
 def small_bank() -> Bank:
@@ -39,7 +40,7 @@ def test_episode_trace_is_valid_and_carries_the_reward() -> None:
     assert [e.attrs["decision"] for e in tr.events if e.type == "orchestrator_decision"][-1] == "stop"
     assert tr.rewards["team"] == (1.0 if info["correct"] else 0.0)
     assert r == pytest.approx(tr.rewards["team"] - 0.05 * 4)
-    assert r == pytest.approx(stopvote_reward(tr, 0.05))
+    assert r == pytest.approx(stop_reward(tr, 0.05))
     assert env.observation_space.shape == (N_FEATURES,)
 
 
@@ -64,7 +65,7 @@ def test_rollout_rewards_come_from_valid_traces() -> None:
     assert ro.traces is not None and len(ro.traces) == pool.episodes
     for tr, r in zip(ro.traces, ro.reward, strict=True):
         assert [f for f in validate_trace(tr) if f.severity == "error"] == []
-        assert stopvote_reward(tr, 0.02) == pytest.approx(r)
+        assert stop_reward(tr, 0.02) == pytest.approx(r)
 
 
 def test_pool_majority_and_ties_follow_first_appearance() -> None:

@@ -98,31 +98,36 @@ def test_loop_stop_two_iterations_scripted_and_resumes(tmp_path: Path) -> None:
     assert [x.iteration for x in completed(out)] == [0, 1, 2, 3]
 
 
-def test_stop_update_moves_by_the_credit_not_past_the_clip() -> None:
+def test_stop_update_moves_by_the_credit_not_past_the_clip(tmp_path: Path) -> None:
     """A batch whose only credit is the cost of one answer that changed nothing (continue at one
     answer, stop at two agreeing ones: -0.01 each) may lower P(continue) at one answer by about
     the clip at most. The Adam update it replaces took P(stop) there from 0.497 to 0.9999 in one
     update, and a policy that always stops never moves again (every credit is 0)."""
 
+    from orchestrace.core.io import load_one
+    from orchestrace.learn.stopping.banks import BankQuestion
     from orchestrace.learn.stopping.features import feature_names, prefix_features
-    from orchestrace.learn.stopping.loop import clipped_update
+    from orchestrace.learn.stopping.loop import clipped_update, decision_credit
     from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
-    from orchestrace.learn.stopping.traces import StopDecisionEvent, VoteEpisode
+    from orchestrace.learn.stopping.traces import episode_from_trace, record_question
 
     pol = StopPolicy.init(PolicyConfig(features=feature_names(False), budget=8, cost=0.01), 0)
     one, two = (float(pol.stop_prob(prefix_features(a, 8)[None])[0]) for a in (["x"], ["x", "x"]))
 
-    def episode(k: int) -> VoteEpisode:
-        decisions = [
-            StopDecisionEvent("c", 3, False, "p", 1 - one, "", 1),
-            StopDecisionEvent("s", 5, True, "p", two, "", 2),
-        ]
-        return VoteEpisode(f"run-{k}", f"t{k}", "f", f"q{k}", "?", "x", ["x", "x"], [2, 4], None, None, None,
-                           decisions, 8, None, None)  # fmt: skip
+    def run(k: int) -> tuple:
+        q = BankQuestion(f"q{k}", "?", "x", ["x", "x", "x"])
+        path = record_question(q, str(tmp_path), "b", k, None, decisions=[(False, 1 - one), (True, two)])
+        trace = load_one(path)
+        return trace, episode_from_trace(trace, path)
 
-    new, figures = clipped_update(
-        pol, [episode(k) for k in range(12)], cost=0.01, lr=1.0, epochs=20, clip=0.2
+    runs = [run(k) for k in range(12)]
+    trace, ep = runs[0]
+    assert ep.answers == ["x", "x"] and [d.act for d in ep.decisions] == [False, True]
+    # continuing bought a second answer that changed nothing; stopping where it stopped, nothing
+    assert decision_credit(trace, ep, 0.01) == pytest.approx(
+        {ep.decisions[0].event: -0.01, ep.decisions[1].event: 0.0}
     )
+    new, figures = clipped_update(pol, runs, cost=0.01, lr=1.0, epochs=20, clip=0.2)
     assert figures["reward"] == pytest.approx(0.98)
     after = float(new.stop_prob(prefix_features(["x"], 8)[None])[0])
     assert after > one  # the credit says: stop

@@ -16,10 +16,11 @@ from orchestrace.learn.datasets import RouteData
 from orchestrace.learn.envs.delegate import DelegateEnv, route_rewards
 from orchestrace.learn.envs.swarm import SwarmEnv, swarm_reward
 from orchestrace.learn.envs.swarm_parallel import parallel_env
+from orchestrace.learn.rl import ALGORITHMS
 from orchestrace.learn.rl.grpo import group_advantages
 from orchestrace.learn.rl.ppo import gae
 from orchestrace.learn.rl.rollouts import Batch, NumpyPolicy, collect_parallel, run_episode
-from orchestrace.learn.rl.train_gym import ALGOS, train_policy
+from orchestrace.learn.rl.train_gym import train_policy
 
 #: Small per-algorithm settings shared by the learning tests.
 KW = {
@@ -80,7 +81,7 @@ def _expected_route_reward(policy: NumpyPolicy, data: RouteData, env: DelegateEn
     return float((p * r).sum(1).mean())
 
 
-@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("algo", ALGORITHMS)
 def test_router_improves_on_heldout_queries(algo: str) -> None:
     d = toy_route()
     train, test = d.subset(np.arange(120)), d.subset(np.arange(120, 200))
@@ -111,7 +112,7 @@ def _sampled_reward(env: SwarmEnv, policy: NumpyPolicy, n: int = 30) -> float:
     )
 
 
-@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("algo", ALGORITHMS)
 def test_swarm_spawn_policy_improves_on_heldout_dags(algo: str) -> None:
     """Several decisions per episode (PPO's GAE path); held-out DAGs come from another seed."""
     env = SwarmEnv(task_seed=0)
@@ -122,7 +123,7 @@ def test_swarm_spawn_policy_improves_on_heldout_dags(algo: str) -> None:
     assert r1 > r0 + 0.15, (algo, r0, r1)  # measured: 0.72 -> 0.93-0.96
 
 
-@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("algo", ALGORITHMS)
 def test_same_seed_same_weights(algo: str) -> None:
     env = DelegateEnv(toy_route(60), lam=0.5)
     opts = [{"query": i} for i in range(60)]
@@ -170,7 +171,7 @@ def _parallel_reward(env, choose, n: int = 20) -> float:  # noqa: ANN001
     return float(np.mean(out))
 
 
-@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("algo", ALGORITHMS)
 def test_shared_policy_trained_through_parallel_api_beats_random(algo: str) -> None:
     env = parallel_env(branches=3, task_seed=0)
     res = train_policy(algo, env, [{"task": i} for i in range(200)], env_name="Swarm", iters=12, batch=16,
@@ -216,7 +217,7 @@ def test_cli_rejects_unknown_algo_in_one_line() -> None:
                         "--algo", "nope"], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert p.returncode != 0
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and "OT650" in lines[0] and "unknown algorithm 'nope'" in lines[0], p.stderr
+    assert len(lines) == 1 and "OT630" in lines[0] and "unknown algorithm 'nope'" in lines[0], p.stderr
 
 
 def test_cli_refuses_exact_pg_with_lead_credit_in_one_line() -> None:

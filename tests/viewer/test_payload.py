@@ -10,13 +10,11 @@ import re
 import orjson
 import pytest
 
-from orchestrace.core.graph import TraceGraph
 from orchestrace.core.io import load_one
 from orchestrace.core.model import Edge, Event, Trace, derived_costs
 from orchestrace.core.validate import validate_trace
 from orchestrace.gen import generate
 from orchestrace.viewer import build_payload, embed_json, lane_order, render_html
-from orchestrace.viewer.payload import critical_path_fallback, taint_fallback
 
 
 @pytest.fixture(scope="module")
@@ -61,18 +59,6 @@ def test_example_payload_critical_path_and_taint(example):
     }
     assert p["lane"] == [0, 0, 0, 1, 2, 3, 2, 0]
     assert p["n"] == 8 and len(p["es"]) == 8
-
-
-def test_fallbacks_on_core_graph(example):
-    g = TraceGraph(example)
-    length, path = critical_path_fallback(g)
-    # no t_end anywhere: one per event; the longest explicit chain has 7 events (e1..e8 minus a spawn)
-    assert length == 7.0 and len(path) == 7
-    assert g.ids[path[0]] == "e1" and g.ids[path[-1]] == "e8"
-    src, reached, fs, fd = taint_fallback(g)
-    assert [g.ids[i] for i in src] == ["e6"]
-    assert [g.ids[i] for i in reached] == ["e7", "e8"]
-    assert [(g.ids[a], g.ids[b]) for a, b in zip(fs, fd, strict=True)] == [("e6", "e7"), ("e7", "e8")]
 
 
 def test_credit_columns_and_content_truncation():

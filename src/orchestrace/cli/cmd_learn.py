@@ -130,7 +130,8 @@ def train_stop_cmd(
     """
     from importlib import import_module
 
-    from ..learn.stopping.training import SWEEP_COSTS, check_algorithm, train_stop
+    from ..learn.rl import check_algorithm
+    from ..learn.stopping.training import SWEEP_COSTS, train_stop
 
     try:
         costs = list(SWEEP_COSTS) if sweep is None else [float(x) for x in sweep.split(",") if x.strip()]

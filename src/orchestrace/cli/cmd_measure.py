@@ -122,7 +122,7 @@ def analyze_cmd(
       orchestrace analyze run.json -o run.measured.json\n
       orchestrace analyze big.jsonl --ray                 # traces analysed as Ray tasks (local, loopback)
     """
-    from ..importers import write as write_traces
+    from ..core.io import save
     from ..measure import write_metrics
     from ..measure.pipeline import Repeats, corpus_analysis, measure_traces
 
@@ -148,7 +148,7 @@ def analyze_cmd(
 
     n_written = 0
     if write:
-        n_written = write_traces(measured(), write)
+        n_written = save(measured(), write)
     else:
         for _ in measured():
             pass

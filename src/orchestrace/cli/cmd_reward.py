@@ -37,7 +37,7 @@ def reward(
       orchestrace reward run.json\n
       orchestrace reward --spec reward.toml --step 500 corpus.jsonl -o rewarded.jsonl
     """
-    from ..importers import write
+    from ..core.io import save
     from ..reward import RewardSpec, compute_rewards, load_spec, with_rewards
 
     if format not in ("table", "json"):
@@ -62,7 +62,7 @@ def reward(
                 rows.append((t.trace_id, shown))
             yield with_rewards(t, r, rs, step=step)
 
-    n = write(rewarded(), out) if out is not None else sum(1 for _ in rewarded())
+    n = save(rewarded(), out) if out is not None else sum(1 for _ in rewarded())
     if format == "table":
         cols = [c for c in (*_SHOWN, rs.total) if c == "judge" or any(c in ch for _, ch in rows)]
         table = Table("trace", *cols)
@@ -132,9 +132,9 @@ def credit(
       orchestrace credit --method drmas --unit message --opt reward=agent runs.jsonl\n
       orchestrace credit --method shapley --unit agent big.jsonl --ray -o out.jsonl   # per-trace work on Ray
     """
+    from ..core.io import save
     from ..credit import METHODS, REST, UNITS, iter_credit
     from ..credit.methods import REST_CREDIT, credit_at, streamable
-    from ..importers import write
 
     if method not in METHODS:
         raise OrchestraceError("OT413", f"--method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -176,7 +176,7 @@ def credit(
             yield t
 
     if out is not None:
-        write(credited(), out)
+        save(credited(), out)
     else:
         for _ in credited():
             pass

@@ -11,6 +11,7 @@ import orjson
 from rich.console import Console
 
 from ..core.errors import OrchestraceError
+from ..core.paths import walk_dir
 
 
 def _console(*, stderr: bool = False) -> Console:
@@ -116,17 +117,14 @@ def expand_paths(paths: list[str]) -> Iterator[str]:
         elif os.path.isdir(p):
             found = False
             skipped = 0
-            for root, dirs, files in os.walk(p):
-                dirs.sort()
-                for f in sorted(files):
-                    if not is_trace_file(f):
-                        continue
-                    full = os.path.join(root, f)
-                    if not looks_like_trace(full):
-                        skipped += 1
-                        continue
-                    found = True
-                    yield full
+            for full in walk_dir(p):
+                if not is_trace_file(os.path.basename(full)):
+                    continue
+                if not looks_like_trace(full):
+                    skipped += 1
+                    continue
+                found = True
+                yield full
             if skipped:
                 console_err.print(
                     f"{p}: skipped {skipped} file(s) that are not traces (call caches, policies, reports)",

@@ -129,10 +129,19 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[str]:
 
 
 def save(traces: Trace | Iterable[Trace], path: str | os.PathLike[str]) -> int:
-    """Write traces in the format the extension names; returns how many were written."""
+    """Write traces in the format the extension names; returns how many were written. ``.jsonl``
+    (also ``.gz``/``.zst``) is streamed, one trace in memory; a single-trace format (``.json``, an
+    event log) given no trace writes nothing. The file appears only when every trace is written
+    (``atomic_output``): a failure mid-stream leaves no empty or partial output behind."""
     p = os.fspath(path)
     fmt, _ = split_format(p)
-    items = [traces] if isinstance(traces, Trace) else list(traces)
+    if isinstance(traces, Trace):
+        traces = [traces]
+    if fmt == "jsonl":
+        return write_lines((dumps(tr) for tr in traces), p)
+    items = list(traces)
+    if not items:
+        return 0
     if fmt == "json" and len(items) != 1:
         named = p.lower().removesuffix(".gz").removesuffix(".zst").endswith(".json")
         msg = (
@@ -143,23 +152,31 @@ def save(traces: Trace | Iterable[Trace], path: str | os.PathLike[str]) -> int:
         raise LoadError("OT112", msg, path=p)
     if fmt == "events" and len(items) != 1:
         raise LoadError("OT112", f"an event log holds exactly one trace, got {len(items)}", path=p)
+    if fmt == "json":
+        lines: Iterable[bytes] = [dumps(items[0], indent=len(items[0].events) <= 10_000)]
+    else:
+        lines = (line.removesuffix(b"\n") for line in event_log_lines(items[0]))
+    write_lines(lines, p)
+    return 1
+
+
+def write_lines(lines: Iterable[bytes], path: str | os.PathLike[str]) -> int:
+    """Encoded lines (JSONL traces, or a trace's JSON or event log) written to ``path``, each with
+    a newline, compressed as its extension says, atomically; returns how many lines."""
+    p = os.fspath(path)
+    n = 0
     with atomic_output(p) as tmp:
         f = open_write(tmp, final=p)
         try:
-            if fmt == "json":
-                f.write(dumps(items[0], indent=len(items[0].events) <= 10_000) + b"\n")
-            elif fmt == "jsonl":
-                for tr in items:
-                    f.write(dumps(tr) + b"\n")
-            else:
-                for line in event_log_lines(items[0]):
-                    f.write(line)
+            for data in lines:
+                f.write(data + b"\n")
+                n += 1
         finally:
             if tmp != "-":
                 f.close()
             else:
                 f.flush()
-    return len(items)
+    return n
 
 
 def event_log_lines(tr: Trace) -> Iterator[bytes]:

@@ -1,8 +1,10 @@
-"""Where the public data lives: ``$ORCHESTRACE_DATA``, else a ``shared/data`` beside the checkout."""
+"""Where files are: the public data (``$ORCHESTRACE_DATA``, else a ``shared/data`` beside the
+checkout) and the files under a folder a command is given (:func:`walk_dir`, the one rule)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import OrchestraceError
@@ -27,3 +29,11 @@ def data_dir(required: bool = True) -> Path | None:
             "public data not found: set ORCHESTRACE_DATA to the folder that holds who-and-when/, reflexion/, ...",
         )
     return None
+
+
+def walk_dir(path: str | os.PathLike[str]) -> Iterator[str]:
+    """Every file under a folder, in sorted order (folders first by name, files by name within
+    each); hidden files and folders (``.git``, ``.partial-*`` outputs being written) skipped."""
+    for root, dirs, files in os.walk(os.fspath(path)):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        yield from (os.path.join(root, f) for f in sorted(files) if not f.startswith("."))

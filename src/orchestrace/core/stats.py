@@ -1,4 +1,4 @@
-"""Statistics every report shares: bootstrap confidence intervals and the Pareto front.
+"""Statistics every report shares: bootstrap confidence intervals, the Pareto front, the majority vote.
 
 One percentile bootstrap everywhere, so a CI printed by ``eval``, ``train`` or ``loop`` means the
 same thing: resample the items (questions, tasks) with replacement, take the mean, read the
@@ -7,7 +7,8 @@ percentiles.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -45,3 +46,13 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, flo
         if not front or y > front[-1][1]:
             front.append((x, y))
     return front
+
+
+def majority(votes: Iterable[str | None]) -> str | None:
+    """The most common vote, ties to the one seen first (deterministic; ``Counter.most_common``
+    order); None votes (unparsable answers) never win, and no vote at all gives None. The one
+    majority of the vote and debate programs, StopVote's traces and ``loop stop``."""
+    seen = [v for v in votes if v is not None]
+    if not seen:
+        return None
+    return Counter(seen).most_common(1)[0][0]

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..core.errors import BadInput, OrchestraceError
 from ..core.model import Trace
+from ..core.paths import walk_dir
 
 #: format name -> module, in detection order (most specific first)
 IMPORTERS: dict[str, str] = {
@@ -108,9 +109,7 @@ def walk(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     for p in paths:
         p = os.fspath(p)
         if os.path.isdir(p):
-            for root, dirs, files in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                out.extend(os.path.join(root, f) for f in sorted(files) if not f.startswith("."))
+            out.extend(walk_dir(p))
         elif os.path.exists(p):
             out.append(p)
         else:
@@ -266,11 +265,12 @@ def import_files(
     done: Callable[[str], None] | None = None,
     workers: int | None = None,
 ) -> int:
-    """``iter_import`` saved to ``out`` (see ``write``); a ``.jsonl`` output gets the very bytes
+    """``iter_import`` saved to ``out`` (``core.io.save``); a ``.jsonl`` output gets the very bytes
     that were validated, so each trace is encoded once. ``workers``: processes importing files,
     this one included (None: ``import_processes``). Workers send back each file's validated JSON
     and its notes; this process replays them file by file in input order, so the output, the
     notes, the report and ``done`` calls are the same for any number of workers."""
+    from ..core.io import save, write_lines
     from ..core.read import split_format
     from ..parallel import parallel_imap
 
@@ -279,7 +279,7 @@ def import_files(
     processes = import_processes(planned, out, workers)
     with _rare_young_collections():
         if split_format(out)[0] != "jsonl":
-            return write(
+            return save(
                 iter_import(
                     planned,
                     keep_content=keep_content,
@@ -299,7 +299,7 @@ def import_files(
                 _checked_files, _groups(planned), processes=processes, args=(keep_content, keep_home_paths)
             )
             steps = chain.from_iterable(groups)
-        return _write_lines(_replay(planned, steps, notify, report, done), out)
+        return write_lines(_replay(planned, steps, notify, report, done), out)
 
 
 @contextmanager
@@ -416,38 +416,6 @@ def _where_in(e: OrchestraceError, f: str) -> str:
     if not where or where == f:
         return ""
     return (where.removeprefix(f).lstrip() if e.path == f else where) + ": "
-
-
-def write(traces: Iterable[Trace], out: str) -> int:
-    """Save traces; ``.jsonl`` outputs (also ``.gz``/``.zst``) are streamed, one trace in memory.
-    The file appears only when every trace is written (``atomic_output``): a failure mid-stream
-    leaves no empty or partial output behind."""
-    from ..core.io import dumps, save
-    from ..core.read import split_format
-
-    fmt, _ = split_format(out)
-    if fmt != "jsonl":
-        items = list(traces)
-        return save(items, out) if items else 0
-    return _write_lines((dumps(tr) for tr in traces), out)
-
-
-def _write_lines(lines: Iterable[bytes], out: str) -> int:
-    from ..core.io import atomic_output, open_write
-
-    n = 0
-    with atomic_output(out) as tmp:
-        f = open_write(tmp, final=out)
-        try:
-            for data in lines:
-                f.write(data + b"\n")
-                n += 1
-        finally:
-            if tmp != "-":
-                f.close()
-            else:
-                f.flush()
-    return n
 
 
 def _size(path: str) -> int:

@@ -7,8 +7,7 @@ columns hold indices into it (-1 = absent). Rare fields (``content``, ``attrs``,
 are sparse maps ``{event index: value}``; a column with one value everywhere is sent once, in
 ``uniform``.
 
-Critical path and taint come from ``orchestrace.measure`` (the same definitions as the metrics);
-if that package is missing, a fallback on ``core.graph.TraceGraph`` is used (explicit edges only).
+Critical path and taint come from ``orchestrace.measure`` (the same definitions as the metrics).
 """
 
 from __future__ import annotations
@@ -19,8 +18,11 @@ import numpy as np
 
 from ..core.graph import TraceGraph
 from ..core.model import EDGE_TYPES, EVENT_TYPES, Trace
+from ..measure import TraceView
+from ..measure import critical_path as measure_critical_path
+from ..measure import taint as measure_taint
+from ..measure.safety import instrumented
 
-TAINT_EDGE_TYPES = ("causal", "message", "tool_dependency", "return", "aggregate", "safety_flow")
 #: Event string fields shipped through the string table, in payload order.
 STRING_FIELDS = ("role", "from_", "to", "tool", "model", "content_ref", "call_id", "parent")
 #: Per-event columns that may be folded into ``uniform`` when they hold a single value.
@@ -79,46 +81,15 @@ def lane_order(trace: Trace) -> tuple[list[str], list[int]]:
     return out, [pos[parent[a]] if a in parent else -1 for a in out]
 
 
-def _measure_view(trace: Trace, g: TraceGraph) -> Any:
-    """One ``measure.TraceView`` over our graph, shared by critical path and taint; None when
-    the measure package is not installed."""
-    try:
-        from ..measure import TraceView
-    except ImportError:
-        return None
-    return TraceView(trace, g)
-
-
-def critical_path(trace: Trace, g: TraceGraph, view: Any = None) -> tuple[float, list[int], str]:
-    """(length, event indices, method) of the wall-clock critical path."""
-    view = view if view is not None else _measure_view(trace, g)
-    if view is None:
-        return (*critical_path_fallback(g), "core.graph.longest_path")
-    from ..measure import critical_path as measure_cp
-
-    cp = measure_cp(view)
+def critical_path(view: TraceView) -> tuple[float, list[int], str]:
+    """(length, event indices, method) of the wall-clock critical path: ``measure.critical_path``."""
+    cp = measure_critical_path(view)
     return float(cp["length_s"]), [int(i) for i in cp["path"]], "orchestrace.measure.critical_path"
 
 
-def critical_path_fallback(g: TraceGraph) -> tuple[float, list[int]]:
-    """Heaviest explicit-edge path weighted by duration (1 per event when no event has one)."""
-    w = np.maximum(g.t_end - g.t, 0.0)
-    if not w.any():
-        w = np.ones(g.n)
-    return g.longest_path(w)
-
-
-def taint(
-    trace: Trace, g: TraceGraph, view: Any = None
-) -> tuple[list[int], list[int], list[int], list[int], int | None]:
+def taint(view: TraceView) -> tuple[list[int], list[int], list[int], list[int], int | None]:
     """(sources, tainted events, flow edge sources, flow edge destinations as event indices, and
-    the number of tainted decisions: ``measure.safety``'s names and counts; None in the fallback)."""
-    view = view if view is not None else _measure_view(trace, g)
-    if view is None:
-        return (*taint_fallback(g), None)
-    from ..measure import taint as measure_taint
-    from ..measure.safety import instrumented
-
+    the number of tainted decisions): ``measure.taint``'s, nothing for a trace with no trust marks."""
     if not instrumented(view):
         return [], [], [], [], None
     t = measure_taint(view)
@@ -131,14 +102,6 @@ def taint(
         t.edge_dst[sel].tolist(),
         len(t.tainted_decisions),
     )
-
-
-def taint_fallback(g: TraceGraph) -> tuple[list[int], list[int], list[int], list[int]]:
-    """Taint over explicit edges only: ``trusted: false`` events and what they reach."""
-    src = np.nonzero(g.untrusted)[0]
-    reached = g.reachable(src, TAINT_EDGE_TYPES) & ~g.untrusted
-    sel = g.edge_mask(TAINT_EDGE_TYPES) & (g.untrusted | reached)[g.src] & reached[g.dst]
-    return src.tolist(), np.nonzero(reached)[0].tolist(), g.src[sel].tolist(), g.dst[sel].tolist()
 
 
 def _num(x: float | None) -> float | None:
@@ -170,9 +133,9 @@ def build_payload(trace: Trace, *, max_content: int = 4000) -> dict[str, Any]:
         if e.credit:
             for k, val in e.credit.items():
                 credit_keys.setdefault(k, [None] * len(ev))[i] = float(val)
-    view = _measure_view(trace, g)
-    cp_len, cp_path, cp_method = critical_path(trace, g, view)
-    t_src, t_reach, tf_src, tf_dst, t_dec = taint(trace, g, view)
+    view = TraceView(trace, g)
+    cp_len, cp_path, cp_method = critical_path(view)
+    t_src, t_reach, tf_src, tf_dst, t_dec = taint(view)
     type_code = {t: i for i, t in enumerate(EVENT_TYPES)}
     edge_code = {t: i for i, t in enumerate(EDGE_TYPES)}
     doc = {

@@ -1,7 +1,7 @@
 """StopVote as a Gymnasium env (O5 + O4): one episode of ``stopping.pool`` at a time.
 
 obs = the prefix features, action 0 = draw more, 1 = stop; the terminal ``info`` carries the
-episode's trace and its reward is read from it (``stopping.pool.stopvote_reward``). Training of
+episode's trace and its reward is read from it (``reward.stop.stop_reward``). Training of
 the stop decision runs on the pool itself (batched); this is the same data for Gymnasium users.
 """
 
@@ -12,17 +12,18 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ...reward.stop import stop_reward
 from ..stopping.aggregate import Aggregator
 from ..stopping.banks import Bank
 from ..stopping.features import feature_names
-from ..stopping.pool import build_pool, pool_trace, stopvote_reward
+from ..stopping.pool import build_pool, pool_trace
 from .spaces import data_box
 
 
 class StopVoteEnv(gym.Env):
     """Gymnasium view: obs = prefix features, action 0 = draw more, 1 = stop.
 
-    The terminal ``info`` carries the episode's ``trace``; its reward is ``stopvote_reward``.
+    The terminal ``info`` carries the episode's ``trace``; its reward is ``reward.stop.stop_reward``.
     """
 
     metadata = {"render_modes": []}
@@ -70,7 +71,7 @@ class StopVoteEnv(gym.Env):
                 "correct": bool(self.pool.correct[self._e, s]),
                 "samples": int(self.pool.points[s]),
             }
-            return self.pool.feats[self._e, s].copy(), stopvote_reward(tr, self.cost), True, False, info
+            return self.pool.feats[self._e, s].copy(), stop_reward(tr, self.cost), True, False, info
         self._step += 1
         return (
             self.pool.feats[self._e, self._step].copy(),

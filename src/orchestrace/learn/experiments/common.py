@@ -18,8 +18,8 @@ import numpy as np
 
 from ...core.errors import OrchestraceError
 from ...core.stats import mean_ci
+from ..rl import check_algorithm
 from ..rl.rollouts import NumpyPolicy
-from ..rl.train_gym import check_algo
 
 SPLIT_SEED = 0
 
@@ -80,7 +80,7 @@ def paired_summary(a: np.ndarray, b: np.ndarray, seed: int) -> MeanCI:
 def algo_kwargs(defaults: dict[str, AlgoSettings], algo: str, **given: float | None) -> AlgoSettings:
     """The env's default hyperparameters for ``algo`` (none listed: ``train_policy``'s), overridden by
     the ``given`` ones not None."""
-    check_algo(algo)
+    check_algorithm(algo)
     return {**defaults.get(algo, {}), **{k: v for k, v in given.items() if v is not None}}
 
 

@@ -305,7 +305,7 @@ def train_delegate_logged(
     import torch
 
     from ..envs.delegate_traces import logged_routes
-    from ..rl.common import Adam
+    from ..rl.common import optimiser
     from ..rl.ppo import clipped_update
     from ..rl.rollouts import Batch, PolicyMeta, mlp, to_numpy
 
@@ -338,7 +338,7 @@ def train_delegate_logged(
         else:
             actor[-1].weight.mul_(0.01)  # near-uniform start
     batch = Batch(obs, act, reward, reward, np.ones(len(runs)), np.zeros(len(runs)), [])
-    clipped_update(actor, None, Adam(list(actor.parameters()), lr=lr), batch, reward - reward.mean(), None,
+    clipped_update(actor, None, optimiser(actor, None, lr, None), batch, reward - reward.mean(), None,
                    np.random.default_rng(seed), epochs=epochs, minibatches=1, clip=clip, ent_coef=0.0, vf_coef=0.0,
                    norm_adv=False, old_logp=np.log(mu))  # fmt: skip
     policy = to_numpy(actor, meta)

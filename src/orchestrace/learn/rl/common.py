@@ -1,9 +1,9 @@
-"""What every algorithm file shares: the optimiser, gradient clipping, the action distribution of a
+"""What every algorithm file shares: the optimiser (``torch.optim.Adam``), gradient clipping, the action distribution of a
 policy net (log-probabilities and entropy), the learning-curve bookkeeping, the result."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,46 +14,19 @@ if TYPE_CHECKING:
     from .tasks import SavedPolicy, Task
 
 
-class Adam:
-    """Adam (Kingma & Ba 2015) in a few lines. ``torch.optim`` imports ``torch._dynamo`` on first
-    use, which costs 5-20 s on a busy 2-core machine: more than a whole default training run.
-    ``lr`` is one rate or one per parameter (a critic may learn faster than its actor)."""
-
-    def __init__(
-        self,
-        params: Any,
-        lr: float | Sequence[float],
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-    ) -> None:
-        self.params = [p for p in params if p.requires_grad]
-        self.lrs = [float(lr)] * len(self.params) if isinstance(lr, int | float) else [float(x) for x in lr]
-        self.b1, self.b2, self.eps = betas[0], betas[1], eps
-        self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p) for p in self.params]
-        self.t = 0
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self) -> None:
-        self.t += 1
-        c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
-        for p, m, v, lr in zip(self.params, self.m, self.v, self.lrs, strict=True):
-            if p.grad is None:
-                continue
-            m.mul_(self.b1).add_(p.grad, alpha=1 - self.b1)
-            v.mul_(self.b2).addcmul_(p.grad, p.grad, value=1 - self.b2)
-            p.addcdiv_(m / c1, (v / c2).sqrt_().add_(self.eps), value=-lr)
+def optimiser(
+    actor: nn.Module, critic: nn.Module | None, lr: float, critic_lr: float | None
+) -> torch.optim.Adam:
+    """One ``torch.optim.Adam`` over actor and critic; the critic's rate is ``critic_lr`` (None: ``lr``)."""
+    groups = [{"params": list(actor.parameters()), "lr": lr}]
+    if critic is not None:
+        groups.append({"params": list(critic.parameters()), "lr": lr if critic_lr is None else critic_lr})
+    return torch.optim.Adam(groups, lr=lr, foreach=False)
 
 
-def optimiser(actor: nn.Module, critic: nn.Module | None, lr: float, critic_lr: float | None) -> Adam:
-    """One Adam over actor and critic; the critic's rate is ``critic_lr`` (None: ``lr``)."""
-    a = list(actor.parameters())
-    c = list(critic.parameters()) if critic is not None else []
-    return Adam([*a, *c], lr=[lr] * len(a) + [lr if critic_lr is None else critic_lr] * len(c))
+def parameters(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """Every parameter an optimiser steps (for clipping their global gradient norm together)."""
+    return [p for group in opt.param_groups for p in group["params"]]
 
 
 def clip_grad(params: Any, max_norm: float | None) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .common import TrainResult, clip_grad, log_probs, optimiser, record
+from .common import TrainResult, clip_grad, log_probs, optimiser, parameters, record
 from .rollouts import Batch
 from .surrogate import clipped_surrogate
 from .tasks import Task
@@ -93,7 +93,7 @@ def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.n
                 clip_grad(actor.parameters(), max_grad_norm)
                 clip_grad(critic.parameters(), max_grad_norm)
             else:
-                clip_grad(opt.params, max_grad_norm)
+                clip_grad(parameters(opt), max_grad_norm)
             opt.step()
 
 

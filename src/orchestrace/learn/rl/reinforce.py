@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .common import TrainResult, clip_grad, log_probs, optimiser, record
+from .common import TrainResult, clip_grad, log_probs, optimiser, parameters, record
 from .tasks import Task
 
 
@@ -74,7 +74,7 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
             loss = -(adv * logp).mean() + args.vf_coef * ((r - v) ** 2).mean() - args.entropy * ent.mean()
             opt.zero_grad()
             loss.backward()
-            clip_grad(opt.params, args.max_grad_norm)
+            clip_grad(parameters(opt), args.max_grad_norm)
             opt.step()
         record(history, it, float(b.ep_reward.mean()), task, actor, iterations=args.iterations,
                eval_every=args.eval_every, progress=progress)  # fmt: skip

@@ -27,19 +27,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from importlib import import_module
 from typing import Any
 
-from ...core.errors import OrchestraceError
+from . import algorithm
 from .common import TrainResult
 from .tasks import GymTask
-
-ALGOS = ("reinforce", "ppo", "grpo", "exact")
-
-
-def check_algo(algo: str) -> None:
-    if algo not in ALGOS:
-        raise OrchestraceError("OT650", f"unknown algorithm {algo!r} (one of {', '.join(ALGOS)})")
 
 
 def train_policy(
@@ -73,9 +65,8 @@ def train_policy(
     critic (critic loss weighted by ``vf_coef``), gradient norm clipped to 1 (REINFORCE) or 0.5.
     ``init_bias``: initial action logits. ``on_iter(i)`` runs before iteration i collects (used to
     anneal reward weights). Same seed, same policy."""
-    check_algo(algo)
+    mod = algorithm(algo)
     task = GymTask(env, train_options, env_name, hidden, init_bias, on_iter, dict(extra or {}))
-    mod = import_module(f"orchestrace.learn.rl.{algo}")
     common = dict(iterations=iters, batch=batch, lr=lr, seed=seed, eval_every=iters + 1)
     if algo == "reinforce":
         args: Any = mod.Args(**common, group=group, critic_lr=None, vf_coef=vf_coef, entropy=ent_coef,

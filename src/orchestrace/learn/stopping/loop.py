@@ -3,14 +3,16 @@
 Each iteration (``learn.loop.run_loop``): run the ``vote`` program on training questions of a
 family with the current stop policy, sampling its actions (recorded as ``should_stop`` events);
 read every run back from its trace (the answers, the decisions, the gold in the config); reward
-= 1 if the majority at the stop is the gold, minus ``cost`` per sample; credit each decision with
-the run's reward minus what stopping right there would have earned (read from the same trace
-prefix: its majority against the gold, minus its cost), a baseline that depends on the state only,
-so the policy gradient stays unbiased while the question's difficulty and the sunk cost drop out
-(a stop gets 0, a "continue" what the later answers bought); recompute each decision's features
-from the trace prefix (the function training, offline evaluation and the runtime share); a few
-plain gradient steps with the clip of PPO (``clipped_update``); save. The new policy is evaluated greedily on the family's
-held-out questions from its embedded bank (real SmolLM2-135M samples), offline.
+(``reward.stop.stop_reward``, as StopVote's) = 1 if the majority at the stop is the gold, minus
+``cost`` per sample; credit each decision leave-one-out (``credit.leave_one_out``): the run's
+reward minus what stopping right there would have earned (the same reward of the trace prefix
+before the decision), a baseline that depends on the state only, so the policy gradient stays
+unbiased while the question's difficulty and the sunk cost drop out (a stop gets 0, a "continue"
+what the later answers bought); recompute each decision's features from the trace prefix (the
+function training, offline evaluation and the runtime share); a few plain gradient steps on PPO's
+clipped surrogate (``rl.surrogate``, ``clipped_update``); save. The new policy is evaluated
+greedily on the family's held-out questions from its embedded bank (real SmolLM2-135M samples),
+offline.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import OrchestraceError
+from ...core.model import Trace
+from ...core.stats import majority
+from ...credit import FnGame, leave_one_out
+from ...reward.stop import stop_reward
 from ..loop import IterationRecord, run_loop
 from .adapters import LearnedStop
 from .families import family as get_family
@@ -55,47 +61,67 @@ def split_questions(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(idx[:k]), np.sort(idx[k:])
 
 
-def stop_reward(answers: list[str | None], gold: str | None, cost: float) -> tuple[float, bool]:
-    """Reward of stopping after ``answers``: their majority (ties: the answer seen first) is the
-    gold, minus ``cost`` per answer."""
-    votes = [a for a in answers if a is not None]
-    best = None
-    if votes:
-        counts = {a: votes.count(a) for a in votes}
-        best = max(votes, key=lambda a: (counts[a], -votes.index(a)))
-    ok = best is not None and best == gold
-    return float(ok) - cost * len(answers), ok
+def majority_right(answers: list[str | None], gold: str | None) -> bool:
+    """Whether the majority of ``answers`` (``core.stats.majority``: ties to the one seen first)
+    is the gold."""
+    best = majority(answers)
+    return best is not None and best == gold
 
 
-def reward(ep: VoteEpisode, cost: float) -> tuple[float, bool]:
-    """The run's reward: stopping where it stopped."""
-    return stop_reward(ep.answers, ep.gold, cost)
+def run_reward(trace: Trace, ep: VoteEpisode, cost: float) -> tuple[float, bool]:
+    """The run's reward (``reward.stop.stop_reward``: its majority against the gold, minus ``cost``
+    per answer drawn) and whether its answer was right."""
+    ok = majority_right(ep.answers, ep.gold)
+    return stop_reward(trace, cost, lambda _trace: float(ok)), ok
+
+
+def decision_credit(trace: Trace, ep: VoteEpisode, cost: float) -> dict[str, float]:
+    """Each recorded decision's credit, leave-one-out (``credit.leave_one_out``) in the game whose
+    value is the reward of stopping at the first decision left out (the whole run's reward when
+    none is): the run's reward minus what stopping right there would have earned, read from the
+    trace prefix before the decision."""
+    at = {d.event: d.index for d in ep.decisions}
+
+    def value(kept: frozenset[str]) -> float:
+        stop = next((d for d in ep.decisions if d.event not in kept), None)
+        if stop is None:
+            return run_reward(trace, ep, cost)[0]
+        seen = [a for a, i in zip(ep.answers, ep.answer_index, strict=True) if i < at[stop.event]]
+        ok = majority_right(seen, ep.gold)
+        return stop_reward(trace, cost, lambda _trace: float(ok), upto=at[stop.event])
+
+    return leave_one_out(FnGame(list(at), value))
 
 
 def decision_batch(
-    episodes: list[VoteEpisode], budget: int, cost: float
+    runs: list[tuple[Trace, VoteEpisode]], budget: int, cost: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Features, actions, credit (run reward minus stopping there) and the recorded probability of
-    the action taken, of every recorded stop decision, all read from the trace."""
+    """Features, actions, credit (:func:`decision_credit`) and the recorded probability of the
+    action taken, of every recorded stop decision, all read from the traces."""
     xs, acts, adv, probs = [], [], [], []
-    for ep in episodes:
+    for trace, ep in runs:
         if not ep.decisions:
             raise OrchestraceError(
                 "OT614", "the run has no should_stop decision: was it run with a stop policy?", path=ep.path
             )
-        r = reward(ep, cost)[0]
+        credit = decision_credit(trace, ep, cost)
         for d in ep.decisions:
             seen = [a for a, i in zip(ep.answers, ep.answer_index, strict=True) if i < d.index]
             xs.append(prefix_features(seen, budget))
             acts.append(float(d.act))
-            adv.append(r - stop_reward(seen, ep.gold, cost)[0])
+            adv.append(credit[d.event])
             probs.append(d.prob)
     f32 = np.float32
     return np.array(xs, f32), np.array(acts, f32), np.array(adv, f32), np.array(probs, f32)
 
 
 def clipped_update(
-    policy: StopPolicy, episodes: list[VoteEpisode], cost: float, lr: float, epochs: int, clip: float
+    policy: StopPolicy,
+    runs: list[tuple[Trace, VoteEpisode]],
+    cost: float,
+    lr: float,
+    epochs: int,
+    clip: float,
 ) -> tuple[StopPolicy, dict[str, float]]:
     """``epochs`` plain gradient steps on the recorded runs (stop-now baseline), each decision's
     probability kept within 1 +- ``clip`` of the one its run recorded (PPO's clip). Plain steps
@@ -105,8 +131,10 @@ def clipped_update(
     decision and never moves again (docs/learn_loop.md, "Why the loop collapsed")."""
     import torch
 
-    rewards = np.array([reward(ep, cost)[0] for ep in episodes])
-    x, a, credit, prob = decision_batch(episodes, policy.config.budget, cost)
+    from ..rl.surrogate import clipped_surrogate
+
+    outcomes = [run_reward(trace, ep, cost) for trace, ep in runs]
+    x, a, credit, prob = decision_batch(runs, policy.config.budget, cost)
     adv = torch.from_numpy(credit)
     actor = policy.torch_actor()
     params = list(actor.parameters())
@@ -117,18 +145,16 @@ def clipped_update(
         logp = at * torch.nn.functional.logsigmoid(logits) + (1 - at) * torch.nn.functional.logsigmoid(
             -logits
         )
-        ratio = torch.exp(logp - old_logp)
-        loss = -torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
+        loss = clipped_surrogate(logp, old_logp, adv, clip).loss
         grads = torch.autograd.grad(loss, params)
         with torch.no_grad():
             for w, g in zip(params, grads, strict=True):
                 w -= lr * g
     new = StopPolicy.from_torch(policy.config, actor)
-    acc = float(np.mean([reward(ep, cost)[1] for ep in episodes]))
     return new, {
-        "reward": float(rewards.mean()),
-        "accuracy": acc,
-        "mean_samples": float(np.mean([len(ep.answers) for ep in episodes])),
+        "reward": float(np.array([r for r, _ in outcomes]).mean()),
+        "accuracy": float(np.mean([ok for _, ok in outcomes])),
+        "mean_samples": float(np.mean([len(ep.answers) for _, ep in runs])),
         "decisions": float(len(a)),
     }
 
@@ -206,9 +232,9 @@ class StopLoop:
         from ...core.io import load_one
 
         assert policy is not None
-        episodes = [episode_from_trace(load_one(p), p) for p in traces]
+        runs = [(tr, episode_from_trace(tr, p)) for p, tr in ((p, load_one(p)) for p in traces)]
         new, figures = clipped_update(
-            StopPolicy.load(policy), episodes, self.cfg.cost, self.cfg.lr, self.cfg.epochs, self.cfg.clip
+            StopPolicy.load(policy), runs, self.cfg.cost, self.cfg.lr, self.cfg.epochs, self.cfg.clip
         )
         new.save(str(out_dir / "policy"))
         return str(out_dir / "policy.safetensors"), figures

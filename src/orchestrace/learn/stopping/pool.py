@@ -3,7 +3,7 @@ and decides to continue or stop; the answer is the majority vote (or the learned
 
 Every episode emits an orchestration trace (decision -> spawn -> query -> return, then the stop
 decision and the aggregate), and the episode's reward is read back from that trace
-(``stopvote_reward``): ``rewards["team"]`` (1 if the aggregate is right) minus c times the cost of
+(``reward.stop.stop_reward``): ``rewards["team"]`` (1 if the aggregate is right) minus c times the cost of
 the samples returned. Samples are replayed from a bank; each episode draws a random permutation of
 the question's samples (they are i.i.d. draws, so any order is an equally likely history).
 
@@ -22,6 +22,7 @@ import numpy as np
 
 from ...core.build import TraceBuilder
 from ...core.model import Event, Trace
+from ...reward.stop import stop_reward
 from .aggregate import Aggregator, answer_statics
 from .banks import NULL, Bank
 from .features import confidence_leader, features, replay_table
@@ -132,19 +133,6 @@ def episode_trace(
         metrics={"task_success": team, "samples": float(n_used)},
         metadata={"env": "StopVote", "cost_coef": cost_coef},
     )
-
-
-def stopvote_reward(trace: Trace, cost_coef: float) -> float:
-    """R(G) = R1 team reward (``reward.r1_team``: rewards['team']) - c x (cost of every sample a
-    worker returned)."""
-    from ...reward.families import r1_team
-
-    spent = sum(
-        float((e.attrs or {}).get("sample_cost", 1.0))
-        for e in trace.events
-        if e.type == "return" and e.agent != ORCH
-    )
-    return r1_team(trace).channels["team"] - cost_coef * spent
 
 
 @dataclass
@@ -295,7 +283,7 @@ def rollout(
 ) -> Rollout:
     """Run episodes with a Markov policy (stop probabilities from features) and reward them.
 
-    The reward of an episode is ``stopvote_reward`` of its trace. Building a trace costs about
+    The reward of an episode is ``reward.stop.stop_reward`` of its trace. Building a trace costs about
     as much as the rest of a training step, so with ``trace_frac < 1`` only that fraction of
     episodes (chosen at random) gets a trace; the others take the same quantity from the
     pool's arrays, and every traced episode checks that both agree (a mismatch is a bug).
@@ -319,7 +307,7 @@ def rollout(
     for i in traced.tolist():
         s = int(stop_step[i])
         tr = pool_trace(pool, int(episodes[i]), s, cost_coef, stop_probs=p[i, : s + 1].tolist())
-        r = stopvote_reward(tr, cost_coef)
+        r = stop_reward(tr, cost_coef)
         if abs(r - rewards[i]) > 1e-6:
             raise AssertionError(f"trace reward {r} != array reward {rewards[i]} (episode {episodes[i]})")
         rewards[i] = r

@@ -207,10 +207,14 @@ def record_question(
     family: str | None,
     texts: Sequence[str] | None = None,
     sampling: dict[str, Any] | None = None,
+    decisions: Sequence[tuple[bool, float]] | None = None,
 ) -> str:
     """Write one question's samples as a vote run (``OUT_DIR/ID.events.jsonl``): each sample a worker
     whose return carries the raw text (``texts``, else the canonical answer) and ``attrs.answer``,
-    the canonical answer, exactly; ``sampling`` (prompt, seed, model) goes into the config."""
+    the canonical answer, exactly; ``sampling`` (prompt, seed, model) goes into the config.
+    ``decisions`` (stop or not, the probability of that action), one after each of the first
+    answers: the ``should_stop`` decisions a sampling stop policy records (the run ends at a stop),
+    for replaying a bank as ``loop stop``'s runs."""
     from ...runtime.recorder import Recorder
 
     os.makedirs(out_dir, exist_ok=True)
@@ -223,6 +227,8 @@ def record_question(
     with Recorder(path, task_id=q.question, trace_id=f"bank-{q.id}", topology="centralized",
                   metadata=meta, clock="logical") as rec:  # fmt: skip
         for k, s in enumerate(q.samples):
+            if decisions is not None and k > 0 and decisions[k - 1][0]:
+                break  # the policy stopped after k answers
             name = f"w{k}"
             rec.spawn(name, role="worker", parent=rec.root_agent)
             attrs: dict[str, Any] = {"answer": s}
@@ -234,6 +240,10 @@ def record_question(
                 attrs.update(logprob_attrs(q.logprob[k]))
             last = rec.ret(s if texts is None else texts[k], frm=name, role="worker", attrs=attrs)
             rec.despawn(name, parent=rec.root_agent, after=[last])
+            if decisions is not None and k < len(decisions):
+                act, prob = decisions[k]
+                rec.decision("should_stop", "stop" if act else "continue",
+                             attrs={"policy": "replay", "prob": prob, "features_hash": "", "samples": k + 1})  # fmt: skip
         rec.stop("budget")
     return path
 

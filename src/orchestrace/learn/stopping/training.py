@@ -19,6 +19,7 @@ import numpy as np
 from ...core.errors import OrchestraceError
 from ...core.outputs import Place, claim_outputs, record_outputs, remove_files
 from ...core.stats import pareto_front
+from ..rl import algorithm
 from .aggregate import Aggregator, answer_prior, fit_aggregator, priors_to_json, save_aggregator
 from .banks import Bank, calibrate, load_bank
 from .evaluation import (
@@ -37,15 +38,9 @@ from .policy import PolicyConfig, StopPolicy
 from .report import REPORT_FILES, BootstrapSettings, GoalFigures, StopReport, write_report, write_report_json
 from .rules import Method, confidence_answer, default_methods, sweep_methods
 
-ALGORITHMS = ("exact", "reinforce", "ppo", "grpo")
 DEFAULT_COST = 0.003
 SWEEP_COSTS = (0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.004, 0.005, 0.01, 0.02, 0.03)
 EVAL_ORDERS = 8  # each held-out question replayed in 8 orders (bank order + 7 seeded permutations)
-
-
-def check_algorithm(algo: str) -> None:
-    if algo not in ALGORITHMS:
-        raise OrchestraceError("OT630", f"unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
 
 
 def policy_rule(policy: StopPolicy, threshold: float | None = None) -> Callable[[PrefixTable, int], int]:
@@ -144,13 +139,10 @@ def train_policy(
     ``aggregator`` the policy also sees its features and is rewarded for its answers; with
     ``confidence`` it also sees the token-confidence features (a bank with log-probabilities), with
     ``weighted`` it answers (and is rewarded for) the confidence-weighted leader."""
-    from importlib import import_module
-
     from .pool import build_pool
     from .task import PoolTask
 
-    check_algorithm(algo)
-    mod = import_module(f"orchestrace.learn.rl.{algo}")
+    mod = algorithm(algo)
     if pool is not None:
         aggregator, confidence, weighted = pool.aggregator, pool.confidence, pool.weighted
     pool = pool or build_pool(

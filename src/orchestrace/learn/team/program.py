@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.errors import OrchestraceError
+from ...core.errors import BadInput  # the one of core; the other team modules import it from here
 from ...core.model import Trace
 from ...runtime.backends.scripted import ScriptedBackend
 from ...runtime.examples.common import Setup
@@ -23,12 +23,6 @@ from ...runtime.orchestrator import AgentSpec, BasePolicy, Message, Result, RunS
 from ..tasks import TaskItem, TaskSet, load_tasks
 
 ADAPTER_MODES = ("shared", "role", "agent")
-
-
-class BadInput(OrchestraceError):
-    """A bad option, file or program for team training: exit 1 (bad input), not 2 (usage)."""
-
-    exit_code = 1
 
 
 AGGREGATOR = "aggregator"

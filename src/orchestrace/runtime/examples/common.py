@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,13 +44,3 @@ def word(text: str | None) -> str | None:
     if m:
         return m.group(1).lower()
     return next((w.lower() for w in re.findall(r"[A-Za-z]+", text) if w.lower() not in _FILLER), None)
-
-
-def majority(answers: list[str | None]) -> str | None:
-    """Most common normalised answer; ties go to the one seen first (deterministic)."""
-    words = [w for w in (word(a) for a in answers) if w]
-    if not words:
-        return None
-    counts = Counter(words)
-    best = max(counts.values())
-    return next(w for w in words if counts[w] == best)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.stats import majority
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Message, Result, RunState, Task
-from .common import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SYSTEM, Setup, majority, word
+from .common import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SYSTEM, Setup, word
 
 
 class DebatePolicy(BasePolicy):
@@ -55,7 +56,7 @@ class DebatePolicy(BasePolicy):
         ]
 
     def aggregate(self, s: RunState, results: list[Result]) -> str | None:
-        return majority([r.text for r in results])
+        return majority(word(r.text) for r in results)
 
     def stop(self, s: RunState) -> str | None:
         if r := super().stop(s):

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from typing import Any
 
 from ...core.errors import OrchestraceError
+from ...core.stats import majority
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
 from .common import ANTONYM_FEWSHOT, ANTONYM_SHOTS, Setup
@@ -75,9 +75,7 @@ class VotePolicy(BasePolicy):
                     w[a] = w.get(a, 0.0) + (0.0 if r.logprob_mean is None else math.exp(r.logprob_mean))
             if max(w.values()) > 0:
                 return max(w, key=lambda a: w[a])
-        counts = Counter(votes)
-        best = max(counts.values())
-        return next(a for a in votes if counts[a] == best)
+        return majority(votes)
 
     def stop(self, s: RunState) -> str | None:
         return "budget" if len(s.results) >= self.budget else None
