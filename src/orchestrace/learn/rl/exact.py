@@ -12,7 +12,7 @@ J(q) = sum_a pi(a|q) r(q, a).
 
 Envs whose actions change what comes next (Swarm, the Parallel Swarm, the Delegate cascade) are
 deterministic given the episode's start and the actions, so J(e) is a sum over the episode's
-action tree (:mod:`..envs.tree`): J(e) = sum_leaf prod_{d on its path} pi(a_d|o_d) R(leaf).
+action tree (:mod:`.tree`): J(e) = sum_leaf prod_{d on its path} pi(a_d|o_d) R(leaf).
 Swarm (at most 9^4 = 6,561 leaves) and the cascade (one leaf per model it can stop at, plus
 straight to the priciest) are enumerated whole: the gradient of J(e) is exact for each drawn
 episode. The Parallel Swarm's joint choices grow as 9^(3 leads x stages) (3.9e8 for three
@@ -21,7 +21,7 @@ prefix the policy plays: the estimate is V(prefix) + log P(prefix) (V(prefix) - 
 expected reward of the enumerated rest given the sampled prefix and b the batch's leave-one-out
 mean of V: unbiased, exact over the last d stages' actions, REINFORCE over the prefix's. An
 episode whose sampled prefix already ended it is one leaf. Trees beyond
-:data:`~..envs.tree.MAX_LEAVES` leaves, one stage of the Parallel Swarm included, are refused
+:data:`~.tree.MAX_LEAVES` leaves, one stage of the Parallel Swarm included, are refused
 (``OT650``, with the size). On trees an entropy bonus (``Args.entropy``, the mean entropy over the
 trees' decision nodes; ``train_policy`` passes its ``ent_coef``) keeps a first action from locking
 in before the later decisions are learned: without it the GSM8K cascade learned to go straight to
