@@ -21,6 +21,7 @@ import numpy as np
 from ...core.build import TraceBuilder
 from ...core.model import Event, Trace
 from ..datasets import RouteData, words
+from .defaults import DEFAULT_ROUTE, EnvArgumentError, route_arg
 from .spaces import data_box
 
 ORCH = "orchestrator"
@@ -114,8 +115,10 @@ class DelegateEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, data: RouteData, lam: float = 0.5, scale: float | None = None) -> None:
-        self.data = data
+    def __init__(
+        self, data: RouteData | str = DEFAULT_ROUTE, lam: float = 0.5, scale: float | None = None
+    ) -> None:
+        self.data = data = route_arg(data)  # a source or excerpt name or an outcomes file too
         self.lam = lam
         self.scale = cost_scale(data) if scale is None else scale
         self.feats = np.stack([query_features(t, g) for t, g in zip(data.texts, data.groups, strict=True)])
@@ -260,9 +263,14 @@ class CascadeEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, data: RouteData, lam: float = 0.2, scale: float | None = None) -> None:
+    def __init__(
+        self, data: RouteData | str = DEFAULT_ROUTE, lam: float = 0.2, scale: float | None = None
+    ) -> None:
+        data = route_arg(data, "DelegateCascade-v0")
         if data.responses is None:
-            raise ValueError(f"{data.name} has no logged responses: the cascade needs them")
+            raise EnvArgumentError(
+                "DelegateCascade-v0", "data", data.name, "has no logged responses: the cascade needs them"
+            )
         self.data = data
         self.lam = lam
         self.scale = cost_scale(data) if scale is None else scale

@@ -23,6 +23,7 @@ import numpy as np
 from ...core.build import TraceBuilder
 from ...core.model import Event, Trace
 from ..datasets import RetryTask, words
+from .defaults import DEFAULT_TASKS, tasks_arg
 
 ORCH = "orchestrator"
 ACTOR = "actor"
@@ -166,11 +167,12 @@ class RetryStopEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(
-        self, tasks: list[RetryTask], cost: float = 0.05, budget: dict[str, int] | None = None
+        self,
+        tasks: list[RetryTask] | str = DEFAULT_TASKS,
+        cost: float = 0.05,
+        budget: dict[str, int] | None = None,
     ) -> None:
-        if not tasks:
-            raise ValueError("RetryStopEnv needs at least one task")
-        self.tasks = tasks
+        self.tasks = tasks = tasks_arg(tasks)  # a family or excerpt name or a tasks file too
         self.cost = cost
         self.budget = {**DEFAULT_BUDGET, **(budget or {})}
         fams = {t.family for t in tasks}

@@ -17,6 +17,7 @@ from ..stopping.aggregate import Aggregator
 from ..stopping.banks import Bank
 from ..stopping.features import feature_names
 from ..stopping.pool import build_pool, pool_trace
+from .defaults import DEFAULT_BANK, bank_arg
 from .spaces import data_box
 
 
@@ -30,7 +31,7 @@ class StopVoteEnv(gym.Env):
 
     def __init__(
         self,
-        bank: Bank,
+        bank: Bank | str = DEFAULT_BANK,
         cost: float = 0.01,
         budget: int = 40,
         perms: int = 8,
@@ -38,6 +39,7 @@ class StopVoteEnv(gym.Env):
         seed: int = 0,
         aggregator: Aggregator | None = None,
     ) -> None:
+        bank = bank_arg(bank)  # an embedded family name or a bank file as well as a Bank
         self.pool = build_pool(bank, budget, perms, seed, batch=batch, aggregator=aggregator)
         self.cost = cost
         dim = len(feature_names(aggregator is not None))
