@@ -27,6 +27,7 @@ def test_hand_trace_rows(tmp_path: Path) -> None:
         "rewards": 2,
         "credits": 4,
         "metrics": len(query(str(store), "SELECT * FROM metrics").to_pylist()),
+        "summary": 1,
     }
     tr = query(str(store), "SELECT * FROM traces").to_pylist()[0]
     assert tr["trace_id"] == "hand-1" and tr["system"] == "handmade" and tr["topology"] == "centralized"

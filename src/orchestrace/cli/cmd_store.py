@@ -67,7 +67,7 @@ def ingest_cmd(
 ) -> None:
     """Load traces into a DuckDB store, in one transaction, idempotent by trace id.
 
-    A trace already stored with the same content is left alone; a changed one replaces it. A process killed mid-ingest leaves the store as it was. Tables: traces, events, edges, agents, rewards, credits, metrics (docs/store.md).
+    A trace already stored with the same content is left alone; a changed one replaces it. A process killed mid-ingest leaves the store as it was. Tables: traces, events, edges, agents, rewards, credits, metrics, summary (docs/store.md).
 
     Examples:\n
       orchestrace ingest runs/ --store traces.duckdb\n
@@ -164,7 +164,7 @@ def query_cmd(
 ) -> None:
     """Run read-only SQL against a store and print the result.
 
-    Tables: traces, events, edges, agents, rewards, credits, metrics (docs/store.md).
+    Tables: traces, events, edges, agents, rewards, credits, metrics, summary (docs/store.md).
 
     Examples:\n
       orchestrace query "SELECT agent, sum(cost_usd) AS usd FROM events GROUP BY agent ORDER BY usd DESC" -s traces.duckdb\n

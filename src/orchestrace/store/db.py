@@ -44,7 +44,7 @@ from .rows import (
     prepare_file,
     split_file,
 )
-from .schema import ROW_TABLES, STORE_VERSION, TABLES, agents_sql, ddl
+from .schema import READABLE_VERSIONS, ROW_TABLES, STORE_VERSION, TABLES, agents_sql, ddl, summary_sql
 
 # pyarrow is imported where it is used: a command reading trace files through traces_of
 # (analyze, credit, ...) does not pay the 70 ms of importing it
@@ -173,13 +173,37 @@ def _check_version(con: Any, path: str, *, create: bool) -> None:
             raise store_error(e, path) from None
         return
     rows = con.execute("SELECT value FROM store_info WHERE key = 'version'").fetchall()
-    row = rows[0] if rows else None
-    if row is None or row[0] != STORE_VERSION:
+    version = rows[0][0] if rows else None
+    if version not in READABLE_VERSIONS:
         raise StoreError(
             "OT304",
-            f"store version {row[0] if row else None!r}, this orchestrace reads {STORE_VERSION!r}",
+            f"store version {version!r}, this orchestrace reads {' and '.join(map(repr, READABLE_VERSIONS))}",
             path=path,
         )
+    if version != STORE_VERSION and create:
+        _upgrade(con, path)
+
+
+def store_version(con: Any) -> str:
+    """The format version of the store open on ``con`` (checked by ``connect``)."""
+    return str(con.execute("SELECT value FROM store_info WHERE key = 'version'").fetchall()[0][0])
+
+
+def _upgrade(con: Any, path: str) -> None:
+    """orchestrace-store/1 -> /2, in one transaction: the ``summary`` table, filled from the
+    stored tables (an ingest opens the store writable, so any ingest upgrades it)."""
+    import duckdb
+
+    try:
+        con.execute("BEGIN TRANSACTION")
+        for stmt in ddl():
+            con.execute(stmt)
+        con.execute(summary_sql("traces", "events", "metrics", "rewards", ordered=False))
+        con.execute("UPDATE store_info SET value = ? WHERE key = 'version'", [STORE_VERSION])
+        con.execute("COMMIT")
+    except duckdb.Error as e:
+        _rollback(con)
+        raise store_error(e, path) from None
 
 
 # ---------------------------------------------------------------- ingest
@@ -430,20 +454,18 @@ def _insert(con: Any, pending: list[dict[str, dict[str, np.ndarray]]]) -> None:
     """Insert the rows of consecutive chunks, in order, one statement per table."""
     if not pending:
         return
+    # no try/finally around the views: see _admit. The derived tables read these rows only: a
+    # large store is not scanned per insert
     for name in ROW_TABLES:
         rows = {c: _concat([t[name][c] for t in pending]) for c in pending[0][name]}
-        n = len(rows["trace_id"])
-        if not n:
-            continue
-        # no try/finally around the views: see _admit
-        if name == "events":  # these rows only: a large store is not scanned per insert
-            con.register("_rows", {**rows, "_pos": np.arange(n)})
-            con.execute("INSERT INTO events SELECT * EXCLUDE (_pos) FROM _rows")
-            con.execute(agents_sql("_rows"))
-        else:
-            con.register("_rows", rows)
-            con.execute(f"INSERT INTO {name} SELECT * FROM _rows")
-        con.unregister("_rows")
+        view = f"_rows_{name}"
+        con.register(view, {**rows, "_pos": np.arange(len(rows["trace_id"]))})
+        con.execute(f"INSERT INTO {name} SELECT * EXCLUDE (_pos) FROM {view}")
+        if name == "events":
+            con.execute(agents_sql(view))
+    con.execute(summary_sql("_rows_traces", "_rows_events", "_rows_metrics", "_rows_rewards", ordered=True))
+    for name in ROW_TABLES:
+        con.unregister(f"_rows_{name}")
 
 
 def _concat(cols: list[np.ndarray]) -> np.ndarray:
@@ -539,6 +561,12 @@ def traces_of(path: str, *, where: str | None = None) -> Iterator[Trace]:
         yield from iter_traces(path)
 
 
+def read_traces(con: Any, ids: list[str]) -> list[Trace]:
+    """The traces with these ids, read through an open connection (the trace browser's, which
+    holds one for its lifetime); ids not stored are left out."""
+    return list(_read_batch(con, ids))
+
+
 def _grouped(con: Any, sql: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for row in con.sql(sql).to_arrow_table().to_pylist():
@@ -587,7 +615,12 @@ def stats(store: str) -> dict[str, int]:
     """Row count of every table."""
     con = connect(store, read_only=True)
     try:
-        return {name: con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0] for name in TABLES}
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        return {
+            name: con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]
+            for name in TABLES
+            if name in present  # an orchestrace-store/1 file has no summary
+        }
     finally:
         con.close()
 

@@ -27,6 +27,7 @@ UNKNOWN_SYSTEM = "unknown"
 EMPTY_FILE = "empty.parquet"  # what an empty table holds (readers fail on a folder with no file)
 _ORDER = {
     "traces": "trace_id",
+    "summary": "trace_id",
     "events": "trace_id, idx",
     "edges": "trace_id, idx",
     "agents": "trace_id, first_idx",
@@ -39,7 +40,7 @@ _ORDER = {
 def _select(name: str) -> str:
     cols = []
     for c, t in TABLES[name]:
-        if name == "traces" and c in ("system", "date"):
+        if name in ("traces", "summary") and c in ("system", "date"):  # partition columns, from traces
             continue
         cols.append(f'x."{c}"::VARCHAR AS "{c}"' if t == "JSON" else f'x."{c}"')
     part = f"coalesce(t.system, '{UNKNOWN_SYSTEM}') AS system, strftime(t.date, '%Y-%m-%d') AS date"
@@ -78,6 +79,9 @@ def export_parquet(
             raise OrchestraceError("OT011", f"{n}/ exists already (use --overwrite to replace it)", path=out)
     os.makedirs(out, exist_ok=True)
     con = connect(store, read_only=True)
+    if tables is None:  # an orchestrace-store/1 file has no summary
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        names = [n for n in names if n in present]
     counts: dict[str, int] = {}
     tmp = tempfile.mkdtemp(prefix=".export-", dir=out)
     try:

@@ -36,7 +36,7 @@ from ..core.read import (
     split_format,
 )
 from ..core.validate import StructCheck, check_raw, check_structs
-from .schema import EVENT_COLUMNS, TABLES
+from .schema import DERIVED_TABLES, EVENT_COLUMNS, TABLES
 
 EVENT_COLUMN_TO_FIELD: dict[str, str] = {c: f for f, c in EVENT_COLUMNS.items()}
 _KNOWN = frozenset(EVENT_FIELD_TYPES)
@@ -125,7 +125,9 @@ class _Columns:
     """Per-table column lists that grow trace by trace."""
 
     def __init__(self) -> None:
-        self.cols = {name: {c: [] for c, _ in cols} for name, cols in TABLES.items() if name != "agents"}
+        self.cols = {
+            name: {c: [] for c, _ in cols} for name, cols in TABLES.items() if name not in DERIVED_TABLES
+        }
         self.n_traces = 0
         self.n_events = 0
 

@@ -1,4 +1,4 @@
-"""The store's tables: one DuckDB file, seven tables, documented in docs/store.md.
+"""The store's tables: one DuckDB file, eight tables, documented in docs/store.md.
 
 Every table carries ``trace_id``; a trace is the unit of ingest (all its rows are written or none).
 There are no primary-key constraints: uniqueness of ``trace_id`` in ``traces`` is kept by ingest
@@ -15,7 +15,10 @@ from typing import Final
 from ..core.model import EVENT_FIELD_TYPES
 
 #: Bumped when a table changes; a store written by another version is refused with a clear error.
-STORE_VERSION: Final = "orchestrace-store/1"
+STORE_VERSION: Final = "orchestrace-store/2"
+#: Versions read as they are: /1 lacks ``summary`` (an ingest into it adds the table; the trace
+#: browser builds it in memory meanwhile).
+READABLE_VERSIONS: Final = ("orchestrace-store/1", STORE_VERSION)
 
 #: JSON event field -> events column, one per field with a scalar value (attrs is a JSON column,
 #: credit has its own table). Field order, but t_end beside t (stores written so far have it there
@@ -95,10 +98,34 @@ TABLES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
         ("name", "VARCHAR"),
         ("value", "DOUBLE"),
     ),
+    # one row per trace, what a list of traces shows and sorts by (``SUMMARY_SQL``): the
+    # browser's list and filters read 100,000 rows here instead of 10 M events and 4 M metrics
+    "summary": (
+        ("trace_id", "VARCHAR"),
+        ("system", "VARCHAR"),
+        ("task_id", "VARCHAR"),
+        ("topology", "VARCHAR"),
+        ("date", "DATE"),
+        ("status", "VARCHAR"),
+        ("events", "INTEGER"),
+        ("agents", "INTEGER"),
+        ("tokens", "BIGINT"),
+        ("usd", "DOUBLE"),
+        ("wall_clock_s", "DOUBLE"),
+        ("critical_path_s", "DOUBLE"),
+        ("parallel_speedup", "DOUBLE"),
+        ("critical_steps", "DOUBLE"),
+        ("team_reward", "DOUBLE"),
+        ("errors", "INTEGER"),
+        ("parent_id", "VARCHAR"),
+        ("tools", "VARCHAR"),
+    ),
 }
 
-#: Tables filled from prepared rows; ``agents`` is derived from the events rows inside the transaction.
+#: Tables filled from prepared rows; ``agents`` and ``summary`` are derived from them inside the
+#: transaction.
 ROW_TABLES: Final = ("traces", "events", "edges", "rewards", "credits", "metrics")
+DERIVED_TABLES: Final = ("agents", "summary")
 
 #: ``metrics.source`` values: the trace's own ``metrics`` map, its ``costs`` map, and what
 #: ``orchestrace.measure.analyze`` computed at ingest.
@@ -122,6 +149,66 @@ FROM {events}
 GROUP BY trace_id, agent
 ORDER BY min(_pos)
 """
+
+
+#: ``status``: the run's own outcome when it says error (``metadata.outcome.status``, the
+#: runtime's), else success / failure by ``task_success`` (measure's, else the recorded metric),
+#: else the outcome's status, else ``error`` when an event failed, else ``unknown``.
+#: Tokens, USD and wall clock are measure's figures when the trace was measured, else the events'
+#: sums and span. ``tools``: the distinct tool names, space-separated, for the text filter.
+_SUMMARY_SQL = """
+INSERT INTO summary
+WITH ev AS (
+    SELECT trace_id, count(DISTINCT agent)::INTEGER AS agents,
+           sum(coalesce(tokens_in, 0) + coalesce(tokens_out, 0))::BIGINT AS tokens,
+           sum(cost_usd) AS usd, max(coalesce(t_end, t)) - min(t) AS span,
+           count(*) FILTER (WHERE status = 'error')::INTEGER AS errors,
+           string_agg(DISTINCT tool, ' ' ORDER BY tool) AS tools
+    FROM {events} GROUP BY trace_id
+), me AS (
+    SELECT trace_id,
+           any_value(value) FILTER (WHERE source = 'measure' AND name = 'tokens') AS tokens,
+           any_value(value) FILTER (WHERE source = 'measure' AND name = 'usd') AS usd,
+           any_value(value) FILTER (WHERE source = 'measure' AND name = 'wall_clock_s') AS wall_clock_s,
+           any_value(value) FILTER (WHERE source = 'measure' AND name = 'critical_path_s') AS critical_path_s,
+           any_value(value) FILTER (WHERE source = 'measure' AND name = 'parallel_speedup') AS parallel_speedup,
+           any_value(value) FILTER (WHERE source = 'measure' AND name = 'critical_steps') AS critical_steps,
+           coalesce(any_value(value) FILTER (WHERE source = 'measure' AND name = 'task_success'),
+                    any_value(value) FILTER (WHERE source = 'recorded' AND name = 'task_success'))
+               AS task_success
+    FROM {metrics} WHERE source IN ('measure', 'recorded') GROUP BY trace_id
+), rw AS (
+    SELECT trace_id, any_value(value) AS team FROM {rewards} WHERE channel = 'team' GROUP BY trace_id
+), tr AS (
+    SELECT *, json_extract_string(header, '$.metadata.outcome.status') AS outcome
+    FROM {traces}
+)
+SELECT tr.trace_id, tr.system, tr.task_id, tr.topology, tr.date::DATE,
+       CASE WHEN tr.outcome = 'error' THEN 'error'
+            WHEN me.task_success >= 0.5 THEN 'success'
+            WHEN me.task_success IS NOT NULL THEN 'failure'
+            WHEN tr.outcome IS NOT NULL THEN tr.outcome
+            WHEN ev.errors > 0 THEN 'error'
+            ELSE 'unknown' END,
+       tr.n_events, coalesce(ev.agents, 0), coalesce(me.tokens, ev.tokens, 0)::BIGINT,
+       coalesce(me.usd, ev.usd, 0.0), coalesce(me.wall_clock_s, ev.span),
+       me.critical_path_s, me.parallel_speedup, me.critical_steps, rw.team,
+       coalesce(ev.errors, 0), json_extract_string(tr.header, '$.metadata.fork.parent'), ev.tools
+FROM tr LEFT JOIN ev USING (trace_id) LEFT JOIN me USING (trace_id) LEFT JOIN rw USING (trace_id)
+ORDER BY {order}
+"""
+
+
+def summary_sql(traces: str, events: str, metrics: str, rewards: str, *, ordered: bool) -> str:
+    """SQL that inserts the ``summary`` rows of the traces in relation ``traces`` (rows being
+    ingested, with ``_pos``, when ``ordered``; else a whole stored table, in trace id order)."""
+    return _SUMMARY_SQL.format(
+        traces=traces,
+        events=events,
+        metrics=metrics,
+        rewards=rewards,
+        order="tr._pos" if ordered else "tr.trace_id",
+    )
 
 
 def ddl() -> list[str]:
