@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,3 +65,31 @@ def open_page(browser: Any) -> Iterator[Any]:
     yield _open
     for c in contexts:
         c.close()
+
+
+@pytest.fixture(scope="session")
+def browse_world(tmp_path_factory) -> Any:
+    """The trace browser's store and training run (tests/viewer/browse_kit.py), built once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .browse_kit import build
+
+    # in a thread of its own: the runtime's asyncio.run cannot start inside the event loop that
+    # playwright's sync API keeps running in this one once the browser is up
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(build, tmp_path_factory.mktemp("browse")).result()
+
+
+@pytest.fixture(scope="session")
+def browse_server(browse_world) -> Iterator[str]:
+    """One browser server over ``browse_world`` for the session; yields its base URL (no slash)."""
+    from orchestrace.viewer.browse.server import ui_server
+
+    server, _ = ui_server(str(browse_world.store), [str(browse_world.run_dir)])
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host, port = server.server_address[:2]
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -107,6 +107,52 @@ def report(
         console.print(str(p), highlight=False)
 
 
+def ui(
+    store: Annotated[
+        str, typer.Option("--store", "-s", help="The DuckDB store file (created by ingest).")
+    ] = "traces.duckdb",
+    run: Annotated[
+        list[str] | None,
+        typer.Option("--run", help="A train team / loop stop output folder to show (repeatable)."),
+    ] = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; anything but loopback exposes the store.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0 = any free port).")] = 8765,
+    max_content: Annotated[
+        int,
+        typer.Option("--max-content", min=0, help="Characters of each event's content kept in a trace page."),
+    ] = 4000,
+) -> None:
+    """Browse a store in the web browser: the list of traces (sort, filter, distributions), each
+    trace in the viewer, two traces compared (a fork aligned with its parent), training runs'
+    learning curves down to their traces. Read-only; 127.0.0.1 unless --host.
+
+    Examples:\n
+      orchestrace ui -s traces.duckdb\n
+      orchestrace ui -s traces.duckdb --run runs/team --port 8800
+    """
+    from ..viewer.browse.server import LOOPBACK, ui_server
+
+    if host not in LOOPBACK:
+        console_err.print(
+            f"warning: serving on {host}: anyone who can reach this address can read every trace in {store}",
+            highlight=False,
+        )
+    server, app = ui_server(store, run or [], host=host, port=port, max_content=max_content)
+    if app.store.notice:
+        console_err.print(f"note: {app.store.notice}", highlight=False)
+    h, p = server.server_address[:2]
+    console.print(f"serving http://{h}:{p}/  (Ctrl-C to stop)", highlight=False)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 def register(app: typer.Typer) -> None:
     app.command("view")(view)
+    app.command("ui")(ui)
     app.command("report")(report)

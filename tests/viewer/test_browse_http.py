@@ -1,0 +1,169 @@
+"""`orchestrace ui` over HTTP: bad input is a clear 4xx page (never a traceback or a 500), a
+foreign Host is refused, the store is opened read-only, request text never becomes SQL."""
+
+from __future__ import annotations
+
+import html
+import shutil
+from http.server import ThreadingHTTPServer
+
+import duckdb
+import httpx
+import pytest
+
+from orchestrace.core.errors import OrchestraceError
+from orchestrace.store import ingest, query
+from orchestrace.viewer.browse import open_store
+from orchestrace.viewer.browse.data import Query, list_traces, parse_query
+from orchestrace.viewer.browse.server import parse_args
+
+from .browse_kit import N_GEN
+from .test_cli_view import run
+
+
+def get(base: str, path: str, **kw) -> httpx.Response:
+    return httpx.get(base + path, timeout=30, **kw)
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "says"),
+    [
+        ("/?sort=usd;DROP TABLE traces", 400, "sort: no column"),
+        ("/?page=0", 400, "page: '0'"),
+        ("/?page=abc", 400, "page: 'abc'"),
+        ("/?reward_min=nan", 400, "not a finite number"),
+        ("/?date_from=2026-13-01", 400, "not a date"),
+        ("/?desc=yes", 400, "expected 0 or 1"),
+        ("/?system=a&system=b", 400, "given 2 times"),
+        ("/?bogus=1", 400, "unknown parameter"),
+        ("/?text=%ff%fe", 400, "malformed query string"),
+        ("/?a=1&b", 400, "malformed query string"),
+        ("/trace", 400, "'id' is required"),
+        ("/trace?id=no-such-trace", 404, "no trace 'no-such-trace'"),
+        ("/compare?a=gen-00", 400, "'b' is required"),
+        ("/compare?a=gen-00&b=nope", 404, "no trace 'nope'"),
+        ("/compare?pick=gen-00", 400, "pick exactly two"),
+        ("/run?r=7", 404, "expected a run number"),
+        ("/run?r=0&it=99", 404, "expected an iteration"),
+        ("/run/trace?r=0&it=1&f=../../etc/passwd", 400, "expected a trace number"),
+        ("/etc/passwd", 404, "no page"),
+    ],
+)
+def test_bad_requests_are_clear_4xx_pages(browse_server, path, status, says) -> None:
+    r = get(browse_server, path)
+    assert r.status_code == status, r.text
+    assert says in html.unescape(r.text)
+    assert "Traceback" not in r.text and r.headers["content-type"].startswith("text/html")
+
+
+def test_foreign_host_and_writes_are_refused(browse_server) -> None:
+    port = browse_server.rsplit(":", 1)[1]
+    assert get(browse_server, "/", headers={"Host": "evil.example"}).status_code == 421
+    assert get(browse_server, "/", headers={"Host": f"evil.example:{port}"}).status_code == 421
+    assert get(browse_server, "/", headers={"Host": f"localhost:{port}"}).status_code == 200
+    assert httpx.post(browse_server + "/", timeout=30).status_code == 405
+
+
+def test_text_filter_is_a_parameter_not_sql(browse_world) -> None:
+    store = open_store(str(browse_world.store))
+    n = len(browse_world.gen) + 3
+    assert list_traces(store, Query()).total == n
+    assert list_traces(store, Query(text="' OR 1=1 --")).total == 0
+    assert list_traces(store, Query(text="%")).total == 0  # a LIKE wildcard is a character here
+    assert list_traces(store, Query(text="gen-0")).total == 10
+    assert list_traces(store, Query(text="web.fetch")).total > 0  # tool names
+    assert list_traces(store, Query(text="<script>")).rows[0]["trace_id"] == browse_world.xss.trace_id
+
+
+def test_the_store_is_attached_read_only(browse_world, tmp_path) -> None:
+    copy = tmp_path / "s.duckdb"
+    shutil.copy(browse_world.store, copy)
+    before = copy.read_bytes()
+    store = open_store(str(copy))
+    with pytest.raises(duckdb.Error, match="read-only"):
+        store.con.execute("DELETE FROM st.traces")
+    list_traces(store, parse_query(parse_args("sort=usd&desc=0&text=gen")))
+    store.con.close()
+    assert copy.read_bytes() == before
+
+
+def test_missing_other_and_foreign_files_are_named(tmp_path) -> None:
+    with pytest.raises(OrchestraceError) as e:
+        open_store(str(tmp_path / "none.duckdb"))
+    assert e.value.code == "OT300"
+    (tmp_path / "t.duckdb").write_text('{"trace_id": "x"}\n')
+    with pytest.raises(OrchestraceError) as e:
+        open_store(str(tmp_path / "t.duckdb"))
+    assert e.value.code == "OT301"
+    con = duckdb.connect(str(tmp_path / "v0.duckdb"))
+    con.execute("CREATE TABLE store_info (key VARCHAR, value VARCHAR)")
+    con.execute("INSERT INTO store_info VALUES ('version', 'orchestrace-store/0')")
+    con.close()
+    with pytest.raises(OrchestraceError, match="orchestrace-store/0") as e:
+        open_store(str(tmp_path / "v0.duckdb"))
+    assert e.value.code == "OT304"
+    r = run("ui", "-s", str(tmp_path / "none.duckdb"))
+    assert r.returncode == 2 and "OT300" in r.stderr and "Traceback" not in r.stderr + r.stdout
+
+
+def test_cli_warns_off_loopback_and_names_the_address(browse_world, monkeypatch) -> None:
+    def stop(self) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ThreadingHTTPServer, "serve_forever", stop)
+    r = run("ui", "-s", str(browse_world.store), "--port", "0")
+    assert (
+        r.returncode == 0 and r.stdout.startswith("serving http://127.0.0.1:") and "warning" not in r.stderr
+    )
+    r = run("ui", "-s", str(browse_world.store), "--port", "0", "--host", "0.0.0.0")
+    assert r.returncode == 0 and "warning: serving on 0.0.0.0" in r.stderr
+
+
+def _downgrade(path) -> None:
+    """What a store written before the summary table looks like (orchestrace-store/1)."""
+    con = duckdb.connect(str(path))
+    con.execute("DROP TABLE summary")
+    con.execute("UPDATE store_info SET value = 'orchestrace-store/1'")
+    con.close()
+
+
+def test_an_old_store_is_browsed_with_a_notice_and_upgraded_by_an_ingest(browse_world, tmp_path) -> None:
+    old = tmp_path / "old.duckdb"
+    shutil.copy(browse_world.store, old)
+    _downgrade(old)
+    store = open_store(str(old))
+    assert store.version == "orchestrace-store/1" and "orchestrace-store/1" in store.notice
+    assert list_traces(store, Query(sort="usd")).total == N_GEN + 3
+    store.con.close()
+    assert query(str(old), "SELECT count(*) AS n FROM traces")["n"].to_pylist() == [
+        N_GEN + 3
+    ]  # still readable
+    rep = ingest(str(old), [], workers=1)  # any ingest upgrades it
+    assert rep.inserted == 0
+    got = query(str(old), "SELECT value FROM store_info")["value"].to_pylist()
+    assert got == ["orchestrace-store/2"]
+    fresh = query(str(browse_world.store), "SELECT * FROM summary ORDER BY trace_id").to_pylist()
+    assert query(str(old), "SELECT * FROM summary ORDER BY trace_id").to_pylist() == fresh
+    assert open_store(str(old)).notice is None
+
+
+def test_summary_rows_of_a_fork_and_its_parent(browse_world) -> None:
+    rows = {r["trace_id"]: r for r in query(str(browse_world.store), "SELECT * FROM summary").to_pylist()}
+    child, parent = rows[browse_world.child.trace_id], rows[browse_world.parent.trace_id]
+    assert child["parent_id"] == browse_world.parent.trace_id and parent["parent_id"] is None
+    assert child["events"] == len(browse_world.child.events) and child["agents"] == len(
+        browse_world.child.agents()
+    )
+    g = browse_world.gen[0]
+    assert rows[g.trace_id]["team_reward"] == g.rewards["team"]
+    assert rows[g.trace_id]["tokens"] == g.costs["tokens"]
+    assert rows[g.trace_id]["status"] == ("success" if g.metrics["task_success"] >= 0.5 else "failure")
+
+
+def test_pages_split_the_sorted_list_without_overlap(browse_world) -> None:
+    store = open_store(str(browse_world.store))
+    got = [list_traces(store, Query(sort="tokens", desc=False, page=k), page_size=10) for k in (1, 2, 3, 4)]
+    ids = [r["trace_id"] for lst in got for r in lst.rows]
+    assert [len(lst.rows) for lst in got] == [10, 10, N_GEN + 3 - 20, 0] and len(set(ids)) == N_GEN + 3
+    tokens = [r["tokens"] for lst in got for r in lst.rows]
+    assert tokens == sorted(tokens)
