@@ -10,9 +10,14 @@
    store: generating and ingesting 10 M events one by one takes most of an hour on 2 shared
    cores). Each copy gets its own system (one of three), date (90 days), and cost, tokens and
    times scaled by a factor from a hash of its id, so sorts and filters meet varied values.
+   Then one trace of ``--big`` events is generated and ingested on its own (not copied).
 2. Pages: the server of ``orchestrace ui`` in a thread, each page fetched over HTTP on
    127.0.0.1 (query, distributions, HTML rendering and the socket included): one warm-up, then
-   ``--repeat`` fetches; median and worst. The goal: every list page under 300 ms.
+   ``--repeat`` fetches *cold* (the browser's cache of filter counts and distributions emptied
+   before each: a filter seen for the first time) and ``--repeat`` *warm* (cached: another sort
+   or page of a filter already shown); median and worst of each. The goal: every list page under
+   300 ms, cold. The trace pages (the ``--big``-event one and one of the copies) are timed the same
+   way, for information.
 """
 
 from __future__ import annotations
@@ -28,16 +33,17 @@ import duckdb
 import httpx
 
 from orchestrace.core.io import save
-from orchestrace.gen import generate_corpus
+from orchestrace.gen import generate, generate_corpus
 from orchestrace.store import ingest
 from orchestrace.store.schema import TABLES
 from orchestrace.viewer.browse.server import ui_server
 
 GOAL_MS = 300.0
 SYSTEMS = ("alpha", "beta", "gamma")
+BIG_ID = "big-trace"
 
 
-def build_store(path: str, traces: int, base: int, size: int) -> None:
+def build_store(path: str, traces: int, base: int, size: int, big: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         corpus = os.path.join(tmp, "base.jsonl")
@@ -84,11 +90,20 @@ def build_store(path: str, traces: int, base: int, size: int) -> None:
         f"copied to {got['traces']:,} traces, {got['events']:,} events, {got['summary']:,} summary rows "
         f"in {time.perf_counter() - t:.1f} s ({os.path.getsize(path) / 1e6:,.0f} MB)"
     )
+    if big:
+        with tempfile.TemporaryDirectory() as tmp:
+            t = time.perf_counter()
+            one = os.path.join(tmp, "big.json")
+            save(generate(seed=1, size=big, topology="hierarchical", trace_id=BIG_ID), one)
+            rep = ingest(path, [one], workers=1)
+            print(f"big: one trace of {rep.events:,} events ingested in {time.perf_counter() - t:.1f} s")
 
 
 def pages(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     n = con.execute("SELECT count(*) FROM summary").fetchall()[0][0]
-    some = con.execute("SELECT trace_id FROM summary ORDER BY trace_id LIMIT 1 OFFSET ?", [n // 2]).fetchall()[0][0]
+    some = con.execute(
+        "SELECT trace_id FROM summary ORDER BY trace_id LIMIT 1 OFFSET ?", [n // 2]
+    ).fetchall()[0][0]
     day = con.execute("SELECT max(date) FROM summary").fetchall()[0][0]
     last = max(1, -(-n // 50))
     return {
@@ -101,7 +116,8 @@ def pages(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
         "filter: text in tool names (web.fetch)": "/?text=web.fetch",
         "filter: text in ids (rare)": f"/?text={some}",
         "filter: nothing matches": "/?text=no-such-thing",
-        "trace page (viewer, informational)": f"/trace?id={some}",
+        "trace page, ~100 events (informational)": f"/trace?id={some}",
+        "trace page, the big trace (informational)": f"/trace?id={BIG_ID}",
     }
 
 
@@ -111,21 +127,28 @@ def bench(store: str, repeat: int) -> bool:
     host, port = server.server_address[:2]
     base = f"http://{host}:{port}"
     ok = True
-    print(f"\n{'page':<48} {'median ms':>9} {'worst ms':>9}  bytes")
-    with httpx.Client(timeout=120) as client:
+    print(f"\n{'page':<46} {'cold median':>11} {'worst':>7} {'warm median':>11} {'worst':>7}  bytes")
+    with httpx.Client(timeout=300) as client:
         for label, path in pages(app.store.con).items():
             r = client.get(base + path)
+            if r.status_code == 404:  # a store built without --big
+                continue
             assert r.status_code == 200, (path, r.status_code, r.text[:300])
-            times = []
-            for _ in range(repeat):
-                t = time.perf_counter()
-                r = client.get(base + path)
-                times.append((time.perf_counter() - t) * 1000)
-            med, worst = statistics.median(times), max(times)
+            cold, warm = [], []
+            for times, clear in ((cold, True), (warm, False)):
+                for _ in range(repeat):
+                    if clear:
+                        app.store.cache.clear()
+                    t = time.perf_counter()
+                    r = client.get(base + path)
+                    times.append((time.perf_counter() - t) * 1000)
             listing = not path.startswith("/trace")
-            ok &= not listing or worst < GOAL_MS
-            flag = "" if not listing else ("  ok" if worst < GOAL_MS else "  OVER 300 ms")
-            print(f"{label:<48} {med:9.1f} {worst:9.1f}  {len(r.content):,}{flag}")
+            ok &= not listing or max(cold) < GOAL_MS
+            flag = "" if not listing else ("  ok" if max(cold) < GOAL_MS else "  OVER 300 ms")
+            print(
+                f"{label:<46} {statistics.median(cold):11.1f} {max(cold):7.1f} "
+                f"{statistics.median(warm):11.1f} {max(warm):7.1f}  {len(r.content):,}{flag}"
+            )
     server.shutdown()
     server.server_close()
     app.store.con.close()
@@ -139,6 +162,7 @@ def main() -> None:
         "--base", type=int, default=1000, help="generated and ingested traces, copied up to --traces"
     )
     ap.add_argument("--size", type=int, default=100, help="events per generated trace (about)")
+    ap.add_argument("--big", type=int, default=100_000, help="events of the one big trace (0: none)")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--store", help="store file to build (kept) or reuse if it exists")
     a = ap.parse_args()
@@ -148,9 +172,10 @@ def main() -> None:
         tmp = tempfile.TemporaryDirectory()
         store = os.path.join(tmp.name, "ui.duckdb")
     if not os.path.exists(store):
-        build_store(store, a.traces, min(a.base, a.traces), a.size)
+        build_store(store, a.traces, min(a.base, a.traces), a.size, a.big)
     ok = bench(store, a.repeat)
-    print(f"\nevery list page under {GOAL_MS:.0f} ms (worst of {a.repeat}): {'yes' if ok else 'NO'}")
+    print(f"\nevery list page under {GOAL_MS:.0f} ms (worst of {a.repeat} cold): {'yes' if ok else 'NO'}")
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if tmp is not None:
         tmp.cleanup()
 

@@ -167,3 +167,18 @@ def test_pages_split_the_sorted_list_without_overlap(browse_world) -> None:
     assert [len(lst.rows) for lst in got] == [10, 10, N_GEN + 3 - 20, 0] and len(set(ids)) == N_GEN + 3
     tokens = [r["tokens"] for lst in got for r in lst.rows]
     assert tokens == sorted(tokens)
+
+
+@pytest.mark.parametrize("sort", ["team_reward", "critical_path_s", "trace_id"])
+@pytest.mark.parametrize("desc", [True, False])
+def test_pages_from_either_end_follow_one_order(browse_world, sort, desc) -> None:
+    """Pages past the middle are read in the reverse order: NULLs and ties land as on page 1's side."""
+    store = open_store(str(browse_world.store))
+    order = f"{sort} {'DESC' if desc else 'ASC'} NULLS LAST, trace_id"
+    want = [r[0] for r in store.con.execute(f"SELECT trace_id FROM summary ORDER BY {order}").fetchall()]
+    got = [
+        r["trace_id"]
+        for k in range(1, 9)
+        for r in list_traces(store, Query(sort=sort, desc=desc, page=k), page_size=4).rows
+    ]
+    assert got == want
