@@ -9,8 +9,8 @@ lower-case ``search`` text of ids and tool names for the text filter (100,000 tr
 from the stored tables (``notice`` says so; an ingest into the store adds it for good).
 
 Speed (bench/ui_bench.py): the count and the distributions of a filter are computed once and
-kept (``Store.cache``; the store cannot change under a read-only attach), so sorting and paging a
-filtered list costs one query; a page is found by sorting row ids and the sort key only, from
+kept (``Store.cache``; the store cannot change under a read-only attach; the unfiltered ones are
+computed at start), so sorting and paging a list costs one query; a page is found by sorting row ids and the sort key only, from
 whichever end of the list is nearer.
 
 Every query is a fixed SQL text; values from a request only ever travel as parameters, and a
@@ -90,6 +90,10 @@ class Store:
     cache: OrderedDict[tuple[str, tuple[Any, ...]], tuple[int, list[Histogram]]] = field(
         default_factory=OrderedDict
     )
+    #: numeric column -> (low, bin width, high) over the whole store: the distributions' axes
+    ranges: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    #: the unfiltered list's count and distributions, computed at start (they never change)
+    everything: tuple[int, list[Histogram]] = (0, [])
 
     def cursor(self) -> Any:
         with self.lock:  # DuckDB's cursor() on one connection from several threads
@@ -147,6 +151,18 @@ def open_store(path: str) -> Store:
     store = Store(os.path.abspath(path), con, version, notice)
     store.systems = [r[0] for r in con.execute("SELECT DISTINCT system FROM summary ORDER BY 1").fetchall()]
     store.statuses = [r[0] for r in con.execute("SELECT DISTINCT status FROM summary ORDER BY 1").fetchall()]
+    for k in NUMERIC:
+        fin = f"isfinite({k}::DOUBLE)"
+        lo, hi = con.execute(
+            f"SELECT min({k}::DOUBLE) FILTER ({fin}), max({k}::DOUBLE) FILTER ({fin}) FROM summary"
+        ).fetchall()[0]
+        if lo is not None:
+            store.ranges[k] = (lo, (hi - lo) / BINS if hi > lo else 1.0, hi)
+    cur = con.cursor()
+    try:
+        store.everything = _distributions(store, cur, "", [])
+    finally:
+        cur.close()
     return store
 
 
@@ -308,9 +324,9 @@ def list_traces(store: Store, q: Query, page_size: int = PAGE_SIZE) -> Listing:
     key = (where, tuple(params))
     cur = store.cursor()
     try:
-        known = store.cached(key)
+        known = store.everything if not where else store.cached(key)
         if known is None:
-            known = _distributions(cur, where, params)
+            known = _distributions(store, cur, where, params)
             store.keep(key, known)
         total, hists = known
         rows = _page_rows(cur, q, where, params, total, page_size)
@@ -347,37 +363,52 @@ def _order(col: str, desc: bool, nulls: str, ids: str) -> str:
     return f"{col} {'DESC' if desc else 'ASC'} NULLS {nulls}, trace_id {ids}"
 
 
-def _distributions(cur: Any, where: str, params: list[Any]) -> tuple[int, list[Histogram]]:
-    """The number of matching rows and each column's distribution: one pass for the ranges,
-    then one grouped count per column (DuckDB's histogram() over nine columns at once took ten
-    times as long)."""
-    finite = {k: f"isfinite({k}::DOUBLE)" for k in NUMERIC}  # NULL and NaN are left out
-    ranges = ", ".join(
-        f"min({k}::DOUBLE) FILTER ({f}), max({k}::DOUBLE) FILTER ({f}), count(*) FILTER ({f})"
-        for k, f in finite.items()
-    )
-    got = cur.execute(f"SELECT count(*), {ranges} FROM summary{where}", params).fetchall()[0]
-    total = int(got[0])
+def _distributions(store: Store, cur: Any, where: str, params: list[Any]) -> tuple[int, list[Histogram]]:
+    """The number of matching rows and each column's distribution, in ONE pass over the
+    filtered rows (GROUPING SETS: one grouped count per column). Numeric columns are binned on
+    the whole store's range, so a filtered distribution is drawn on the same axis as the
+    unfiltered one (and needs no pass of its own to find its range). Nine grouped queries took
+    twice as long, and DuckDB's histogram() over nine columns five times, on 100,000 rows."""
+    binned = [k for k in NUMERIC if k in store.ranges]
+    exprs, bin_params = [], []
+    for k in binned:
+        lo, width, _ = store.ranges[k]
+        exprs.append(
+            f"CASE WHEN isfinite({k}::DOUBLE) THEN "
+            f"least(greatest(floor(({k}::DOUBLE - ?) / ?), 0), {BINS - 1})::INTEGER END AS b_{k}"
+        )
+        bin_params += [lo, width]
+    groups = [f"b_{k}" for k in binned] + list(CATEGORICAL)
+    sets = ", ".join(f"({g})" for g in groups) + ", ()"
+    rows = cur.execute(
+        f"SELECT grouping({', '.join(groups)}), {', '.join(groups)}, count(*) "
+        f"FROM (SELECT {', '.join([*exprs, *CATEGORICAL])} FROM summary{where}) "
+        f"GROUP BY GROUPING SETS ({sets})",
+        [*bin_params, *params],
+    ).fetchall()
+    total = 0
+    counts: dict[str, dict[Any, int]] = {g: {} for g in groups}
+    for row in rows:
+        mask, values, n = row[0], row[1:-1], row[-1]
+        grouped = [g for j, g in enumerate(groups) if not (mask >> (len(groups) - 1 - j)) & 1]
+        if not grouped:
+            total = int(n)
+        else:
+            g = grouped[0]
+            counts[g][values[groups.index(g)]] = int(n)
     out = []
-    for j, key in enumerate(NUMERIC):
-        lo, hi, n = got[1 + 3 * j : 4 + 3 * j]
-        if not n:
-            out.append(Histogram(key, [], [], total))
+    for k in NUMERIC:
+        if k not in store.ranges:
+            out.append(Histogram(k, [], [], total))
             continue
-        width = (hi - lo) / BINS if hi > lo else 1.0
-        bins = cur.execute(
-            f"SELECT least(floor(({key} - ?) / ?), ?)::INTEGER AS b, count(*) FROM summary{where} "
-            f"{'AND' if where else 'WHERE'} {finite[key]} GROUP BY b",
-            [lo, width, BINS - 1, *params],
-        ).fetchall()
-        counts = [0] * BINS
-        for b, c in bins:
-            counts[b] = c
-        out.append(Histogram(key, counts, [_short(lo), _short(hi)], total - n))
-    for key in CATEGORICAL:
-        sql = f"SELECT {key}, count(*) FROM summary{where} GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 8"
-        rows = cur.execute(sql, params).fetchall()
-        out.append(Histogram(key, [n for _, n in rows], [str(v) for v, _ in rows], 0))
+        lo, _, hi = store.ranges[k]
+        got = counts[f"b_{k}"]
+        out.append(
+            Histogram(k, [got.get(b, 0) for b in range(BINS)], [_short(lo), _short(hi)], got.get(None, 0))
+        )
+    for k in CATEGORICAL:
+        top = sorted(counts[k].items(), key=lambda kv: (-kv[1], str(kv[0])))[:8]
+        out.append(Histogram(k, [n for _, n in top], [str(v) for v, _ in top], 0))
     return total, out
 
 

@@ -117,9 +117,9 @@ def page_run_trace(app: App, args: dict[str, list[str]]) -> str:
     run = app.runs[_index(args, "r", allowed, len(app.runs), "a run number")]
     it = _index(args, "it", allowed, len(run.iterations), "an iteration")
     files = _files(run, it)
-    f = _index(args, "f", allowed, len(files), "a trace number") if files else _one(args, "f", allowed)
     if not files:
         raise BrowseError(404, f"iteration {it} has no trace files")
+    f = _index(args, "f", allowed, len(files), "a trace number")
     return render_html(load_run_trace(files[f][1]), max_content=app.max_content)
 
 
@@ -186,7 +186,7 @@ def make_app_server(app: App, port: int = 0, host: str = "127.0.0.1") -> Threadi
         def do_POST(self) -> None:  # noqa: N802
             self._send(405, pages.error_page(405, "the browser only reads: GET"))
 
-        do_PUT = do_DELETE = do_PATCH = do_POST  # noqa: N815
+        do_HEAD = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_POST  # noqa: N815
 
         def _send(self, status: int, body: str) -> None:
             data = body.encode("utf-8")
@@ -198,7 +198,8 @@ def make_app_server(app: App, port: int = 0, host: str = "127.0.0.1") -> Threadi
             self.send_header("Referrer-Policy", "no-referrer")
             self.send_header("X-Frame-Options", "DENY")
             self.end_headers()
-            self.wfile.write(data)
+            if self.command != "HEAD":
+                self.wfile.write(data)
 
         def log_message(self, format: str, *args: object) -> None:  # quiet by default
             pass
