@@ -35,7 +35,7 @@ def test_list_sorts_filters_and_shows_distributions(page) -> None:
     p = page
     p.goto("/")
     assert p.locator("#count").inner_text().startswith(f"{N_GEN + 3} trace(s) match")
-    assert p.locator("#distributions .hist").count() == 11  # 9 numeric columns, system, status
+    assert p.locator("#distributions .hist").count() == 12  # date, 9 numeric columns, system, status
     assert "success" in p.locator("#distributions [data-col=status]").inner_text()
     p.click("#traces th a[data-col=usd]")  # numbers sort largest first
     usd = [float(x) for x in column(p, "usd")]

@@ -183,3 +183,18 @@ def test_pages_from_either_end_follow_one_order(browse_world, sort, desc) -> Non
         for r in list_traces(store, Query(sort=sort, desc=desc, page=k), page_size=4).rows
     ]
     assert got == want
+
+
+def test_a_large_compare_draws_stretches_not_one_rect_per_event() -> None:
+    import re
+
+    from orchestrace.gen import generate
+    from orchestrace.viewer.browse.data import compare
+    from orchestrace.viewer.browse.pages import MAX_BARS, compare_page
+
+    a = generate(seed=1, size=8000, topology="swarm")
+    b = generate(seed=2, size=300, topology="swarm")
+    page = compare_page(compare(a, b), {}, {}, runs=False)
+    merged = re.findall(r'<rect class="a merged"[^>]*><title>A ([\d,]+) events</title>', page)
+    assert 0 < len(merged) < MAX_BARS and sum(int(n.replace(",", "")) for n in merged) == len(a.events)
+    assert page.count('<rect class="b"') == len(b.events)  # a small trace keeps its events

@@ -61,6 +61,8 @@ COLUMNS: tuple[Column, ...] = (
 BY_KEY = {c.key: c for c in COLUMNS}
 #: Columns drawn as a histogram above the list (the categorical ones as counts).
 NUMERIC = tuple(c.key for c in COLUMNS if c.kind in ("int", "num", "usd"))
+#: Columns binned for the distributions: the start date (by day) and the numbers.
+BINNED = ("date", *NUMERIC)
 CATEGORICAL = ("system", "status")
 PAGE_SIZE = 50
 BINS = 24
@@ -151,10 +153,11 @@ def open_store(path: str) -> Store:
     store = Store(os.path.abspath(path), con, version, notice)
     store.systems = [r[0] for r in con.execute("SELECT DISTINCT system FROM summary ORDER BY 1").fetchall()]
     store.statuses = [r[0] for r in con.execute("SELECT DISTINCT status FROM summary ORDER BY 1").fetchall()]
-    for k in NUMERIC:
-        fin = f"isfinite({k}::DOUBLE)"
+    for k in BINNED:
+        v = _value(k)
+        fin = f"isfinite({v})"
         lo, hi = con.execute(
-            f"SELECT min({k}::DOUBLE) FILTER ({fin}), max({k}::DOUBLE) FILTER ({fin}) FROM summary"
+            f"SELECT min({v}) FILTER ({fin}), max({v}) FILTER ({fin}) FROM summary"
         ).fetchall()[0]
         if lo is not None:
             store.ranges[k] = (lo, (hi - lo) / BINS if hi > lo else 1.0, hi)
@@ -369,13 +372,13 @@ def _distributions(store: Store, cur: Any, where: str, params: list[Any]) -> tup
     the whole store's range, so a filtered distribution is drawn on the same axis as the
     unfiltered one (and needs no pass of its own to find its range). Nine grouped queries took
     twice as long, and DuckDB's histogram() over nine columns five times, on 100,000 rows."""
-    binned = [k for k in NUMERIC if k in store.ranges]
+    binned = [k for k in BINNED if k in store.ranges]
     exprs, bin_params = [], []
     for k in binned:
         lo, width, _ = store.ranges[k]
+        v = _value(k)
         exprs.append(
-            f"CASE WHEN isfinite({k}::DOUBLE) THEN "
-            f"least(greatest(floor(({k}::DOUBLE - ?) / ?), 0), {BINS - 1})::INTEGER END AS b_{k}"
+            f"CASE WHEN isfinite({v}) THEN least(greatest(floor(({v} - ?) / ?), 0), {BINS - 1})::INTEGER END AS b_{k}"
         )
         bin_params += [lo, width]
     groups = [f"b_{k}" for k in binned] + list(CATEGORICAL)
@@ -397,14 +400,16 @@ def _distributions(store: Store, cur: Any, where: str, params: list[Any]) -> tup
             g = grouped[0]
             counts[g][values[groups.index(g)]] = int(n)
     out = []
-    for k in NUMERIC:
+    for k in BINNED:
         if k not in store.ranges:
             out.append(Histogram(k, [], [], total))
             continue
         lo, _, hi = store.ranges[k]
         got = counts[f"b_{k}"]
         out.append(
-            Histogram(k, [got.get(b, 0) for b in range(BINS)], [_short(lo), _short(hi)], got.get(None, 0))
+            Histogram(
+                k, [got.get(b, 0) for b in range(BINS)], [_label(k, lo), _label(k, hi)], got.get(None, 0)
+            )
         )
     for k in CATEGORICAL:
         top = sorted(counts[k].items(), key=lambda kv: (-kv[1], str(kv[0])))[:8]
@@ -412,7 +417,14 @@ def _distributions(store: Store, cur: Any, where: str, params: list[Any]) -> tup
     return total, out
 
 
-def _short(x: float) -> str:
+def _value(key: str) -> str:
+    """A binned column as a DOUBLE (a date as days since 1970)."""
+    return "(date - DATE '1970-01-01')::DOUBLE" if key == "date" else f"{key}::DOUBLE"
+
+
+def _label(key: str, x: float) -> str:
+    if key == "date":
+        return (dt.date(1970, 1, 1) + dt.timedelta(days=int(x))).isoformat()
     return f"{x:.4g}"
 
 

@@ -16,7 +16,7 @@ import math
 from typing import Any
 from urllib.parse import urlencode
 
-from .data import BY_KEY, COLUMNS, PAGE_SIZE, Column, Compared, Histogram, Listing, Query, Store
+from .data import BY_KEY, COLUMNS, PAGE_SIZE, Bar, Column, Compared, Histogram, Listing, Query, Store
 from .runs import Run, Side, held_out_pairs
 
 STYLE = """
@@ -278,13 +278,22 @@ def _timeline(c: Compared) -> str:
             f'<line x1="{left}" x2="{left + width}" y1="{y + lane_h - 1}" y2="{y + lane_h - 1}" stroke="#e3e6ea"/>'
         )
     for row, (group, colour) in enumerate(((c.bars_a, "#5b8def"), (c.bars_b, "#2eaa6e"))):
+        cls, who = ("a", "A") if row == 0 else ("b", "B")
+        if len(group) > MAX_BARS:  # one rect per busy stretch of pixels, not per event
+            for lane, diverged, x0, x1, n in _stretches(group, x):
+                y = lanes[lane] * lane_h + 2 + row * 11
+                out.append(
+                    f'<rect class="{cls} merged" x="{x0}" y="{y}" width="{max(x1 - x0, 1)}" height="9" '
+                    f'fill="{"#ff6b00" if diverged else colour}"><title>{who} {n:,} events</title></rect>'
+                )
+            continue
         for bar in group:
             y = lanes[bar.lane] * lane_h + 2 + row * 11
             fill = "#ff6b00" if bar.diverged else colour
             w = max(x(bar.t_end) - x(bar.t), 1.5)
             out.append(
-                f'<rect class="{"a" if row == 0 else "b"}" x="{x(bar.t):.1f}" y="{y}" width="{w:.1f}" height="9" '
-                f'fill="{fill}"><title>{"AB"[row]} {esc(bar.label)} {bar.t:.3f}-{bar.t_end:.3f} s</title></rect>'
+                f'<rect class="{cls}" x="{x(bar.t):.1f}" y="{y}" width="{w:.1f}" height="9" '
+                f'fill="{fill}"><title>{who} {esc(bar.label)} {bar.t:.3f}-{bar.t_end:.3f} s</title></rect>'
             )
     if c.first_diverging is not None:
         src = c.bars_b if c.first_diverging < len(c.bars_b) else c.bars_a
@@ -301,6 +310,29 @@ def _timeline(c: Compared) -> str:
     )
     out.append("</svg>")
     return "".join(out)
+
+
+#: above this many events a trace's timeline is drawn as busy stretches (a few thousand rects at
+#: most, whatever the trace's size) instead of one rect per event
+MAX_BARS = 3000
+
+
+def _stretches(bars: list[Bar], x: Any) -> list[tuple[str, bool, int, int, int]]:
+    """(lane, diverged, first pixel, last pixel, events) of each run of touching whole pixels."""
+    spans: dict[tuple[str, bool], list[tuple[int, int]]] = {}
+    for b in bars:
+        spans.setdefault((b.lane, b.diverged), []).append((int(x(b.t)), int(math.ceil(x(b.t_end)))))
+    out = []
+    for (lane, diverged), got in spans.items():
+        got.sort()
+        x0, x1, n = got[0][0], got[0][1], 0
+        for a, b in got:
+            if a > x1 + 1:
+                out.append((lane, diverged, x0, x1, n))
+                x0, x1, n = a, b, 0
+            x1, n = max(x1, b), n + 1
+        out.append((lane, diverged, x0, x1, n))
+    return out
 
 
 def _divergence_table(c: Compared) -> str:
