@@ -2,6 +2,16 @@
 
     python bench/validate_bench.py                 # 1,000 x 1,000-event corpus + one 1,000,000-event trace
     python bench/validate_bench.py --quick         # 100 x 1,000 + one 100,000-event trace
+    python bench/validate_bench.py --cli --compare e9f213a main   # the CLI, this tree against others
+
+``--cli`` times ``orchestrace validate`` as a user runs it (a fresh process, bytecode cached) on
+``gen -n 200 --size 1000 --seed 0`` (issue 34: 3.0-3.1x ``orjson.loads`` of the same file, 2.4x at
+e9f213a), for this source tree and for each ``--compare`` revision (its ``src/`` taken out with
+``git archive`` into bench/.cache), in alternation, with ``orjson.loads`` of the file's lines in
+this process between the runs, so every side sees the same machine load. It also gives each
+tree's start-up (the same command on a 39-event trace) and ``validate_path``'s CPU seconds in
+one process (best of 3), which together explain the figure. Wall and CPU seconds are both
+given: on a loaded machine a process waits for a core, and its CPU seconds are the fairer figure.
 
 The jsonschema and fastjsonschema runs validate the published reference schema on the same
 decoded objects (so their figures exclude parsing); ours includes parsing and the duplicate-key
@@ -12,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -47,14 +59,112 @@ def _peak_rss_mb(path: Path) -> float:
     return float(out.stdout)
 
 
+SRC = Path(__file__).resolve().parent.parent / "src"
+_CPU = (
+    "import sys,time;from orchestrace.core.validate import validate_path;b=9e9\n"
+    "for _ in range(3):\n t=time.process_time();r=validate_path(sys.argv[1]);b=min(b,time.process_time()-t)\n"
+    "assert r.valid, r.findings[:3];print(b)"
+)
+
+
+def _tree(rev: str) -> Path:
+    """``src/`` of a git revision, unpacked once into the cache (no worktree, no git state)."""
+    sha = subprocess.run(["git", "rev-parse", "--short", rev], capture_output=True, text=True, check=True)
+    out = CACHE / f"src-{sha.stdout.strip()}"
+    if not (out / "src").is_dir():
+        out.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", rev, "src"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out / "src"
+
+
+def _env(src: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # cached, as a user's
+    env["PYTHONPATH"] = str(src)
+    return env
+
+
+def _cli_run(src: Path, path: Path) -> tuple[float, float]:
+    """(wall, CPU seconds: user + system) of one ``orchestrace validate -q``."""
+    cmd = [sys.executable, "-m", "orchestrace", "validate", "-q", str(path)]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=_env(src), capture_output=True, check=True)
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def cli_bench(compare: list[str], rounds: int) -> None:
+    """``orchestrace validate`` on the issue's corpus for this tree and the given revisions."""
+    CACHE.mkdir(exist_ok=True)
+    corpus, tiny = CACHE / "gen_200x1000_seed0.jsonl", CACHE / "gen_tiny.json"
+    for path, args in ((corpus, ["-n", "200", "--size", "1000", "--seed", "0"]), (tiny, ["--size", "5"])):
+        if not path.exists():
+            gen = [sys.executable, "-m", "orchestrace", "gen", "-o", str(path), *args]
+            subprocess.run(gen, env=_env(SRC), capture_output=True, check=True)
+    trees = {"this tree": SRC, **{rev: _tree(rev) for rev in compare}}
+    for src in trees.values():  # writes the bytecode caches
+        _cli_run(src, tiny)
+    lines = corpus.read_bytes().splitlines()
+    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
+    start: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
+    loads: list[tuple[float, float]] = []
+    for _ in range(rounds):
+        for name, src in trees.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            docs = [orjson.loads(x) for x in lines]  # as the corpus run above measures it
+            loads.append((time.perf_counter() - t0, time.process_time() - c0))
+            del docs
+            runs[name].append(_cli_run(src, corpus))
+            start[name].append(_cli_run(src, tiny))
+    cpu = {
+        name: float(
+            subprocess.run(
+                [sys.executable, "-c", _CPU, str(corpus)],
+                env=_env(src),
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        for name, src in trees.items()
+    }
+    mb = corpus.stat().st_size / 1e6
+    print(f"orchestrace validate -q {corpus.name} ({mb:.0f} MB), {rounds} alternating rounds")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end; seconds, best of the rounds (median)")
+
+    def best(xs: list[tuple[float, float]], k: int) -> str:
+        return f"{min(x[k] for x in xs):.3f} ({statistics.median(x[k] for x in xs):.3f})"
+
+    print(f"  orjson.loads of its lines: wall {best(loads, 0)}, CPU {best(loads, 1)}")
+    print(
+        f"{'tree':10} {'wall':>15} {'CPU':>15} {'wall/orjson':>12} {'CPU/orjson':>11} "
+        f"{'start-up CPU':>13} {'validate_path CPU':>18}"
+    )
+    lo_wall, lo_cpu = min(x[0] for x in loads), min(x[1] for x in loads)
+    for name in trees:
+        r = runs[name]
+        print(
+            f"{name:10} {best(r, 0):>15} {best(r, 1):>15} {min(x[0] for x in r) / lo_wall:12.2f} "
+            f"{min(x[1] for x in r) / lo_cpu:11.2f} {min(x[1] for x in start[name]):13.3f} {cpu[name]:18.3f}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--cli", action="store_true", help="orchestrace validate on gen -n 200 --size 1000")
+    ap.add_argument("--compare", nargs="*", default=[], help="git revisions to time beside this tree (--cli)")
+    ap.add_argument("--rounds", type=int, default=7, help="alternating rounds (--cli)")
     ap.add_argument(
         "--skip-jsonschema-big", action="store_true", help="jsonschema on the big trace takes minutes"
     )
     ap.add_argument("--memory-only", action="store_true", help="only the peak-memory column")
     a = ap.parse_args()
+    if a.cli:
+        cli_bench(a.compare, a.rounds)
+        return
     n_traces, big = (100, 100_000) if a.quick else (1000, 1_000_000)
     CACHE.mkdir(exist_ok=True)
     corpus = CACHE / f"corpus_{n_traces}x1000.jsonl"

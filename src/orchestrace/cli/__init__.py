@@ -11,12 +11,15 @@ import importlib
 import os
 import pkgutil
 import sys
+from typing import TYPE_CHECKING
 
-import click
 import typer
 
 from ..core.errors import OrchestraceError
 from .common import console_err, explain_foreign
+
+if TYPE_CHECKING:
+    import click  # typer builds on its own copy of click; this one is only the annotation's
 
 app = typer.Typer(
     name="orchestrace",

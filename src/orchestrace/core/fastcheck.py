@@ -10,6 +10,7 @@ None and the caller runs the dict path, which reports every finding with its poi
 from __future__ import annotations
 
 import typing
+from itertools import compress
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -150,17 +151,25 @@ def kept_every_key(data: bytes, colons: int) -> bool:
     """True when decoding ``data`` kept every key: ``colons`` is the colon count of the structs'
     encoding (in any key order), one per key; fewer than in the input means a key was dropped.
     Escaped colons would be written literally: the exact path then."""
-    return b"\\u003" not in data and data.count(b":") == colons
+    escaped = b"\\" in data and b"\\u003" in data  # memchr first: most texts hold no backslash
+    return not escaped and count_colons(data) == colons
+
+
+def count_colons(data: bytes) -> int:
+    """``data.count(b":")`` at numpy's speed (a quarter of the time on large texts)."""
+    if len(data) < 4096:
+        return data.count(b":")
+    return int(np.count_nonzero(np.frombuffer(data, np.uint8) == 58))
 
 
 def _colons(tr: VTrace) -> int:
     """Colons in the canonical encoding, counted in chunks so no second full copy is held."""
     events, edges = tr.events, tr.edges
-    n = _ENCODER.encode(msgspec.structs.replace(tr, events=[], edges=[])).count(b":")
+    n = count_colons(_ENCODER.encode(msgspec.structs.replace(tr, events=[], edges=[])))
     step = 20_000
     for items in (events, edges):
         for i in range(0, len(items), step):
-            n += _ENCODER.encode(items[i : i + step]).count(b":")
+            n += count_colons(_ENCODER.encode(items[i : i + step]))
     return n
 
 
@@ -190,7 +199,7 @@ def decode_records(lines: list[bytes], *, edge: bool) -> list[Any] | None:
     if len(raws) != len(lines) or list(map(len, raws)) != list(map(len, map(bytes.strip, lines))):
         return None
     extra = 0 if edge else len(lines)  # the event struct skips "rec": one colon per line
-    if b"\\u003" in data or data.count(b":") != _ENCODER.encode(objs).count(b":") + extra:
+    if not kept_every_key(data, count_colons(_ENCODER.encode(objs)) + extra):
         return None
     return objs
 
@@ -208,11 +217,10 @@ def columns_of(events: list[VEvent], edges: list[Any]) -> tuple[Any, ...] | None
         return None
     t_arr = np.fromiter((e.t for e in events), np.float64, n)
     ends = [e.t_end for e in events]
-    if any(x is not UNSET for x in ends):
-        te = np.asarray(
-            [t if x is UNSET else x for x, t in zip(ends, t_arr.tolist(), strict=True)], dtype=np.float64
-        )
-        if np.any(te < t_arr):
+    if ends.count(UNSET) + ends.count(None) < n:  # some event has a t_end
+        if UNSET in ends or None in ends:
+            ends = [t if x is UNSET or x is None else x for x, t in zip(ends, t_arr.tolist(), strict=True)]
+        if np.any(np.asarray(ends, dtype=np.float64) < t_arr):
             return None
     types = [e.type for e in events]
     agents = [e.agent for e in events]
@@ -221,7 +229,7 @@ def columns_of(events: list[VEvent], edges: list[Any]) -> tuple[Any, ...] | None
     dst = [get(x.dst) for x in edges]
     if None in src or None in dst:
         return None
-    interesting = [i for i, ty in enumerate(types) if ty in _SPECIAL]
+    interesting = list(compress(range(n), map(_SPECIAL.__contains__, types)))
     return (
         index,
         t_arr,

@@ -307,7 +307,6 @@ class RawTrace(msgspec.Struct):
     edge_lines: list[int] | None = None
     log_errors: list[LoadError] = msgspec.field(default_factory=list)
     duplicates: list[tuple[str, str, int | None]] = msgspec.field(default_factory=list)
-    may_have_null: bool = True  # False when the source text holds no ``null`` token
     large: bool = True  # False when no line of the source is long enough to break the string limit
     canonical: bytes | None = None  # ``sorted_json(data)`` of the data as read, when asked for
 
@@ -396,7 +395,7 @@ def iter_docs(p: str, fmt: Format) -> Iterator[tuple[bytes, int | None]]:
     if fmt == "jsonl":
         empty = True
         for n, line in iter_lines(p):
-            if line.strip():
+            if line and not line.isspace():  # line.strip() without copying the line
                 empty = False
                 yield line, n
         if empty:
@@ -440,7 +439,6 @@ def raw_of_doc(
             parse_json(doc, path=p, line=line),
             p,
             line=line,
-            may_have_null=b"null" in doc,
             large=len(doc) > MAX_STRING_CHARS,
         )
     except LoadError as e:
