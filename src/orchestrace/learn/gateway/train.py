@@ -7,7 +7,9 @@ sync or async, returning the team's answer (or None: the run's last completion i
 Each rollout of ``train team`` becomes a gateway run whose trace is the rollout's trace, with the
 ``team`` program's metadata (``runtime.config``: task set and question), so the rest of the loop
 is the ``team`` loop unchanged: reward (the task's verifier), credit methods and units, PPO-clip
-per adapter, checkpoints and resume, held-out before/after with paired CIs, ``--server``.
+per adapter, checkpoints and resume, held-out before/after with paired CIs, ``--server``, and
+``--ray`` (:class:`GatewayRolloutWorker`: each Ray worker runs its share of the runs through a
+gateway and a model of its own).
 
 A run whose program raises, hangs past ``timeout`` or never calls the gateway is recorded as an
 error trace (``metadata.outcome.status = "error"`` with the reason), left out of the update and
@@ -38,6 +40,7 @@ from ..team.config import CONFIG_FILE, TeamConfig, check_resume, reward_spec, sp
 from ..team.model import LoraSettings, TeamModel
 from ..team.placement import RolloutPlace
 from ..team.program import BadInput, family, question
+from ..team.remote import RolloutWorker
 from ..team.rollouts import Rollout
 from ..team.step import TeamStep
 from .completers import BackendCompleter, Completer, SerialModel
@@ -245,6 +248,37 @@ def _answer(value: Any) -> RunOutcome:
     return RunOutcome(answer=None if value is None else str(value))
 
 
+class GatewayRolloutWorker(RolloutWorker):
+    """A Ray rollout worker for a gateway program: its own model, gateway and copy of the program
+    (``module:function`` or a file's path must be importable there: on one machine it is)."""
+
+    def __init__(
+        self,
+        adapters: list[str],
+        rank: int,
+        threads: int | None,
+        program: str,
+        mode: str,
+        roles: dict[str, str],
+        defaults: CallDefaults,
+        timeout: float,
+    ) -> None:
+        super().__init__(adapters, rank, threads)
+        from ..team.backend import TrainableBackend
+
+        serial = SerialModel(self.model)
+        self.runner = GatewayRollouts(
+            BackendCompleter(TrainableBackend(serial), serial, batch_window=0.02),  # type: ignore[arg-type]
+            Team(mode, roles),
+            load_team_function(program),
+            defaults=defaults,
+            timeout=timeout,
+        )
+
+    def record(self, rollouts: list[Rollout]) -> None:
+        self.runner.run(None, rollouts)
+
+
 @dataclass
 class ProgramStep(TeamStep):
     """The ``team`` loop's step with gateway rollouts: error runs are left out of the update."""
@@ -283,8 +317,6 @@ def program_completer(model: TeamModel, place: RolloutPlace) -> tuple[BackendCom
     from ..team.backend import TrainableBackend
 
     serial = SerialModel(model)
-    if place.ray is not None:
-        raise BadInput("OT744", "--ray runs the team program's rollouts; a gateway program's run here")
     if place.server is None:
         return BackendCompleter(TrainableBackend(serial), serial, batch_window=0.02), None  # type: ignore[arg-type]
     from ..team.served import ServedRollouts
@@ -305,15 +337,25 @@ def make_program_step(
     optimizer = model.torch.optim.Adam(params, lr=cfg.lr)
     train_ids, heldout_ids = split(cfg)
     max_tokens = opts.max_tokens or int(getattr(family(cfg.family), "max_new_tokens", 64))
-    completer, served = program_completer(model, place or RolloutPlace())
-    remote = GatewayRollouts(
-        completer,
-        team,
-        fn,
-        defaults=CallDefaults(temperature=cfg.temperature, max_tokens=max_tokens),
-        timeout=opts.timeout,
-        served=served,
-    )
+    defaults = CallDefaults(temperature=cfg.temperature, max_tokens=max_tokens)
+    place = place or RolloutPlace()
+    remote: Any
+    if place.ray is not None and place.server is not None:
+        raise BadInput("OT695", "rollouts run either on Ray workers or on a server, not both")
+    if place.ray is not None:
+        from ..team.remote import RayRollouts
+
+        remote = RayRollouts(
+            model,
+            address=place.ray,
+            workers=place.ray_workers,
+            threads=threads,
+            worker=GatewayRolloutWorker,
+            worker_args=(cfg.program, team.mode, team.roles, defaults, opts.timeout),
+        )
+    else:
+        completer, served = program_completer(model, place)
+        remote = GatewayRollouts(completer, team, fn, defaults=defaults, timeout=opts.timeout, served=served)
     return ProgramStep(
         cfg,
         model,

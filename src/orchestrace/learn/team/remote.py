@@ -38,6 +38,10 @@ class RolloutWorker:
         self.model = TeamModel(adapters, LoraSettings(rank=rank), threads=threads)
         self.backend = TrainableBackend(self.model)
 
+    def record(self, rollouts: list[Rollout]) -> None:
+        """Run the rollouts here (a subclass may run another kind of program)."""
+        run_rollouts(self.backend, rollouts)
+
     def run(self, states: dict[str, dict[str, Any]], rollouts: list[Rollout]) -> list[tuple[bytes, bytes]]:
         """(trace file, call cache file) of every rollout, run with the adapters ``states``."""
         for name, state in states.items():
@@ -46,14 +50,24 @@ class RolloutWorker:
             here = [
                 replace(r, path=str(Path(tmp) / str(i) / Path(r.path).name)) for i, r in enumerate(rollouts)
             ]
-            run_rollouts(self.backend, here)
+            self.record(here)
             return [(Path(r.path).read_bytes(), Path(cache_path(r.path)).read_bytes()) for r in here]
 
 
 class RayRollouts:
-    """Spreads rollouts over ``workers`` Ray actors; results in the order of the rollouts."""
+    """Spreads rollouts over ``workers`` Ray actors; results in the order of the rollouts.
+    ``worker``: the actor class, built as ``worker(adapters, rank, threads, *worker_args)``."""
 
-    def __init__(self, model: TeamModel, *, address: str, workers: int, threads: int | None) -> None:
+    def __init__(
+        self,
+        model: TeamModel,
+        *,
+        address: str,
+        workers: int,
+        threads: int | None,
+        worker: type[RolloutWorker] = RolloutWorker,
+        worker_args: tuple[Any, ...] = (),
+    ) -> None:
         import ray
 
         from ...parallel import ensure_ray
@@ -62,9 +76,11 @@ class RayRollouts:
         if workers < 1:
             raise BadInput("OT695", f"ray workers must be >= 1, got {workers}")
         ensure_ray(address)
-        actor = ray.remote(num_cpus=1)(RolloutWorker)
+        actor = ray.remote(num_cpus=1)(worker)
         self.ray = ray
-        self.workers = [actor.remote(model.adapters, model.lora.rank, threads) for _ in range(workers)]
+        self.workers = [
+            actor.remote(model.adapters, model.lora.rank, threads, *worker_args) for _ in range(workers)
+        ]
 
     def run(self, model: TeamModel, rollouts: list[Rollout]) -> list[Trace]:
         states = self.ray.put({name: model.adapter_state(name) for name in model.adapters})
