@@ -32,8 +32,8 @@ import numpy as np
 from orchestrace.core.io import load_one
 from orchestrace.core.stats import mean_ci
 from orchestrace.learn import load_policy
-from orchestrace.learn.experiments.common import SPLIT_SEED, split, write_trained
 from orchestrace.learn.experiments.delegate import train_delegate
+from orchestrace.learn.experiments.protocol import SPLIT_SEED, split, write_trained
 from orchestrace.learn.experiments.swarm import SWARM_TEST_SEED, train_swarm
 from orchestrace.measure import critical_steps
 from orchestrace.runtime.backends.scripted import ScriptedBackend

@@ -16,20 +16,20 @@ import time
 from pathlib import Path
 
 from orchestrace import importers
-from orchestrace.importers import _common, claude_code
+from orchestrace.importers import claude_code, staging
 from orchestrace.importers.redact import merged_spans
 
 
 def main(root: Path) -> None:
     seen: list[tuple[str, str]] = []
-    plain = _common.redact
+    plain = staging.redact
 
     def recording(text: str) -> str:
         out = plain(text)
         seen.append((text, out))
         return out
 
-    _common.redact = recording
+    staging.redact = recording
     claude_code.redact = recording
     files = importers.plan(importers.walk([str(root)]))
     n_traces = 0

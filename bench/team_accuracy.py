@@ -11,7 +11,7 @@ backend, loaded once), and the answers are read back from the recorded traces:
 - team: the run's final answer (``outcome.final``); for the debate also the majority of its
   round-0 answers (plain voting before any debate).
 
-An answer is right when its answer word (``examples.common.word``) is one of the gold antonyms.
+An answer is right when its answer word (``examples.antonyms.word``) is one of the gold antonyms.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from orchestrace.core.stats import majority
 from orchestrace.runtime.backends.smollm2 import SmolLM2Backend
-from orchestrace.runtime.examples.common import ANTONYM_FEWSHOT, word
+from orchestrace.runtime.examples.antonyms import ANTONYM_FEWSHOT, word
 from orchestrace.runtime.runner import execute
 
 GOLD = {

@@ -273,7 +273,7 @@ def test_importing_logs_loads_no_scipy() -> None:
     """The importers order their events with core.order (plain Python): scipy's import time stays
     off ``orchestrace import``."""
     code = (
-        "import sys, orchestrace.importers.claude_code, orchestrace.importers._common;"
+        "import sys, orchestrace.importers.claude_code, orchestrace.importers.staging;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrace.cli.common import expand_paths
+from orchestrace.cli.inputs import expand_paths
 from orchestrace.core.io import load, save
 from orchestrace.core.paths import walk_dir
 from orchestrace.gen import generate

@@ -33,7 +33,7 @@ def test_invalid_traces_are_reported_and_left_out(tmp_path: Path, monkeypatch: p
     backwards.events[0].t = 2.0  # the edge e0 -> e1 now goes back in time (OT204)
     nan_time = _trace("nan", float("nan"))  # written as null: a type error
     fake = SimpleNamespace(load=lambda path, keep_content=False: iter([backwards, good, nan_time]))
-    monkeypatch.setitem(importers._cache, "fake-format", fake)
+    monkeypatch.setitem(importers.registry._cache, "fake-format", fake)
     log = tmp_path / "log.jsonl"
     log.write_text("{}\n")
     out = tmp_path / "out.jsonl"
@@ -64,7 +64,7 @@ def test_collector_thresholds_restored(tmp_path: Path, monkeypatch: pytest.Monke
         yield _trace("good", 1.0)
         raise RuntimeError("importer bug")
 
-    monkeypatch.setitem(importers._cache, "fake-format", SimpleNamespace(load=load))
+    monkeypatch.setitem(importers.registry._cache, "fake-format", SimpleNamespace(load=load))
     log = tmp_path / "log.jsonl"
     log.write_text("{}\n")
     old = gc.get_threshold()

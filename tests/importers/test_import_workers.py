@@ -14,6 +14,7 @@ from store_kit import run_cli
 
 from orchestrace import importers
 from orchestrace.core.errors import OrchestraceError
+from orchestrace.importers import batch
 
 NEW_LAYOUT = "claude-code/test/test_data/real_projects/-experiments-worktrees"
 
@@ -73,7 +74,7 @@ def pids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "pids"
     folder.mkdir()
     me = os.getpid()
-    real = importers._checked_files
+    real = batch._checked_files
 
     def recorded(group, keep_content, keep_home_paths):  # type: ignore[no-untyped-def]
         (folder / str(os.getpid())).touch()
@@ -82,8 +83,8 @@ def pids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             time.sleep(0.01)
         return real(group, keep_content, keep_home_paths)
 
-    monkeypatch.setattr(importers, "GROUP_BYTES", 1)
-    monkeypatch.setattr(importers, "_checked_files", recorded)
+    monkeypatch.setattr(batch, "GROUP_BYTES", 1)
+    monkeypatch.setattr(batch, "_checked_files", recorded)
     return folder
 
 
@@ -129,7 +130,7 @@ def test_workers_same_output_notes_and_exit_code(tmp_path: Path, logs: Path, pid
 
 def test_workers_same_report_and_progress(logs: Path, pids: Path) -> None:
     planned = importers.plan(importers.walk([logs]))
-    assert len(importers._groups(planned)) == len(planned)  # a task per file (GROUP_BYTES = 1)
+    assert len(batch._groups(planned)) == len(planned)  # a task per file (GROUP_BYTES = 1)
     results = []
     for w in (1, 2, 3):
         said: list[tuple[str, str, str]] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from orchestrace.importers._common import ImportStats, iter_jsonl
+from orchestrace.importers.reading import ImportStats, iter_jsonl
 
 LOG = b'{"a": 1}\n\n  \n{"n": 99999999999999999999}\n{"n": 12345678901234567890123, "x": [1]}\n[2]\n{"cut": \n{"b": 2}\n{"tail": '
 
@@ -31,7 +31,7 @@ def test_head_lines_end_as_splitlines_ends_them(tmp_path: Path) -> None:
     """The sniffers' head reader finds lines lazily; \\r, \\r\\n and \\n each end one, as
     bytes.splitlines says (\\x0b and \\x0c do not: that line is no JSON), and a line cut at
     64 KB is not a record."""
-    from orchestrace.importers._common import first_json_lines, iter_head_json
+    from orchestrace.importers.reading import first_json_lines, iter_head_json
 
     head = b'{"a": 1}\r{"b": 2}\r\n\r\n  \n[3]\n{bad\n\x0b{"c": 4}\x0c\n'
     log = tmp_path / "log.jsonl"
@@ -41,7 +41,7 @@ def test_head_lines_end_as_splitlines_ends_them(tmp_path: Path) -> None:
 
 
 def test_a_byte_order_mark_starts_the_first_record(tmp_path: Path) -> None:
-    from orchestrace.importers._common import first_json_lines
+    from orchestrace.importers.reading import first_json_lines
 
     log = tmp_path / "log.jsonl"
     log.write_bytes(b'\xef\xbb\xbf{"a": 1}\n{"b": 2}\n')

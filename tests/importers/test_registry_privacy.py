@@ -13,7 +13,8 @@ from orchestrace.cli import app
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.io import load
 from orchestrace.export.otlp import iter_otlp
-from orchestrace.importers._common import content_hash, redact
+from orchestrace.importers.redact import redact
+from orchestrace.importers.values import content_hash
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ def test_unknown_format_and_undetectable_file(tmp_path: Path) -> None:
 def test_third_party_importer_via_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real distribution on sys.path registering an importer in the entry-point group."""
     (tmp_path / "toylog_importer.py").write_text(
-        "from orchestrace.importers._common import ImportStaging\n"
+        "from orchestrace.importers.staging import ImportStaging\n"
         "NAME = 'toylog'\n"
         "def sniff(path):\n    return str(path).endswith('.toylog')\n"
         "def load(path, *, keep_content=False):\n"

@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrace.cli import app
-from orchestrace.cli import common as cli_common
+from orchestrace.cli import output as cli_output
 from orchestrace.core.errors import OrchestraceError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden" / "cli"
@@ -176,8 +176,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     wd = tmp_path_factory.mktemp("golden")
     _prepare(wd)
     old_cwd = Path.cwd()
-    old_width = (cli_common.console.width, cli_common.console_err.width)
-    cli_common.console.width = cli_common.console_err.width = WIDTH
+    old_width = (cli_output.console.width, cli_output.console_err.width)
+    cli_output.console.width = cli_output.console_err.width = WIDTH
     os.chdir(wd)
     rendered: dict[str, str] = {}
     try:
@@ -194,7 +194,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             rendered[name] = _render(args, code, res.stdout, err, files)
     finally:
         os.chdir(old_cwd)
-        cli_common.console.width, cli_common.console_err.width = old_width
+        cli_output.console.width, cli_output.console_err.width = old_width
     return rendered
 
 

@@ -23,8 +23,8 @@ from orchestrace.learn.envs.delegate import DelegateEnv
 from orchestrace.learn.envs.delegate_traces import delegate_features, route_data_from_traces, route_to_traces
 from orchestrace.learn.envs.swarm import FEATURE_NAMES, N_FEATURES, SwarmEnv, SwarmTask, make_task
 from orchestrace.learn.envs.swarm_traces import spawn_features, tasks_from_traces
-from orchestrace.learn.experiments.common import write_trained
 from orchestrace.learn.experiments.delegate import train_delegate
+from orchestrace.learn.experiments.protocol import write_trained
 from orchestrace.learn.experiments.swarm import train_swarm
 from orchestrace.learn.rl.rollouts import NumpyPolicy, PolicyMeta
 from orchestrace.learn.stopping.features import features_hash

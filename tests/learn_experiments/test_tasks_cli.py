@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from orchestrace.cli import experiment_commands as cmd
 from orchestrace.learn.experiments import split, train_delegate, train_retry, train_swarm, write_trained
-from orchestrace.learn.experiments.common import Comparison, MeanCI, comparisons
 from orchestrace.learn.experiments.delegate import DelegateTraining
+from orchestrace.learn.experiments.protocol import Comparison, MeanCI, comparisons
 from orchestrace.learn.experiments.retry import RetryTraining
 from orchestrace.learn.experiments.swarm import SwarmReport
 

@@ -34,8 +34,8 @@ def reward_by_seed(trace) -> float:
 
 def silent_program(config):
     """A program whose agents never call an LLM: the orchestrator answers by itself."""
-    from orchestrace.runtime.examples.common import Setup
     from orchestrace.runtime.orchestrator import BasePolicy
+    from orchestrace.runtime.program import Setup
 
     class Silent(BasePolicy):
         name = "silent"

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..core.errors import OrchestraceError
-from .common import console_err, explain_foreign
+from .inputs import explain_foreign
+from .output import console_err
 
 if TYPE_CHECKING:
     import click  # typer builds on its own copy of click; this one is only the annotation's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import console, console_err
+from .output import console, console_err
 
 
 def serve_cmd(

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from ..core.errors import BadInput, OrchestraceError
-from .common import console, console_err
+from .output import console, console_err
 
 _EPILOG = """\
 Examples:

@@ -16,7 +16,7 @@ import msgspec
 import typer
 
 from ..core.errors import OrchestraceError
-from .common import console, console_err
+from .output import console, console_err
 from .ray_option import RayCommand, RayOption
 
 if TYPE_CHECKING:

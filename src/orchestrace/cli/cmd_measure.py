@@ -19,7 +19,8 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
-from .common import console, console_err, expand_paths, fmt_number
+from .inputs import expand_paths
+from .output import console, console_err, fmt_number
 from .progress import failure_exit_code, stream_file_traces, stream_traces
 from .ray_option import RayCommand, RayOption
 

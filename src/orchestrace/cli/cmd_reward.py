@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
-from .common import console, console_err, fmt_number
+from .output import console, console_err, fmt_number
 from .progress import stream_traces
 from .ray_option import RayCommand, RayOption
 

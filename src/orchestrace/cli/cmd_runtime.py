@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from ..core.errors import OrchestraceError
-from .common import console, console_err
+from .output import console, console_err
 
 
 def _config(pairs: list[str]) -> dict[str, object]:

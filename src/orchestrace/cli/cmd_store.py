@@ -17,7 +17,8 @@ from rich.table import Table
 
 from ..core.errors import OrchestraceError
 from ..store.schema import TABLES
-from .common import console, console_err, expand_paths, foreign_log
+from .inputs import expand_paths, foreign_log
+from .output import console, console_err
 from .ray_option import RayCommand, RayOption
 
 StoreOption = Annotated[str, typer.Option("--store", "-s", help="The DuckDB store file (created by ingest).")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import console
+from .output import console
 from .ray_option import RayCommand, RayOption
 
 

@@ -19,7 +19,8 @@ from ..core.io import save
 from ..core.read import split_format
 from ..core.schema import schema_text
 from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult, validate_path
-from .common import STORE_SUFFIXES, console, console_err, expand_paths, fmt_number, foreign_log
+from .inputs import STORE_SUFFIXES, expand_paths, foreign_log
+from .output import console, console_err, fmt_number
 from .progress import failure_exit_code, note_failed_file
 
 

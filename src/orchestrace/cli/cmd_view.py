@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .common import console, console_err
+from .output import console, console_err
 
 
 def view(

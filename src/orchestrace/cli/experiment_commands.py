@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import typer
 
-from .common import console
+from .output import console
 
 if TYPE_CHECKING:
     from ..learn.experiments.delegate import DelegateLoggedTraining, DelegateReport
@@ -50,7 +50,7 @@ def _emit(result: msgspec.Struct, fmt: str, rows: list[tuple[str, ...]], header:
 def _comparisons(result: msgspec.Struct, what: str, scope: str = "") -> None:
     """One plain line per baseline (paired difference of ``what``, 95% CI, verdict), then one
     line saying which baselines the learned policy beats, ties and loses to."""
-    from ..learn.experiments.common import comparisons
+    from ..learn.experiments.protocol import comparisons
 
     found = comparisons(result)
     for c in found:

@@ -23,7 +23,8 @@ from rich.progress import (
 
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
-from .common import console_err, expand_paths, explain_foreign
+from .inputs import expand_paths, explain_foreign
+from .output import console_err
 
 T = TypeVar("T")
 

@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import LoadError
-from ._common import ImportStaging, as_count, as_int, head_bytes, redact, require_nonempty
+from .reading import head_bytes, require_nonempty
+from .redact import redact
+from .staging import ImportStaging
+from .values import as_count, as_int
 
 NAME = "chatdev"
 DESCRIPTION = "ChatDev v1 WareHouse logs (phases, role turns, [Post Info] cost/tokens/duration)"

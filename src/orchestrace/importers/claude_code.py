@@ -40,19 +40,10 @@ from typing import Any
 from ..core.errors import LoadError
 from ..core.limits import INT64_MAX
 from ..core.read import parse_json
-from ._common import (
-    ImportStaging,
-    ImportStats,
-    as_count,
-    as_list,
-    as_text,
-    first_json_lines,
-    iter_head_json,
-    iter_jsonl,
-    redact,
-    require_nonempty,
-    ts_of,
-)
+from .reading import ImportStats, first_json_lines, iter_head_json, iter_jsonl, require_nonempty
+from .redact import redact
+from .staging import ImportStaging
+from .values import as_count, as_list, as_text, ts_of
 
 NAME = "claude-code"
 DESCRIPTION = "Claude Code session logs (~/.claude/projects/**/*.jsonl), both sub-agent layouts"

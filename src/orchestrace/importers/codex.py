@@ -28,16 +28,9 @@ from typing import Any
 
 import orjson
 
-from ._common import (
-    ImportStaging,
-    as_count,
-    as_list,
-    as_obj,
-    first_json_lines,
-    iter_jsonl,
-    require_nonempty,
-    ts_of,
-)
+from .reading import first_json_lines, iter_jsonl, require_nonempty
+from .staging import ImportStaging
+from .values import as_count, as_list, as_obj, ts_of
 
 NAME = "codex"
 DESCRIPTION = "OpenAI Codex CLI rollouts (rollout-*.jsonl)"

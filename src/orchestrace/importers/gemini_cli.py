@@ -16,7 +16,9 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ._common import ImportStaging, as_count, as_list, head_bytes, require_nonempty, ts_of, without_bom
+from .reading import head_bytes, require_nonempty, without_bom
+from .staging import ImportStaging
+from .values import as_count, as_list, ts_of
 
 NAME = "gemini-cli"
 DESCRIPTION = "Gemini CLI chat sessions (session-*.json)"

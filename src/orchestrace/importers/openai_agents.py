@@ -28,17 +28,10 @@ from typing import Any
 from ..core.errors import LoadError
 from ..core.model import Trace
 from ..core.read import parse_json
-from ._common import (
-    ImportStaging,
-    ImportStats,
-    as_int,
-    as_obj,
-    head_bytes,
-    iter_jsonl,
-    redact,
-    require_nonempty,
-    ts_of,
-)
+from .reading import ImportStats, head_bytes, iter_jsonl, require_nonempty
+from .redact import redact
+from .staging import ImportStaging
+from .values import as_int, as_obj, ts_of
 
 NAME = "openai-agents"
 DESCRIPTION = "OpenAI Agents SDK exported traces/spans (JSON {data: [...]} or JSONL of items)"

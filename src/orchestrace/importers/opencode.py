@@ -19,7 +19,9 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError
-from ._common import ImportStaging, as_count, as_obj, head_bytes, require_nonempty, without_bom
+from .reading import head_bytes, require_nonempty, without_bom
+from .staging import ImportStaging
+from .values import as_count, as_obj
 
 NAME = "opencode"
 DESCRIPTION = "opencode storage sessions (session/<project>/<id>.json with message/ and part/)"

@@ -35,17 +35,10 @@ from ..core.build import TraceBuilder
 from ..core.errors import LoadError
 from ..core.model import event_from_dict, trace_from_dict
 from ..core.read import parse_json
-from ._common import (
-    ImportStaging,
-    ImportStats,
-    as_int,
-    as_list,
-    as_obj,
-    head_bytes,
-    iter_jsonl,
-    redact,
-    require_nonempty,
-)
+from .reading import ImportStats, head_bytes, iter_jsonl, require_nonempty
+from .redact import redact
+from .staging import ImportStaging
+from .values import as_int, as_list, as_obj
 
 NAME = "otel"
 DESCRIPTION = "OpenTelemetry GenAI spans, OTLP/JSON (.json request or .jsonl collector file)"

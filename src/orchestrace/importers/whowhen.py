@@ -22,7 +22,10 @@ from typing import Any
 
 from ..core.errors import LoadError
 from ..core.read import parse_json, read_bytes
-from ._common import ImportStaging, as_int, head_bytes, redact, require_nonempty
+from .reading import head_bytes, require_nonempty
+from .redact import redact
+from .staging import ImportStaging
+from .values import as_int
 
 NAME = "who-and-when"
 DESCRIPTION = "Who&When failure-attribution runs (Hand-Crafted Magentic-One, Algorithm-Generated AG2)"

@@ -1,6 +1,6 @@
 """Reward families R1-R8 as functions ``trace -> named channels``; specs (TOML or Python); schedules."""
 
-from ._common import STEP_TYPES, RewardOut
+from .channels import STEP_TYPES, RewardOut
 from .families import r1_team, r2_agent, r3_role, r4_process, r5_tool, r6_verifier
 from .orchestration import critical_steps, r7_orchestration
 from .schedule import Schedule

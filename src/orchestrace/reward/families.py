@@ -15,7 +15,7 @@ from ..core.access import attr, num, tool_pairs
 from ..core.errors import OrchestraceError
 from ..core.model import Event, Trace
 from ..core.plugins import hook_number
-from ._common import RewardOut, mean
+from .channels import RewardOut, mean
 
 Verifier = Callable[[Trace], float]
 AgentFn = Callable[[Trace, str], float]

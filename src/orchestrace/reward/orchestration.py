@@ -27,7 +27,7 @@ from ..core.access import attr, num, spawned
 from ..core.graph import TraceGraph
 from ..core.model import Trace
 from ..measure.parallel import critical_steps as measure_critical_steps
-from ._common import STEP_TYPES, RewardOut, mean
+from .channels import STEP_TYPES, RewardOut, mean
 
 
 def critical_steps(trace: Trace) -> tuple[float, float]:

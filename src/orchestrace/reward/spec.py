@@ -34,7 +34,7 @@ import msgspec
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
 from ..core.plugins import resolve
-from ._common import RewardOut
+from .channels import RewardOut
 from .families import r1_team, r2_agent, r3_role, r4_process, r5_tool, r6_verifier
 from .orchestration import r7_orchestration
 from .schedule import Schedule

@@ -28,9 +28,9 @@ from ..core.model import Trace, trace_to_dict
 from .backends.base import Backend, content_key
 from .cache import CallCache, Calls, Intervention, Mode, cache_path, parse_intervention
 from .examples import EXAMPLES
-from .examples.common import Setup
 from .learned import TraceDecider, WithTracePolicies, check_trace_policies
 from .orchestrator import Budget, Orchestrator, RetryPolicy
+from .program import Setup
 from .recorder import Clock, Recorder
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from ...core.errors import OrchestraceError
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
-from .common import (
+from .protocol import (
     SPLIT_SEED,
     AlgoSettings,
     MeanCI,
@@ -305,7 +305,7 @@ def train_delegate_logged(
     import torch
 
     from ..envs.delegate_traces import logged_routes
-    from ..rl.common import optimiser
+    from ..rl.optim import optimiser
     from ..rl.ppo import clipped_update
     from ..rl.rollouts import Batch, PolicyMeta, mlp, to_numpy
 

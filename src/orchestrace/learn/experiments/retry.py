@@ -11,7 +11,7 @@ import numpy as np
 
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
-from .common import SPLIT_SEED, AlgoSettings, MeanCI, Trained, algo_kwargs, paired_summary, split, summary
+from .protocol import SPLIT_SEED, AlgoSettings, MeanCI, Trained, algo_kwargs, paired_summary, split, summary
 
 if TYPE_CHECKING:
     from ..envs.retry import RetryStopEnv

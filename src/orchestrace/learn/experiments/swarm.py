@@ -11,7 +11,7 @@ import numpy as np
 
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
-from .common import AlgoSettings, MeanCI, Trained, algo_kwargs, paired_summary, summary
+from .protocol import AlgoSettings, MeanCI, Trained, algo_kwargs, paired_summary, summary
 
 if TYPE_CHECKING:
     from ..envs.swarm import SwarmConfig, SwarmEnv, SwarmTask

@@ -37,7 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .common import TrainResult, action_probs, optimiser, record
+from .curve import TrainResult, record
+from .distribution import action_probs
+from .optim import optimiser
 from .tasks import OutcomeTable, Task, check_outcome_table
 from .tree import ActionTree
 

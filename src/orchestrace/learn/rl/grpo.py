@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .common import TrainResult, optimiser, record
+from .curve import TrainResult, record
+from .optim import optimiser
 from .ppo import clipped_update
 from .rollouts import Batch
 from .tasks import Task

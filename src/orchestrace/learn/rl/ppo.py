@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .common import TrainResult, clip_grad, log_probs, optimiser, parameters, record
+from .curve import TrainResult, record
+from .distribution import log_probs
+from .optim import clip_grad, optimiser, parameters
 from .rollouts import Batch
 from .surrogate import clipped_surrogate
 from .tasks import Task

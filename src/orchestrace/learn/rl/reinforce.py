@@ -25,7 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .common import TrainResult, clip_grad, log_probs, optimiser, parameters, record
+from .curve import TrainResult, record
+from .distribution import log_probs
+from .optim import clip_grad, optimiser, parameters
 from .tasks import Task
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import algorithm
-from .common import TrainResult
+from .curve import TrainResult
 from .tasks import GymTask
 
 

@@ -18,8 +18,8 @@ from typing import Any
 from ...core.errors import BadInput  # the one of core; the other team modules import it from here
 from ...core.model import Trace
 from ...runtime.backends.scripted import ScriptedBackend
-from ...runtime.examples.common import Setup
 from ...runtime.orchestrator import AgentSpec, BasePolicy, Message, Result, RunState, Task
+from ...runtime.program import Setup
 from ..tasks import TaskItem, TaskSet, load_tasks
 
 ADAPTER_MODES = ("shared", "role", "agent")

@@ -6,7 +6,8 @@ from typing import Any
 
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
-from .common import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SYSTEM, Setup, word
+from ..program import Setup
+from .antonyms import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SYSTEM, word
 
 WORDS = ["hot", "tall", "early", "happy"]
 SCRIPT = {"hot": "cold", "tall": "short", "early": "late", "happy": "sad", "fast": "slow", "big": "small"}

@@ -1,46 +1,17 @@
-"""What the examples share: the setup a runner needs, answer normalisation, the antonym prompt."""
+"""Deprecated (28 Nov 2026): ``Setup`` is ``orchestrace.runtime.program.Setup`` and the antonym
+prompt and ``word`` are in ``orchestrace.runtime.examples.antonyms``; this module re-exports them
+for programs written against it and will be removed."""
 
-from __future__ import annotations
+import warnings
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from ..program import Setup
+from .antonyms import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SHOTS, ANTONYM_SYSTEM, word
 
-from ..backends.scripted import ScriptedBackend
-from ..orchestrator import Policy
+warnings.warn(
+    "orchestrace.runtime.examples.common is deprecated: import Setup from orchestrace.runtime.program "
+    "and the antonym prompt from orchestrace.runtime.examples.antonyms",
+    DeprecationWarning,
+    stacklevel=2,
+)
 
-
-@dataclass
-class Setup:
-    policy: Policy
-    task: str
-    topology: str
-    tools: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
-    policies: dict[str, Callable[[], Policy]] = field(default_factory=dict)
-    scripted: Callable[[int], ScriptedBackend] | None = None
-    learnable: tuple[str, ...] = ()  # decisions a learned policy may answer (runtime/learned.py)
-
-
-ANTONYM_SYSTEM = "You are a careful assistant. Answer with just one word."
-ANTONYM_FEWSHOT = 'What is the opposite of the word "{w}"? Answer with just one word.'
-#: Three example (word, antonym) pairs: with them the small local model answers with one word
-#: (docs/local-llm.md).
-ANTONYM_SHOTS = (("big", "small"), ("open", "closed"), ("light", "dark"))
-ANTONYM_EXAMPLES = [
-    m
-    for q, a in ANTONYM_SHOTS
-    for m in ({"role": "user", "content": ANTONYM_FEWSHOT.format(w=q)}, {"role": "assistant", "content": a})
-]
-_FILLER = {"the", "a", "an", "opposite", "of", "word", "is", "would", "be", "answer"}
-
-
-def word(text: str | None) -> str | None:
-    """The answer word, lower-cased: after "is" in "The opposite of X is Y", else the first word
-    that is not filler (None if there is none)."""
-    if not text:
-        return None
-    m = re.search(r"\bis\W+([A-Za-z]+)", text)
-    if m:
-        return m.group(1).lower()
-    return next((w.lower() for w in re.findall(r"[A-Za-z]+", text) if w.lower() not in _FILLER), None)
+__all__ = ["ANTONYM_EXAMPLES", "ANTONYM_FEWSHOT", "ANTONYM_SHOTS", "ANTONYM_SYSTEM", "Setup", "word"]

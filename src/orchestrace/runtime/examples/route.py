@@ -18,7 +18,7 @@ from typing import Any
 from ...core.errors import OrchestraceError
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
-from .common import Setup
+from ..program import Setup
 
 AGENT_PREFIX = "model:"
 

@@ -23,7 +23,8 @@ from ...core.errors import OrchestraceError
 from ...core.stats import majority
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
-from .common import ANTONYM_FEWSHOT, ANTONYM_SHOTS, Setup
+from ..program import Setup
+from .antonyms import ANTONYM_FEWSHOT, ANTONYM_SHOTS
 
 _ANTONYM_SHOTS = [[ANTONYM_FEWSHOT.format(w=q), a] for q, a in ANTONYM_SHOTS]
 

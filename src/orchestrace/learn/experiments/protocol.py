@@ -1,4 +1,4 @@
-"""What the RetryStop, Delegate and Swarm experiments share: the seeded split, summaries, result files.
+"""The protocol of the RetryStop, Delegate and Swarm experiments: the seeded split, summaries, result files.
 
 Protocol (all three): a seeded split into training and held-out items (tasks, queries, task
 DAGs), training only sees the training split, every number in a result is measured on the held-out

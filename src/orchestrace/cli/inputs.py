@@ -1,4 +1,4 @@
-"""Shared CLI helpers: consoles, path expansion, exit codes."""
+"""What the commands read: trace files named, under folders (``core.paths.walk_dir``) or matched by\na glob, and the foreign agent logs to point to ``orchestrace import`` instead."""
 
 from __future__ import annotations
 
@@ -8,37 +8,18 @@ import shlex
 from collections.abc import Iterator
 
 import orjson
-from rich.console import Console
 
 from ..core.errors import OrchestraceError
 from ..core.paths import walk_dir
-
-
-def _console(*, stderr: bool = False) -> Console:
-    """A console that, when piped (not a terminal), is wide enough that tables keep full ids and
-    headers instead of cutting them to 80 columns."""
-    c = Console(stderr=stderr, soft_wrap=True)
-    if not c.is_terminal:
-        c.width = PIPED_WIDTH
-    return c
-
-
-PIPED_WIDTH = 10_000
-console = _console()
-console_err = _console(stderr=True)
+from .output import console_err
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".events.jsonl")
+
+
 STORE_SUFFIXES = (".duckdb", ".db")  # a DuckDB store (store.is_store_path), read without importing the store
+
+
 COMPRESSED = ("", ".gz", ".zst")
-
-
-def fmt_number(v: float, digits: int = 4) -> str:
-    """A number for a table: an int exactly; a float to ``digits`` significant digits but never
-    fewer than its integer digits (10002.0 is "10002", not "1e+04"; 1.3333 is "1.333"), up to 1e15."""
-    if isinstance(v, int):
-        return str(v)
-    whole = len(str(int(abs(v)))) if abs(v) < 1e15 else 0
-    return f"{v:.{max(digits, whole)}g}"
 
 
 def is_trace_file(name: str) -> bool:

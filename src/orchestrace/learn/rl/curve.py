@@ -1,0 +1,40 @@
+"""What training returns: the saved policy and its learning curve, one row per iteration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from torch import nn
+
+if TYPE_CHECKING:
+    from .tasks import SavedPolicy, Task
+
+
+@dataclass
+class TrainResult:
+    policy: SavedPolicy
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def record(
+    history: list[dict[str, float]],
+    it: int,
+    batch_reward: float,
+    task: Task,
+    actor: nn.Module,
+    *,
+    iterations: int,
+    eval_every: int,
+    progress: Callable[[int], None] | None,
+) -> None:
+    """Learning-curve bookkeeping shared by every algorithm: the batch reward of iteration ``it``
+    (0-based), the task's evaluation (StopVote: greedy on the pool) every ``eval_every``
+    iterations and at both ends, a progress tick."""
+    last = it in (0, iterations - 1) or (it + 1) % eval_every == 0
+    history.append(
+        {"iteration": it + 1, "batch_reward": batch_reward, **(task.evaluate(actor) if last else {})}
+    )
+    if progress:
+        progress(1)
