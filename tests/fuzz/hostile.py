@@ -19,6 +19,7 @@ import json
 import random
 import shutil
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -745,8 +746,6 @@ def _view_serve(case: Case, main: Path, work: Path) -> Outcome:
     dropped, never a 5xx from a bug, the page only for a GET of / or /index.html, no exception in
     a handler; a good GET still gets the page.
     Bounded: a few requests, each with a 5 s socket timeout."""
-    import threading
-
     from orchestrace.viewer.serve import make_server
 
     rng = random.Random(case.seed)
@@ -779,6 +778,121 @@ def _view_serve(case: Case, main: Path, work: Path) -> Outcome:
         server.shutdown()
         server.server_close()
     return Outcome(0 if problem is None else None, problem)
+
+
+# ---------------------------------------------------------------- orchestrace serve: the gateway
+
+_CHAT = {
+    "model": "researcher",
+    "messages": [{"role": "user", "content": "What is the capital of France?"}],
+    "max_tokens": 8,
+}
+_GATEWAY_PATHS = ("/v1/chat/completions", "/runs/r1/v1/chat/completions", "/runs/r1/end", "/runs/r1/agents-sdk/spans",
+                  "/v1/models", "/runs/%2e%2e/v1/chat/completions", "/runs/" + "x" * 300 + "/end", "/runs//end")  # fmt: skip
+
+
+def gateway_request(rng: random.Random, port: int) -> bytes:
+    """A malformed HTTP request, or a POST to one of the gateway's routes whose JSON body is
+    damaged (hostile values, wrong shapes, cut text) or whose Content-Length lies."""
+    if rng.random() < 0.3:
+        return http_request(rng, port)
+    body = mutate_tree(_CHAT, rng) if rng.random() < 0.8 else mutate_text(orjson.dumps(_CHAT), rng)
+    length = len(body) if rng.random() < 0.85 else rng.choice([0, len(body) + 7, max(0, len(body) - 3)])
+    headers = [
+        b"POST " + rng.choice(_GATEWAY_PATHS).encode() + b" HTTP/1.1",
+        f"Host: 127.0.0.1:{port}".encode(),
+        b"Content-Type: application/json",
+        b"Content-Length: %d" % length,
+    ]
+    if rng.random() < 0.3:
+        headers.append(b"X-Orchestrace-Agent: " + rng.choice([b"writer", b"", b"\xff", b"a" * 500]))
+    if rng.random() < 0.2:
+        headers.append(b"X-Orchestrace-Run: " + rng.choice([b"../x", b"r2", b"", b"a/b"]))
+    return b"\r\n".join(headers) + b"\r\n\r\n" + body
+
+
+def _gateway_serve(case: Case, main: Path, work: Path) -> Outcome:
+    """orchestrace serve's gateway (a scripted model, a free port of 127.0.0.1) gets three
+    hostile requests: each answered with a 4xx in OpenAI's error shape (505 for an HTTP version it
+    does not speak) or dropped, never another 5xx,
+    no exception in a handler; a good chat call is still answered. Each has a 5 s socket timeout."""
+    from orchestrace.learn.gateway.completers import BackendCompleter
+    from orchestrace.learn.gateway.launch import ServeOptions, build
+    from orchestrace.runtime.backends.scripted import ScriptedBackend
+
+    rng = random.Random(case.seed)
+    opts = ServeOptions(port=0, runs=str(work / "runs"), agents="researcher,writer=editor", adapters="role")
+    server = build(opts, BackendCompleter(ScriptedBackend(rules={"capital": "Paris."}), None, batch_window=0))
+    port = server.server_address[1]
+    errors: list[str] = []
+    server.handle_error = lambda request, address: errors.append(repr(sys.exc_info()[1]))
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+    problem = None
+    try:
+        for _ in range(3):
+            data = gateway_request(rng, port)
+            reply = _exchange(port, data)
+            words = reply.split(b"\r\n", 1)[0].split()
+            code = int(words[1]) if len(words) > 1 and words[1].isdigit() else None
+            if code is not None and code >= 500 and code != 505:  # 505: an HTTP version it does not speak
+                problem = f"HTTP {code} for {data[:160]!r}: {reply[-200:]!r}"
+                break
+        body = orjson.dumps(_CHAT)
+        good = _exchange(
+            port,
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (port, len(body), body),
+        )
+        if problem is None and not (good.startswith(b"HTTP/1.1 200") and b"Paris." in good):
+            problem = f"a good chat call after hostile requests got {good[:200]!r}"
+        if problem is None and errors:
+            problem = f"a handler raised: {errors[0][:200]}"
+    except OSError as e:
+        problem = f"the gateway did not answer: {e!r}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        server.gateway.close()
+    return Outcome(0 if problem is None else None, problem)
+
+
+# ---------------------------------------------------------------- task files (train team --tasks)
+
+
+def task_file_case(rng: random.Random, seed: int) -> Case:
+    """A damaged task file: lines of a shipped one with hostile values or bytes, maybe gzip'd.
+    The name carries the seed: ``load_tasks`` caches by path, time and size."""
+    from importlib import resources
+
+    shipped = resources.files("orchestrace.learn") / "task_files" / "capitals.jsonl"
+    recs = [orjson.loads(x) for x in shipped.read_bytes().splitlines()[:12] if x.strip()]
+    lines = [orjson.dumps(r) for r in recs]
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(lines))
+        hot = [("id",), ("question",), ("answer",), ("split",), ("metadata",), ("prompt",)]
+        lines[i] = mutate_tree(recs[i], rng, hot) if rng.random() < 0.8 else mutate_text(lines[i], rng)
+    data = b"\n".join(lines) + b"\n"
+    name = f"tasks-{seed}.jsonl"
+    if rng.random() < 0.25:
+        data, name = compress(data, rng), name + ".gz"
+    return Case("tasks", {name: data}, name)
+
+
+def _task_file(case: Case, main: Path, work: Path) -> Outcome:
+    """load_tasks (what train team --tasks and serve read): a TaskSet or a TaskFileError (exit 1
+    with the file and line), never another exception."""
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.learn.tasks import load_tasks
+
+    try:
+        tasks = load_tasks(str(main))
+    except OrchestraceError as e:
+        if e.exit_code != 1 or e.path is None:
+            return Outcome(e.exit_code, f"task file error without exit 1 and its file: {e}")
+        return Outcome(1, None)
+    except Exception as e:  # noqa: BLE001 - the point: only our errors may escape
+        return Outcome(None, f"uncaught {type(e).__name__} in load_tasks: {str(e)[:200]}")
+    return Outcome(0, None if tasks.items else "a task set without questions")
 
 
 TRACE_COMMANDS: dict[str, Check] = {
@@ -820,6 +934,8 @@ TRACE_COMMANDS: dict[str, Check] = {
     },
     "query": _query,
     "view-serve": _view_serve,
+    "gateway-serve": _gateway_serve,
+    "task-file": _task_file,
 }
 IMPORT_COMMANDS: dict[str, Check] = {
     **{f"import:{fmt}": _import(auto=False) for fmt in IMPORTERS},
@@ -833,6 +949,8 @@ def make_case(seed: int, command: str) -> Case:
         return importer_case(rng, command.removeprefix("import:"))
     if command in IMPORT_COMMANDS:
         return importer_case(rng, rng.choice(IMPORTERS))
+    if command == "task-file":
+        return task_file_case(rng, seed)
     return trace_case(rng)
 
 

@@ -25,6 +25,8 @@ EXAMPLES = {
     "repair": 40,
     "query": 40,
     "view-serve": 25,
+    "gateway-serve": 25,
+    "task-file": 60,
 }
 
 
@@ -476,3 +478,28 @@ def test_import_of_an_unrecognised_file_is_bad_input(tmp_path: Path, content: by
     empty.mkdir()
     code, _, err, exc = hostile.run_cli(["import", str(empty), "-o", str(tmp_path / "o.jsonl")])
     assert exc is None and code == 2 and "OT022" in err, err
+
+
+@pytest.mark.parametrize("damage", ["deep", "cut-gzip", "bad-gzip"])
+def test_a_damaged_task_file_is_a_task_file_error(tmp_path: Path, damage: str) -> None:
+    """Found by the fuzz run's task-file: a line nested 5,000 deep (RecursionError) and a cut or
+    corrupt .jsonl.gz (EOFError, zlib.error) escaped load_tasks (train team --tasks: exit 3);
+    each is OT670 naming the file (and the line)."""
+    import gzip
+
+    from orchestrace.learn.tasks import TaskFileError, load_tasks
+
+    line = b'{"id": "a", "question": "q?", "answer": "x"}\n'
+    if damage == "deep":
+        f = tmp_path / "deep.jsonl"
+        f.write_bytes(line + b'{"id": "b", "question": "q?", "answer": ' + b"[" * 5000 + b"]" * 5000 + b"}\n")
+    else:
+        z = gzip.compress(line * 50, mtime=0)
+        f = tmp_path / f"{damage}.jsonl.gz"
+        f.write_bytes(
+            z[: len(z) // 2] if damage == "cut-gzip" else z[:12] + bytes(b ^ 0xFF for b in z[12:30]) + z[30:]
+        )
+    with pytest.raises(TaskFileError) as e:
+        load_tasks(str(f))
+    assert e.value.path == str(f) and e.value.exit_code == 1
+    assert damage != "deep" or (e.value.line == 2 and "nested deeper" in e.value.message)

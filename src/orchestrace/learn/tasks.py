@@ -27,6 +27,7 @@ import math
 import os
 import random
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -34,8 +35,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import OrchestraceError
+from ..core.errors import LoadError, OrchestraceError
 from ..core.plugins import hook_number, resolve
+from ..core.read import parse_json
 
 TASK_FILES = "task_files"
 INDEX = "index.json"
@@ -336,15 +338,15 @@ def read_rows(path: str) -> list[tuple[int, Any]]:
     opener = gzip.open if path.endswith(".gz") else open
     out: list[tuple[int, Any]] = []
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
+        with opener(path, "rb") as f:
             for n, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                try:
-                    out.append((n, json.loads(line)))
-                except json.JSONDecodeError as e:
-                    raise TaskFileError("OT670", f"not JSON: {e.msg}", path=path, line=n) from None
-    except (OSError, UnicodeDecodeError) as e:
+                try:  # with the limits every reader has (a line nested 5,000 deep: RecursionError)
+                    out.append((n, parse_json(line, path=path, line=n)))
+                except LoadError as e:
+                    raise TaskFileError("OT670", e.message, path=path, line=n) from None
+    except (OSError, EOFError, zlib.error) as e:  # a damaged .gz: EOFError, zlib.error (exit 3)
         raise TaskFileError("OT670", f"unreadable task file: {e}", path=path) from None
     return out
 
