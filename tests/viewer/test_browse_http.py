@@ -198,3 +198,52 @@ def test_a_large_compare_draws_stretches_not_one_rect_per_event() -> None:
     merged = re.findall(r'<rect class="a merged"[^>]*><title>A ([\d,]+) events</title>', page)
     assert 0 < len(merged) < MAX_BARS and sum(int(n.replace(",", "")) for n in merged) == len(a.events)
     assert page.count('<rect class="b"') == len(b.events)  # a small trace keeps its events
+
+
+def test_malformed_http_is_a_4xx_and_the_server_keeps_answering(browse_server) -> None:
+    import socket
+
+    host, port = browse_server.removeprefix("http://").split(":")
+    for raw in (
+        b"GARBAGE\r\n\r\n",
+        b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"\x00\xff\r\n\r\n",
+    ):
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(raw)
+            reply = b""
+            while chunk := s.recv(4096):
+                reply += chunk
+        # http.server's own error page (an HTTP/0.9-style reply to a request line it cannot read)
+        assert b"Error code: 400" in reply or b"Error code: 414" in reply, reply[:300]
+        assert b"Traceback" not in reply
+    assert get(browse_server, "/").status_code == 200
+
+
+def test_a_folder_that_is_no_training_run_is_named(tmp_path, browse_world) -> None:
+    from orchestrace.viewer.browse import read_run
+
+    with pytest.raises(OrchestraceError, match="not a training run folder") as e:
+        read_run(tmp_path)
+    assert e.value.code == "OT342"
+    (tmp_path / "iter-000").mkdir()
+    (tmp_path / "iter-000" / "iteration.json").write_text("{not json")
+    with pytest.raises(OrchestraceError, match="unreadable iteration record") as e:
+        read_run(tmp_path)
+    r = run("ui", "-s", str(browse_world.store), "--run", str(tmp_path), "--port", "0")
+    assert r.returncode == 2 and "OT342" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_empty_store_and_no_runs_are_pages_not_errors(tmp_path) -> None:
+    from orchestrace.viewer.browse.server import App, serve_in_thread
+
+    ingest(str(tmp_path / "e.duckdb"), [], workers=1)
+    server, url = serve_in_thread(App(open_store(str(tmp_path / "e.duckdb"))))
+    try:
+        r = httpx.get(url + "?sort=usd&page=3", timeout=30)
+        assert r.status_code == 200 and "0 trace(s) match" in r.text
+        r = httpx.get(url + "run?r=0", timeout=30)
+        assert r.status_code == 404 and "r: there are no training runs (ui --run FOLDER shows one)" in r.text
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -58,8 +58,13 @@ def _one(args: dict[str, list[str]], key: str, allowed: tuple[str, ...]) -> str:
     return vs[0]
 
 
+_NONE = {"r": "training runs (ui --run FOLDER shows one)", "it": "iterations", "f": "trace files"}
+
+
 def _index(args: dict[str, list[str]], key: str, allowed: tuple[str, ...], n: int, what: str) -> int:
     v = _one(args, key, allowed)
+    if n == 0:
+        raise BrowseError(404, f"{key}: there are no {_NONE[key]}")
     if not v.isdigit() or int(v) >= n:
         raise BrowseError(404 if v.isdigit() else 400, f"{key}: {v!r}; expected {what} from 0 to {n - 1}")
     return int(v)
