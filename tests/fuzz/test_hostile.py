@@ -503,3 +503,22 @@ def test_a_damaged_task_file_is_a_task_file_error(tmp_path: Path, damage: str) -
         load_tasks(str(f))
     assert e.value.path == str(f) and e.value.exit_code == 1
     assert damage != "deep" or (e.value.line == 2 and "nested deeper" in e.value.message)
+
+
+@pytest.mark.parametrize("command", ["validate", "stats"])
+def test_json_output_with_a_file_name_that_is_not_utf8(tmp_path: Path, command: str) -> None:
+    """A folder holding bad\\xff.json (a name that is not UTF-8): orjson refused its path (a str
+    with a surrogate escape) and validate/stats --format json exited 3 with no document; the
+    name is written with its byte escaped and the document is complete."""
+    import json
+    import os
+
+    hostile.good_trace_file(tmp_path)
+    (tmp_path / os.fsdecode(b"bad\xff.json")).write_bytes(
+        orjson.dumps({**hostile.seed_trace(), "trace_id": "other"})
+    )
+    code, out, err, exc = hostile.run_cli([command, "--format", "json", str(tmp_path)])
+    assert exc is None and code == 0, err
+    doc = json.loads(out)
+    rows = doc if command == "validate" else doc["traces"]
+    assert sorted(Path(r["path"]).name for r in rows) == ["bad\\xff.json", "good.json"]

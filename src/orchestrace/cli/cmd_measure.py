@@ -20,7 +20,7 @@ from rich.table import Table
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
 from .inputs import expand_paths
-from .output import console, console_err, fmt_number
+from .output import console, console_err, fmt_number, json_document
 from .progress import failure_exit_code, stream_file_traces, stream_traces
 from .ray_option import RayCommand, RayOption
 
@@ -83,9 +83,7 @@ def _fmt(v: Any) -> str:
 
 
 def _json(obj: Any) -> None:
-    sys.stdout.buffer.write(
-        orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
-    )
+    sys.stdout.buffer.write(json_document(obj, orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
 
 
 def analyze_cmd(

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import msgspec
-import orjson
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -20,7 +19,7 @@ from ..core.read import split_format
 from ..core.schema import schema_text
 from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult, validate_path
 from .inputs import STORE_SUFFIXES, expand_paths, foreign_log
-from .output import console, console_err, fmt_number
+from .output import console, console_err, fmt_number, json_document
 from .progress import failure_exit_code, note_failed_file
 
 
@@ -48,9 +47,7 @@ def validate(
     io_error = any(f.code == "OT001" for r in results for f in r.findings)
     internal = any(f.code == INTERNAL for r in results for f in r.findings)
     if format == "json":
-        sys.stdout.buffer.write(
-            orjson.dumps([r.to_json() for r in results], option=orjson.OPT_INDENT_2) + b"\n"
-        )
+        sys.stdout.buffer.write(json_document([r.to_json() for r in results]))
     else:
         for r in results:
             errs = sum(f.severity == "error" for f in r.findings)
@@ -157,7 +154,7 @@ def stats(
     if format == "json":
         fails = [failed[i].finding() for i in sorted(failed)]
         doc = {"traces": out, "corpus": corpus_counts(out), "failed": fails}
-        sys.stdout.buffer.write(orjson.dumps(msgspec.to_builtins(doc), option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(json_document(msgspec.to_builtins(doc)))
     elif len(out) == 1:
         console.print(_detail_table(out[0], f"{out[0].trace_id}  ({out[0].path})"))
     elif out or not failed:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
 from rich.console import Console
 
 
@@ -30,3 +33,27 @@ def fmt_number(v: float, digits: int = 4) -> str:
         return str(v)
     whole = len(str(int(abs(v)))) if abs(v) < 1e15 else 0
     return f"{v:.{max(digits, whole)}g}"
+
+
+def json_document(obj: Any, option: int = orjson.OPT_INDENT_2) -> bytes:
+    """``obj`` as one JSON document (and a newline). A file name that is not UTF-8 (a str with
+    surrogate escapes, as the OS gives it) is written with its bytes escaped (``bad\\xff.json``):
+    orjson refused it, and ``validate --format json`` exited 3 with no document."""
+    try:
+        return orjson.dumps(obj, option=option) + b"\n"
+    except orjson.JSONEncodeError:
+        return orjson.dumps(_utf8(obj), option=option) + b"\n"
+
+
+def _utf8(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            raw = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a lone surrogate that no file name byte made
+            raw = value.encode("utf-8", "surrogatepass")
+        return raw.decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {_utf8(k): _utf8(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_utf8(v) for v in value]
+    return value
