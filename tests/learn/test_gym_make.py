@@ -46,6 +46,19 @@ def test_sb3_ppo_trains_on_each_env_made_by_id_alone(env_id: str) -> None:
     env.step(int(action))
 
 
+@pytest.mark.parametrize("env_id", sorted(ENV_IDS))
+def test_each_default_env_passes_check_env_with_no_warning(env_id: str) -> None:
+    """Made by its id alone, each passes Gymnasium's checker, every warning an error."""
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    env = gymnasium.make(env_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped)
+
+
 def _write_bank(tmp_path: Path) -> str:
     p = tmp_path / "bank.jsonl"
     save_bank(default_bank("continents"), str(p))
