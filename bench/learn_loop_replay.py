@@ -1,6 +1,6 @@
 """The stop loop replayed on a family's embedded bank: why ``loop stop`` collapsed to one answer.
 
-Prints, on the loop's own 70/30 split of the family (``stopping.loop.split_questions``), the
+Prints, on the loop's own 70/30 split of the family (``stopping.loop_stop.split_questions``), the
 reward (accuracy - cost x samples, majority with ties to the first answer) of every fixed number
 of answers k = 1..budget: is stopping after one answer reward-optimal at that cost? Then runs the
 loop's update on episodes replayed from the bank (the question's 40 recorded SmolLM2-135M
@@ -26,7 +26,7 @@ from orchestrace.core.io import load_one
 from orchestrace.core.model import Trace
 from orchestrace.learn.stopping.banks import BankQuestion, default_bank
 from orchestrace.learn.stopping.features import feature_names, prefix_features
-from orchestrace.learn.stopping.loop import (
+from orchestrace.learn.stopping.loop_stop import (
     StopLoop,
     StopLoopConfig,
     clipped_update,

@@ -26,7 +26,7 @@ from orchestrace.learn.policies import LearnedStop
 from orchestrace.learn.stopping.banks import default_bank
 from orchestrace.learn.stopping.evaluation import bootstrap_ci, run_rule, tables
 from orchestrace.learn.stopping.families import family
-from orchestrace.learn.stopping.loop import reward
+from orchestrace.learn.stopping.loop_stop import majority_right
 from orchestrace.learn.stopping.traces import episode_from_trace
 from orchestrace.learn.stopping.training import DEFAULT_TRAIN, merge, policy_method, train_policy
 from orchestrace.measure import critical_steps
@@ -96,7 +96,7 @@ def main() -> None:
                                 trace_id=f"live-w{w}-{k}", trace_policies={"stop": learned}))  # fmt: skip
             tr = load_one(path)
             ep = episode_from_trace(tr, path)
-            correct.append(reward(ep, 0.0)[1])
+            correct.append(majority_right(ep.answers, ep.gold))
             used.append(len(ep.answers))
             launched.append(sum(1 for e in tr.events if e.type == "spawn"))
             wall.append(max((e.t_end or e.t) for e in tr.events))

@@ -8,7 +8,7 @@ from tracekit import ev, mk
 
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.export import get_exporter
-from orchestrace.export.trainer import samples
+from orchestrace.export.samples import samples
 
 
 def task_group(n: int = 4):
@@ -136,7 +136,7 @@ def _grpo_two_steps(monkeypatch, tmp_path, model, tok, rows, group_size, max_len
     torch.set_num_threads(2)
     from trl import GRPOConfig, GRPOTrainer
 
-    from orchestrace.export.trainer import trl_replay
+    from orchestrace.export.samples import trl_replay
 
     dataset, replay, reward_func = trl_replay(rows, tok, group_size=group_size)
     served = []

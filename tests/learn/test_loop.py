@@ -107,7 +107,7 @@ def test_stop_update_moves_by_the_credit_not_past_the_clip(tmp_path: Path) -> No
     from orchestrace.core.io import load_one
     from orchestrace.learn.stopping.banks import BankQuestion
     from orchestrace.learn.stopping.features import feature_names, prefix_features
-    from orchestrace.learn.stopping.loop import clipped_update, decision_credit
+    from orchestrace.learn.stopping.loop_stop import clipped_update, decision_credit
     from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
     from orchestrace.learn.stopping.traces import episode_from_trace, record_question
 

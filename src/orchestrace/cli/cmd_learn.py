@@ -459,7 +459,7 @@ def loop_stop_cmd(
       orchestrace loop stop --tasks antonyms --iterations 3
       orchestrace loop stop --tasks capitals --width 2 --base-url http://127.0.0.1:8000/v1
     """
-    from ..learn.stopping.loop import StopLoopConfig, loop_stop
+    from ..learn.stopping.loop_stop import StopLoopConfig, loop_stop
     from ..runtime.runner import backend_spec
 
     spec = (

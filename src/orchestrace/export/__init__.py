@@ -16,9 +16,9 @@ EXPORTERS: dict[str, str] = {
     "survey": "orchestrace.export.survey:export_survey",
     "jsonl": "orchestrace.export.survey:export_jsonl",
     "otlp": "orchestrace.export.otlp:export_otlp",
-    "trl": "orchestrace.export.trainer:export_trl",
-    "verl": "orchestrace.export.trainer:export_verl",
-    "samples": "orchestrace.export.trainer:export_samples",
+    "trl": "orchestrace.export.samples:export_trl",
+    "verl": "orchestrace.export.samples:export_verl",
+    "samples": "orchestrace.export.samples:export_samples",
 }
 
 

@@ -18,7 +18,7 @@ from .corpus import (
     summarize,
 )
 from .cost import breakdown, coordination_mask, protocol_overhead, totals
-from .parallel import (
+from .parallelism import (
     concurrency,
     concurrency_profile,
     critical_path,

@@ -21,7 +21,7 @@ from ..core.plugins import hook_number
 from .amplification import error_amplification
 from .collab import Similarity, debate, message_redundancy, messages_per_delegation
 from .cost import protocol_overhead, totals
-from .parallel import (
+from .parallelism import (
     concurrency,
     critical_path,
     critical_steps,

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import msgspec
 
 #: Event types that count as a sub-agent's own step when deciding whether it was useful (R7's
-#: r_parallel). Critical Steps use measure's step definition (``measure.parallel.STEP_TYPES``).
+#: r_parallel). Critical Steps use measure's step definition (``measure.parallelism.STEP_TYPES``).
 STEP_TYPES = frozenset(("orchestrator_decision", "message", "tool_call", "return", "aggregate"))
 
 

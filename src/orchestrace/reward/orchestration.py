@@ -26,12 +26,12 @@ from collections import defaultdict
 from ..core.access import attr, num, spawned
 from ..core.graph import TraceGraph
 from ..core.model import Trace
-from ..measure.parallel import critical_steps as measure_critical_steps
+from ..measure.parallelism import critical_steps as measure_critical_steps
 from .channels import STEP_TYPES, RewardOut, mean
 
 
 def critical_steps(trace: Trace) -> tuple[float, float]:
-    """(Critical Steps, total steps) as defined by :func:`orchestrace.measure.parallel.critical_steps`."""
+    """(Critical Steps, total steps) as defined by :func:`orchestrace.measure.parallelism.critical_steps`."""
     res = measure_critical_steps(trace)
     return float(res["critical"]), float(res["total"])
 
