@@ -244,7 +244,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def start_in_thread(server: GatewayServer) -> threading.Thread:
-    t = threading.Thread(target=server.serve_forever, name="gateway-http", daemon=True)
+    # a short poll: shutdown() waits for the loop to notice (0.5 s by default, per server)
+    t = threading.Thread(target=server.serve_forever, args=(0.05,), name="gateway-http", daemon=True)
     t.start()
     return t
 

@@ -1,0 +1,60 @@
+"""``orchestrace serve`` as a user runs it: a process that prints where it listens, records a run
+through --server (a scripted upstream on 127.0.0.1), and on Ctrl-C closes the open runs' traces."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from test_gateway_tools import Scripted
+
+from orchestrace.core.io import load_one
+from orchestrace.learn.gateway.server import start_in_thread
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+@pytest.mark.timeout(120)
+def test_serve_records_until_interrupted_then_closes_its_runs(tmp_path):
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    start_in_thread(upstream)  # type: ignore[arg-type]
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    cmd = [sys.executable, "-m", "orchestrace", "serve", "--port", "0", "--runs", str(tmp_path / "runs")]
+    cmd += ["--agents", "researcher", "--server", f"http://127.0.0.1:{upstream.server_address[1]}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"(http://127\.0\.0\.1:\d+)/runs/RUN/v1", line).group(1)
+        body = {"model": "researcher", "messages": [{"role": "user", "content": "Paris?"}]}
+        r = httpx.post(f"{url}/runs/cli-1/v1/chat/completions", json=body, timeout=30)
+        assert (
+            r.json()["choices"][0]["message"]["content"] == "Paris has been the capital of France since 987."
+        )
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        upstream.shutdown()
+        upstream.server_close()
+    assert proc.returncode == 0, err
+    assert "1 run(s) recorded" in out and "Traceback" not in err
+    tr = load_one(tmp_path / "runs" / "cli-1.events.jsonl")  # closed on Ctrl-C: a whole trace
+    assert tr.metadata["outcome"]["status"] == "ok"
+    assert [e.agent for e in tr.events if e.type == "return"] == ["researcher"]
+
+
+def test_serve_on_another_address_warns(tmp_path, capsys):
+    from orchestrace.cli import main
+
+    with pytest.raises(SystemExit) as e:  # refused before listening: the warning came first
+        main(["serve", "--host", "0.0.0.0", "--adapters", "agent", "--runs", str(tmp_path)])
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert "not loopback" in err and "OT740" in err
