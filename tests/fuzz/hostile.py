@@ -345,7 +345,16 @@ def importer_case(rng: random.Random, fmt: str) -> Case:
         data = b"\n".join(lines) + b"\n"
         if rng.random() < 0.1:
             data = mutate_text(data, rng)
-        return Case(fmt, {"x.jsonl": data}, "x.jsonl", importer=fmt)
+        files = {"x.jsonl": data}
+        if fmt == "claude-code" and rng.random() < 0.3:  # a sub-agent log and its .meta.json
+            sub = [orjson.dumps({**r, "isSidechain": True}) for r in recs[:4]]
+            sub[rng.randrange(len(sub))] = hostile_value(rng)
+            files["x/subagents/agent-a1.jsonl"] = b"\n".join(sub) + b"\n"
+            meta = {"agentType": "researcher", "description": "look it up"}
+            files["x/subagents/agent-a1.meta.json"] = (
+                mutate_tree(meta, rng) if rng.random() < 0.8 else hostile_value(rng)
+            )
+        return Case(fmt, files, "x.jsonl", importer=fmt)
     doc = {
         "gemini-cli": lambda: orjson.loads((SEEDS / "gemini-cli.json").read_bytes()),
         "who-and-when": lambda: orjson.loads((SEEDS / "who-and-when.json").read_bytes()),
