@@ -57,6 +57,15 @@ async def achain(question: str, base_url: str) -> str | None:
     return None  # the run's last completion is the team's answer
 
 
+def seeded(question: str, base_url: str) -> str | None:
+    """One call with a fixed seed, as some frameworks send."""
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    reply = client.chat.completions.create(
+        model="solver", messages=[{"role": "user", "content": question}], max_tokens=6, seed=1
+    )
+    return reply.choices[0].message.content
+
+
 def not_a_team(config: dict) -> None:
     """A runtime program's signature (no base_url)."""
 

@@ -105,6 +105,14 @@ def test_the_agent_and_run_can_come_from_headers(gateway):
     assert [e.agent for e in load_one(path).events if e.type == "return"] == ["writer"]
 
 
+def test_a_seed_the_call_gives_is_the_seed_it_samples_with(gateway):
+    r = chat(gateway.url, {"model": "writer", "messages": [{"role": "user", "content": "x"}], "seed": 5})
+    assert r.status_code == 200
+    path = gateway.gateway.finish_run("default")
+    (entry,) = [orjson.loads(x) for x in Path(cache_path(path)).read_bytes().splitlines()]
+    assert entry["request"]["seed"] == 5
+
+
 def test_models_lists_the_agents(gateway):
     r = httpx.get(f"{gateway.url}/runs/x/v1/models")
     assert [m["id"] for m in r.json()["data"]] == ["researcher", "writer"]

@@ -114,3 +114,20 @@ def test_agents_are_for_a_gateway_program_only(tmp_path: Path, capsys):
         main(["train", "team", "--agents", "a,b", "-o", str(tmp_path / "run"), "-k", "1"])
     assert e.value.code == 1 and "OT743" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_runs_of_a_group_sample_apart_even_when_the_program_fixes_the_seed(tmp_path: Path):
+    import orjson
+
+    from orchestrace.runtime.cache import cache_path
+
+    cfg = TeamConfig(program="gateway_teams:seeded", group=2, questions=1, train_pool=2, heldout=1)
+    remote = runner(gateway_teams.seeded)
+    step = ProgramStep(cfg, None, None, None, reward_spec(cfg), remote=remote)  # type: ignore[arg-type]
+    step.train_ids, step.heldout_ids = split(cfg)
+    try:
+        kept = step.collect(1, None, tmp_path / "iter-001")
+    finally:
+        remote.close()
+    seeds = [orjson.loads(Path(cache_path(p)).read_bytes().splitlines()[0])["request"]["seed"] for p in kept]
+    assert len(seeds) == 2 and seeds[0] != seeds[1] and 1 not in seeds

@@ -55,10 +55,11 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
-def derive_seed(run_seed: int, agent: str, turn: int) -> int:
-    """A call's seed when the request gives none: from the run's seed, the agent and its call
-    number (stable across processes and whatever the other agents do)."""
-    h = hashlib.sha256(f"{run_seed}|{agent}|{turn}".encode()).digest()
+def derive_seed(run_seed: int, agent: str, turn: int, asked: int | None = None) -> int:
+    """A call's seed from the run's seed, the agent, its call number and the seed the request
+    asked for, if any (stable across processes and whatever the other agents do)."""
+    mixed = "" if asked is None else f"|{asked}"
+    h = hashlib.sha256(f"{run_seed}|{agent}|{turn}{mixed}".encode()).digest()
     return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
 
 
@@ -111,6 +112,7 @@ class GatewayRun:
     trace_id: str = ""  # default: the run id
     metadata: dict[str, Any] = field(default_factory=dict)
     keep_content: bool = True
+    own_seeds: bool = False  # the run's seed decides every call's, a request's seed only mixed in
     agents: dict[str, AgentState] = field(default_factory=dict)
     said: list[Said] = field(default_factory=list)
     closed: bool = False
@@ -169,10 +171,15 @@ class GatewayRun:
     def request(
         self, agent: str, adapter: str, call: CallSpec, temperature: float, max_tokens: int
     ) -> tuple[ChatRequest, int]:
-        """The runtime request of a call (its seed derived when the call gives none) and the turn."""
+        """The runtime request of a call and the agent's turn. Its seed: the request's, else one
+        derived from the run's; with ``own_seeds`` (training: the runs of a group must differ even
+        when a framework sends a fixed seed) always derived, the request's mixed in."""
         st = self.agents.get(agent)
         turn = st.calls if st is not None else 0
-        seed = call.seed if call.seed is not None else derive_seed(self.seed, agent, turn)
+        if call.seed is not None and not self.own_seeds:
+            seed = call.seed
+        else:
+            seed = derive_seed(self.seed, agent, turn, call.seed)
         return (
             ChatRequest(
                 messages=call.messages,

@@ -149,12 +149,16 @@ class Gateway:
         task_id: str = "gateway",
         trace_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        own_seeds: bool = False,
     ) -> str:
         """Open a run whose calls are recorded to ``path`` (default ``<runs_dir>/<run_id>.events.jsonl``)
-        as the trace ``trace_id`` (default: the run id)."""
+        as the trace ``trace_id`` (default: the run id); ``own_seeds``: the run's seed decides every
+        call's (a request's seed is mixed in, not used as is)."""
 
         async def go() -> str:
-            return self._open(run_id, path, seed, task_id, metadata or {}, trace_id).path
+            run = self._open(run_id, path, seed, task_id, metadata or {}, trace_id)
+            run.own_seeds = own_seeds
+            return run.path
 
         return self.on_loop(go())
 

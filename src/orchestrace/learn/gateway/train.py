@@ -166,6 +166,7 @@ class GatewayRollouts:
                 seed=r.seed,
                 task_id=q.question,
                 trace_id=r.trace_id,
+                own_seeds=True,
                 metadata={"runtime": {"program": r.program, "config": r.config, "seed": r.seed}},
             )
             runs.append((rid, q.question))
