@@ -331,6 +331,9 @@ def importer_case(rng: random.Random, fmt: str) -> Case:
                     b"**[OpenAI_Usage_Info Receive]**\nprompt_tokens: 99999999999999999999999\ncompletion_tokens: -5\ntotal_tokens: abc",
                     b"\xff\xfe\x00garbage",
                     b"[2023-00-00 00:00:00 INFO] ",
+                    b"[2023-25-08 09:40:37 INFO] **[Post Info]**\n\n**cost**=$"
+                    + rng.choice([b"1.2.3", b"9" * 400, b"0.25", b"-", b"."])
+                    + b"\n\n**duration**=12.5s",
                     b"",
                     lines[i][: len(lines[i]) // 2],
                 ]
