@@ -27,6 +27,13 @@ def page(browser, browse_server) -> Any:
     ctx.close()
 
 
+def follow(p: Any, selector: str) -> None:
+    """Click a link or button and wait for the page it leads to (a click alone returns before
+    the next page has loaded, and the old page's cells would be read)."""
+    with p.expect_navigation():
+        p.click(selector)
+
+
 def column(p: Any, key: str) -> list[str]:
     return p.locator(f"#traces tbody td[data-col={key}]").all_inner_texts()
 
@@ -37,19 +44,19 @@ def test_list_sorts_filters_and_shows_distributions(page) -> None:
     assert p.locator("#count").inner_text().startswith(f"{N_GEN + 3} trace(s) match")
     assert p.locator("#distributions .hist").count() == 12  # date, 9 numeric columns, system, status
     assert "success" in p.locator("#distributions [data-col=status]").inner_text()
-    p.click("#traces th a[data-col=usd]")  # numbers sort largest first
+    follow(p, "#traces th a[data-col=usd]")  # numbers sort largest first
     usd = [float(x) for x in column(p, "usd")]
     assert usd == sorted(usd, reverse=True) and usd[0] > usd[-1]
-    p.click("#traces th a[data-col=usd]")  # again: the other way
+    follow(p, "#traces th a[data-col=usd]")  # again: the other way
     assert [float(x) for x in column(p, "usd")] == sorted(usd)
     p.select_option("select[name=system]", "orchestrace.runtime")
-    p.click("form.filters button")
+    follow(p, "form.filters button")
     assert sorted(column(p, "trace_id")) == ["debate-s7", "debate-s7~e8~fbf64543"]
     assert "sort=usd" in p.url and "desc=0" in p.url  # the filter keeps the sort
     p.goto("/")
     p.fill("input[name=text]", "gen-0")
     p.fill("input[name=reward_min]", "1")
-    p.click("form.filters button")
+    follow(p, "form.filters button")
     ids = column(p, "trace_id")
     assert ids and all(i.startswith("gen-0") for i in ids)
     assert set(column(p, "team_reward")) == {"1"}
@@ -59,7 +66,7 @@ def test_list_sorts_filters_and_shows_distributions(page) -> None:
 def test_a_trace_opens_in_the_viewer_from_the_store(page, browse_world) -> None:
     p = page
     p.goto("/?text=gen-03")
-    p.click("#traces a:text-is('gen-03')")
+    follow(p, "#traces a:text-is('gen-03')")
     p.wait_for_function("window.__orchestrace !== undefined")
     tr = next(t for t in browse_world.gen if t.trace_id == "gen-03")
     assert p.evaluate("window.__orchestrace.lanes()") == lane_order(tr)[0]
@@ -74,7 +81,7 @@ def test_a_fork_is_compared_with_its_parent(page, browse_world) -> None:
     parent, child = browse_world.parent, browse_world.child
     k = child.metadata["fork"]["index"]
     p.goto("/?system=orchestrace.runtime")
-    p.click("a.cmp-parent")
+    follow(p, "a.cmp-parent")
     assert p.locator("#fork").inner_text().startswith(f"fork point: event #{k} ({parent.events[k].id})")
     diverge = p.locator("#diverge").inner_text()
     assert diverge.startswith(f"first diverging event: #{k}: A {parent.events[k].id} return")
@@ -98,9 +105,9 @@ def test_a_fork_is_compared_with_its_parent(page, browse_world) -> None:
 def test_a_learning_curve_point_lists_its_iteration(page) -> None:
     p = page
     p.goto("/runs")
-    p.click("a:text-is('team-run')")
+    follow(p, "a:text-is('team-run')")
     assert p.locator(".curve").count() == 3  # eval_team_accuracy, train_loss, train_reward
-    p.click("[data-curve=eval_team_accuracy] circle[data-iteration='1']")
+    follow(p, "[data-curve=eval_team_accuracy] circle[data-iteration='1']")
     assert p.locator("#iteration").inner_text() == "iteration 1: 5 trace(s)"
     rows = p.locator("#iteration-traces tbody tr").all_inner_texts()
     assert [r.split("\t")[:2] for r in rows] == [
@@ -110,7 +117,7 @@ def test_a_learning_curve_point_lists_its_iteration(page) -> None:
         ["held-out", "eval-1-q0"],
         ["held-out", "eval-1-q1"],
     ]
-    p.click("a:text-is('train-1-0')")
+    follow(p, "a:text-is('train-1-0')")
     p.wait_for_function("window.__orchestrace !== undefined")
     assert p.title() == "orchestrace · train-1-0"
     p.goto("/run/pairs?r=0")
