@@ -5,7 +5,8 @@ Game of 24). The first attempt is always made; after every failed attempt the or
 features of the trace prefix and chooses 0 = retry or 1 = give up. The episode also ends at a
 success, when the logged attempts run out, or at the budget.
 
-The reward is read back from the episode's trace (:func:`retry_reward`):
+The reward is read back from the episode's trace (:func:`retry_reward`, the stop reward of
+``reward.stop`` over attempts):
 ``R = 1[some attempt returned ok] - c x sum(attempt_cost)``, where an attempt's cost is its real
 cost divided by the family's mean attempt cost (so ``c`` is the price of one typical attempt in
 units of one success; every ALFWorld/HumanEval attempt costs 1, Game-of-24 samples cost their
@@ -22,6 +23,7 @@ import numpy as np
 
 from ...core.build import TraceBuilder
 from ...core.model import Event, Trace
+from ...reward.stop import stop_reward
 from ..datasets import RetryTask, words
 from .defaults import DEFAULT_TASKS, tasks_arg
 
@@ -149,11 +151,9 @@ def retry_trace(
 
 
 def retry_reward(trace: Trace, cost_coef: float) -> float:
-    """R = 1[an actor return has status ok] - c x sum of the returns' ``attempt_cost``."""
-    rets = [e for e in trace.events if e.type == "return" and e.agent != ORCH]
-    success = any(e.status == "ok" for e in rets)
-    spent = sum(float((e.attrs or {}).get("attempt_cost", 1.0)) for e in rets)
-    return (1.0 if success else 0.0) - cost_coef * spent
+    """R = 1[an attempt returned ok] (the trace's ``rewards["team"]``) - c x sum of the returns'
+    ``attempt_cost``: the stop decision's reward (``reward.stop.stop_reward``) over attempts."""
+    return stop_reward(trace, cost_coef, cost_key="attempt_cost")
 
 
 class RetryStopEnv(gym.Env):
