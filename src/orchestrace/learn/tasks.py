@@ -35,9 +35,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import LoadError, OrchestraceError
+from ..core.errors import BadInput, LoadError, OrchestraceError
 from ..core.plugins import hook_number, resolve
 from ..core.read import parse_json
+
+#: a bad task file or verifier: bad input (exit 1), the one of core
+TaskFileError = BadInput
 
 TASK_FILES = "task_files"
 INDEX = "index.json"
@@ -46,12 +49,6 @@ HELDOUT_SPLITS = frozenset({"heldout", "held-out", "test", "validation", "eval"}
 SHOT_SPLIT = "shot"
 DEFAULT_VERIFIER = "exact"
 DEFAULT_MAX_TOKENS = 16
-
-
-class TaskFileError(OrchestraceError):
-    """A bad task file or verifier: bad input, exit 1."""
-
-    exit_code = 1
 
 
 @dataclass(frozen=True)
