@@ -247,3 +247,10 @@ def test_an_empty_store_and_no_runs_are_pages_not_errors(tmp_path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_taken_port_is_named(browse_world, browse_server) -> None:
+    port = browse_server.rsplit(":", 1)[1]
+    r = run("ui", "-s", str(browse_world.store), "--port", port)
+    assert r.returncode == 2 and f"OT343 error: cannot listen on 127.0.0.1:{port}" in r.stderr
+    assert "Traceback" not in r.stderr

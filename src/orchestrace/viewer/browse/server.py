@@ -209,7 +209,10 @@ def make_app_server(app: App, port: int = 0, host: str = "127.0.0.1") -> Threadi
         def log_message(self, format: str, *args: object) -> None:  # quiet by default
             pass
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as e:  # the port is taken, the address is not this machine's, ...
+        raise OrchestraceError("OT343", f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     server.daemon_threads = True
     port = server.server_address[1]
     allowed.update(allowed_hosts(host, port) | allowed_hosts("127.0.0.1", port))
