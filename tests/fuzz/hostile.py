@@ -868,6 +868,86 @@ def _gateway_serve(case: Case, main: Path, work: Path) -> Outcome:
     return Outcome(0 if problem is None else None, problem)
 
 
+# ---------------------------------------------------------------- orchestrace ui: the trace browser
+
+_UI_PATHS = ("/", "/index.html", "/trace", "/compare", "/runs", "/run", "/run/trace", "/run/pairs", "/x")
+_UI_KEYS = ("system", "status", "date_from", "date_to", "reward_min", "reward_max", "text", "sort",
+            "desc", "page", "id", "a", "b", "pick", "r", "it", "f", "")  # fmt: skip
+_UI_VALUES = ("", "0", "-1", "1e308", "nan", "inf", "9" * 40, "2026-02-30", "2026-01-01", "date", "usd",
+              "a'; DROP TABLE traces; --", "%", "%zz", "%ff", "é", "\x00", "../../etc/passwd",
+              "gen-centralized-12-7", "x" * 5000, "1", "true")  # fmt: skip
+
+
+def ui_request(rng: random.Random, port: int) -> bytes:
+    """A GET of one of the browser's pages with hostile parameters (SQL-looking text, numbers
+    out of range, bad dates, bad percent-encoding, repeats), or a malformed HTTP request."""
+    if rng.random() < 0.2:
+        return http_request(rng, port)
+    from urllib.parse import quote
+
+    parts = []
+    for _ in range(rng.randint(0, 4)):
+        value = rng.choice(_UI_VALUES)
+        raw = rng.random() < 0.2  # not percent-encoded: a space, a bare % or a & in the value
+        parts.append(f"{rng.choice(_UI_KEYS)}={value if raw else quote(value, safe='')}")
+    if rng.random() < 0.1:
+        parts.append(rng.choice(["a", "=", "&", "x=1&x=2"]))
+    target = rng.choice(_UI_PATHS) + ("?" + "&".join(parts) if parts else "")
+    return f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode(
+        "utf-8", "surrogateescape"
+    )
+
+
+def _ui_serve(case: Case, main: Path, work: Path) -> Outcome:
+    """orchestrace ui over a store holding one trace (a free port of 127.0.0.1, one server for the
+    run) gets three hostile requests: each answered with a 4xx page (or 501, 505), never a 500 (its answer to a bug), and a good
+    list page is still answered. Each has a 5 s socket timeout."""
+    rng = random.Random(case.seed)
+    port = _ui_port(work)
+    problem = None
+    try:
+        for _ in range(3):
+            data = ui_request(rng, port)
+            reply = _exchange(port, data)
+            words = reply.split(b"\r\n", 1)[0].split()
+            code = int(words[1]) if len(words) > 1 and words[1].isdigit() else None
+            if code is not None and code >= 500 and code not in (501, 505):  # an unknown method, version
+                problem = f"HTTP {code} for {data[:200]!r}"
+                break
+        good = _exchange(port, f"GET / HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        if problem is None and not good.startswith(b"HTTP/1.0 200"):
+            problem = f"a good list request after hostile ones got {good[:200]!r}"
+    except OSError as e:
+        problem = f"the browser did not answer: {e!r}"
+    return Outcome(0 if problem is None else None, problem)
+
+
+_UI: dict[str, int] = {}
+
+
+def _ui_port(work: Path) -> int:
+    """The port of one browser server for the whole run (opening the store takes 0.4 s), over a
+    store of its own beside the work folder; stopped when the process exits."""
+    if "port" not in _UI:
+        import atexit
+
+        from orchestrace.viewer.browse.server import ui_server
+
+        folder = work.parent / "_ui"
+        folder.mkdir(exist_ok=True)
+        server, app = ui_server(str(_store(folder)))
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+
+        def stop() -> None:
+            server.shutdown()
+            server.server_close()
+            app.store.con.close()
+
+        atexit.register(stop)
+        _UI["port"] = server.server_address[1]
+    return _UI["port"]
+
+
 # ---------------------------------------------------------------- task files (train team --tasks)
 
 
@@ -948,6 +1028,7 @@ TRACE_COMMANDS: dict[str, Check] = {
     "view-serve": _view_serve,
     "gateway-serve": _gateway_serve,
     "task-file": _task_file,
+    "ui-serve": _ui_serve,
 }
 IMPORT_COMMANDS: dict[str, Check] = {
     **{f"import:{fmt}": _import(auto=False) for fmt in IMPORTERS},

@@ -27,6 +27,7 @@ EXAMPLES = {
     "view-serve": 25,
     "gateway-serve": 25,
     "task-file": 60,
+    "ui-serve": 25,
 }
 
 
