@@ -190,6 +190,10 @@ def test_a_call_to_an_ended_run_is_refused(gateway):
     r = httpx.post(f"{gateway.url}/runs/e1/v1/chat/completions", content=orjson.dumps(body))
     assert openai_error(r, 400)["code"] == "run_closed"
     assert openai_error(httpx.post(f"{gateway.url}/runs/nope/end"), 404)["code"] == "run_not_found"
+    # curl -X POST sends no Content-Length at all: an empty body, which end takes
+    assert chat(gateway.url, body, headers={"X-Orchestrace-Run": "e2"}).status_code == 200
+    reply = raw(gateway, b"POST /runs/e2/end HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 200")
 
 
 def raw(server: GatewayServer, data: bytes) -> bytes:

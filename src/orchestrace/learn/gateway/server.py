@@ -11,7 +11,7 @@ Routes (``<run>``: a run id; without one, the ``X-Orchestrace-Run`` header or th
 
 Safe by default: it listens on 127.0.0.1 unless told otherwise; a ``Host`` header that is not
 this server's address gets a 421 (DNS rebinding, as ``view --serve``); a body is at most
-``max_body`` bytes and must say its length; a prompt at most ``max_prompt_chars`` characters (and
+``max_body`` bytes and must say its length (no chunked encoding); a prompt at most ``max_prompt_chars`` characters (and
 the trainable model's token limit); at most ``max_concurrent`` calls are served at once (a call
 waits up to ``slot_wait`` seconds for a slot, then gets a 429). Every error is OpenAI's error
 shape; nothing a request carries is logged (``verbose`` logs method, path and status only).
@@ -134,9 +134,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             raise GatewayError(411, "send the body with a Content-Length (no chunked encoding)")
         raw = self.headers.get("Content-Length")
-        if raw is None:
-            self.close_connection = True
-            raise GatewayError(411, "a request body needs a Content-Length")
+        if raw is None:  # HTTP/1.1: no length and no chunking is an empty body (curl -X POST)
+            return b""
         try:
             n = int(raw)
         except ValueError:
