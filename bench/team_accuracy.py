@@ -25,7 +25,7 @@ from typing import Any
 
 from orchestrace.core.stats import majority
 from orchestrace.runtime.backends.smollm2 import SmolLM2Backend
-from orchestrace.runtime.examples.antonyms import ANTONYM_FEWSHOT, word
+from orchestrace.runtime.programs.antonyms import ANTONYM_FEWSHOT, word
 from orchestrace.runtime.runner import execute
 
 GOLD = {

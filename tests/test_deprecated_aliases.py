@@ -1,5 +1,5 @@
 """Modules renamed for what they hold keep their old import path, with a deprecation warning:
-``runtime.examples.common`` (``Setup`` is ``runtime.program.Setup``) and ``export.trainer`` (it
+``runtime.examples.common`` (``Setup`` is ``runtime.programs.Setup``) and ``export.trainer`` (it
 trains nothing: ``export.samples``)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from orchestrace.export import samples
-from orchestrace.runtime.program import Setup
+from orchestrace.runtime.programs import Setup
 
 
 def _import_fresh(name: str) -> object:
@@ -19,7 +19,7 @@ def _import_fresh(name: str) -> object:
 
 
 def test_old_program_module_warns_and_gives_the_same_setup() -> None:
-    with pytest.warns(DeprecationWarning, match="orchestrace.runtime.program"):
+    with pytest.warns(DeprecationWarning, match="orchestrace.runtime.programs"):
         old = _import_fresh("orchestrace.runtime.examples.common")
     assert old.Setup is Setup
 

@@ -252,8 +252,8 @@ def test_checks_fail_on_a_planted_cycle_and_an_upward_plugin_name(tmp_path: Path
     )
     rl = root / "learn" / "rl" / "grpo.py"
     rl.write_text(rl.read_text() + "\n\ndef _planted() -> None:\n    from ..stopping import policy  # noqa\n")
-    examples = root / "runtime" / "examples" / "__init__.py"
-    examples.write_text(examples.read_text() + '\nPLANTED = "planted.learn.team.program:build"\n')
+    programs = root / "runtime" / "programs" / "__init__.py"
+    programs.write_text(programs.read_text() + '\nPLANTED = "planted.learn.team.program:build"\n')
     (stopping / "__init__.py").unlink()
 
     g = grimp.build_graph("planted", cache_dir=None, exclude_type_checking_imports=False)
@@ -266,7 +266,7 @@ def test_checks_fail_on_a_planted_cycle_and_an_upward_plugin_name(tmp_path: Path
         "planted.learn.rl.grpo -> planted.learn.stopping.policy"
     }
     [bad] = set(plugin_names_up(g, root, "planted")) - set(names_before)
-    assert bad.startswith("planted.runtime.examples:") and "planted.learn.team.program:build" in bad
+    assert bad.startswith("planted.runtime.programs:") and "planted.learn.team.program:build" in bad
 
 
 def test_importing_logs_loads_no_scipy() -> None:

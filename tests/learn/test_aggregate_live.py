@@ -30,7 +30,7 @@ from orchestrace.learn.stopping.policy import StopPolicy
 from orchestrace.learn.stopping.traces import episode_from_trace
 from orchestrace.learn.stopping.training import aggregator_answer, train_policy
 from orchestrace.runtime.backends.scripted import ScriptedBackend
-from orchestrace.runtime.examples.vote import first_line
+from orchestrace.runtime.programs.vote import first_line
 from orchestrace.runtime.runner import run
 
 BUDGET = 6

@@ -35,7 +35,7 @@ def reward_by_seed(trace) -> float:
 def silent_program(config):
     """A program whose agents never call an LLM: the orchestrator answers by itself."""
     from orchestrace.runtime.orchestrator import BasePolicy
-    from orchestrace.runtime.program import Setup
+    from orchestrace.runtime.programs import Setup
 
     class Silent(BasePolicy):
         name = "silent"

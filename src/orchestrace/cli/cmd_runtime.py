@@ -37,15 +37,15 @@ def _summary(res: object) -> str:
 
 
 def run(
-    example: Annotated[
+    program: Annotated[
         str,
         typer.Argument(
-            help="centralized, pec, debate, vote, route, swarm, or module:function returning a Setup."
+            help="centralized, pec, debate, vote, route, swarm, team, or module:function returning a Setup."
         ),
     ],
     out: Annotated[
         str | None,
-        typer.Option("--out", "-o", help="Trace to write (default runs/EXAMPLE-sSEED.events.jsonl)."),
+        typer.Option("--out", "-o", help="Trace to write (default runs/PROGRAM-sSEED.events.jsonl)."),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of every sampled call.")] = 0,
     backend: Annotated[
@@ -92,7 +92,7 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run an example multi-agent system and record its trace (+ a call cache beside it).
+    """Run a program (a multi-agent system) and record its trace (+ a call cache beside it).
 
     Examples:\n
       orchestrace run vote --seed 1\n
@@ -108,7 +108,7 @@ def run(
 
     if clock not in ("wall", "logical"):
         raise OrchestraceError("OT010", f"--clock must be wall or logical, got {clock!r}")
-    out = out or os.path.join("runs", f"{example.replace(':', '_')}-s{seed}.events.jsonl")
+    out = out or os.path.join("runs", f"{program.replace(':', '_')}-s{seed}.events.jsonl")
     spec = backend_spec(backend, base_url=base_url, model=model, seed=seed, logprobs=logprobs)
     if explore and not policy:
         raise OrchestraceError("OT606", "--explore makes learned policies sample: give one with --policy")
@@ -118,7 +118,7 @@ def run(
 
         trace_policies = load_trace_policies(policy, explore=explore)
     res = run_program(
-        example,
+        program,
         out,
         trace_policies=trace_policies,
         config=_config(set_),
@@ -131,7 +131,7 @@ def run(
     )
     if res.unread_config:  # most likely a typo in --set; kept in the trace's metadata all the same
         console_err.print(
-            f"[yellow]warning:[/yellow] {example} did not read --set {', '.join(res.unread_config)} "
+            f"[yellow]warning:[/yellow] {program} did not read --set {', '.join(res.unread_config)} "
             f"(it reads {', '.join(sorted(res.config_read))})",
             highlight=False,
         )

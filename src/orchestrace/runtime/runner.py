@@ -27,10 +27,9 @@ from ..core.io import load_one
 from ..core.model import Trace, trace_to_dict
 from .backends.base import Backend, content_key
 from .cache import CallCache, Calls, Intervention, Mode, cache_path, parse_intervention
-from .examples import EXAMPLES
 from .learned import TraceDecider, WithTracePolicies, check_trace_policies
 from .orchestrator import Budget, Orchestrator, RetryPolicy
-from .program import Setup
+from .programs import PROGRAMS, Setup
 from .recorder import Clock, Recorder
 
 
@@ -72,9 +71,10 @@ class _ReadKeys(dict[str, Any]):
 
 
 def programs() -> dict[str, str]:
-    """Every program by name: the examples, then those registered under the ``orchestrace.programs``
-    entry-point group (learn's ``team``: the runtime does not name the layers above it)."""
-    found = dict(EXAMPLES)
+    """Every program by name: the runtime's own (``programs.PROGRAMS``), then those registered under
+    the ``orchestrace.programs`` entry-point group (learn's ``team``: the runtime does not name the
+    layers above it)."""
+    found = dict(PROGRAMS)
     for ep in entry_points(group="orchestrace.programs"):
         found.setdefault(ep.name, ep.value)
     return found
@@ -82,7 +82,7 @@ def programs() -> dict[str, str]:
 
 def load_program(name: str) -> Any:
     """A program name or ``module:function``; the function maps a config dict to a Setup."""
-    target = EXAMPLES.get(name) or (name if ":" in name else programs().get(name, name))
+    target = PROGRAMS.get(name) or (name if ":" in name else programs().get(name, name))
     mod, _, fn = target.partition(":")
     if not fn:
         raise OrchestraceError(

@@ -1,6 +1,6 @@
 """Route traces <-> Delegate training data, and the delegate decision's feature function.
 
-A run of the ``route`` program (``orchestrace.runtime.examples.route``) is one Delegate episode:
+A run of the ``route`` program (``orchestrace.runtime.programs.route``) is one Delegate episode:
 its config holds the query (``question``, ``group``, ``question_id``) and the models it may route
 to; the agent that answered (``model:NAME``) is the action; the answer's quality (``attrs.quality``
 on the return, else the answer checked against the config's ``gold``) and its price (``cost_usd``)
@@ -24,7 +24,7 @@ import numpy as np
 
 from ...core.errors import BadInput
 from ...core.model import Trace
-from ...runtime.examples.route import AGENT_PREFIX
+from ...runtime.programs.route import AGENT_PREFIX
 from ..datasets import RouteData
 from .delegate import query_features
 
@@ -77,7 +77,7 @@ def _quality(attrs: dict[str, Any], content: str | None, gold: Any, path: str, p
     if "quality" in attrs:
         return float(attrs["quality"])
     if isinstance(gold, str):
-        from ...runtime.examples.vote import first_line
+        from ...runtime.programs.vote import first_line
 
         return float(first_line(content) == first_line(gold))
     raise BadInput("OT614", "the answer has no outcome: no attrs.quality on it and no gold in the config",

@@ -35,7 +35,7 @@ import numpy as np
 
 from ...core.build import TraceBuilder
 from ...core.model import Event, Trace
-from ...runtime.examples.swarm import assign
+from ...runtime.programs.swarm import assign
 from ..rl.tree import MAX_LEAVES, ActionTree, paths_tree, too_large
 
 ORCH = "orchestrator"

@@ -1,6 +1,6 @@
 """Swarm traces -> the spawn decision's features and the tasks to train on.
 
-A run of the ``swarm`` program (``orchestrace.runtime.examples.swarm``) is one Swarm episode: its
+A run of the ``swarm`` program (``orchestrace.runtime.programs.swarm``) is one Swarm episode: its
 config holds the stages (subtask sizes in agent steps), and each stage's delegate decision says
 how many agents it ran (``main`` alone: the orchestrator did the stage itself, k = 0).
 :func:`spawn_features` rebuilds the Swarm env's observation for the next stage from that prefix
@@ -19,7 +19,7 @@ import numpy as np
 
 from ...core.errors import BadInput
 from ...core.model import Trace
-from ...runtime.examples.swarm import stage_width
+from ...runtime.programs.swarm import stage_width
 from .swarm import SwarmConfig, SwarmTask, stage_critical, stage_features
 
 SWARM_PROGRAM = "swarm"

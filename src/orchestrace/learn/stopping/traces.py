@@ -1,6 +1,6 @@
 """Vote traces <-> stop training data: the answers in order, the decisions taken, the gold.
 
-A run of the ``vote`` program (``orchestrace.runtime.examples.vote``) is one StopVote episode:
+A run of the ``vote`` program (``orchestrace.runtime.programs.vote``) is one StopVote episode:
 its workers' final ``return`` events, in trace order, are the samples; its ``should_stop``
 decision events are the decisions a trace policy took; the gold answer and the task family are in
 the run's config (``metadata.runtime.config``). A sample bank is one view over such traces:
@@ -65,7 +65,7 @@ def _canonicaliser(family: str | None, qid: str | None) -> Callable[[str], str |
     """How a worker's text becomes a vote: the family's rule for that question (aliases map to the
     gold), or the vote program's own (first line, lower case) when the family is unknown."""
     if family is None:
-        from ...runtime.examples.vote import first_line
+        from ...runtime.programs.vote import first_line
 
         return first_line
     from .families import Question

@@ -19,7 +19,7 @@ from ...core.errors import BadInput  # the one of core; the other team modules i
 from ...core.model import Trace
 from ...runtime.backends.scripted import ScriptedBackend
 from ...runtime.orchestrator import AgentSpec, BasePolicy, Message, Result, RunState, Task
-from ...runtime.program import Setup
+from ...runtime.programs import Setup
 from ..tasks import TaskItem, TaskSet, load_tasks
 
 ADAPTER_MODES = ("shared", "role", "agent")

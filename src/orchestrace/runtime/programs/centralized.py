@@ -6,7 +6,7 @@ from typing import Any
 
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
-from ..program import Setup
+from . import Setup
 from .antonyms import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SYSTEM, word
 
 WORDS = ["hot", "tall", "early", "happy"]

@@ -21,7 +21,7 @@ from typing import Any
 from ...core.errors import OrchestraceError
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
-from ..program import Setup
+from . import Setup
 
 MAIN = "main"
 

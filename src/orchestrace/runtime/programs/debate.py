@@ -11,7 +11,7 @@ from typing import Any
 from ...core.stats import majority
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Message, Result, RunState, Task
-from ..program import Setup
+from . import Setup
 from .antonyms import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SYSTEM, word
 
 

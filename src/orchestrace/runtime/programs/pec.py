@@ -10,7 +10,7 @@ from typing import Any
 
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Message, Result, RunState, Task
-from ..program import Setup
+from . import Setup
 
 _OPS = {
     ast.Add: operator.add,

@@ -23,7 +23,7 @@ from ...core.errors import OrchestraceError
 from ...core.stats import majority
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
-from ..program import Setup
+from . import Setup
 from .antonyms import ANTONYM_FEWSHOT, ANTONYM_SHOTS
 
 _ANTONYM_SHOTS = [[ANTONYM_FEWSHOT.format(w=q), a] for q, a in ANTONYM_SHOTS]
