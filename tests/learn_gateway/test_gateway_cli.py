@@ -1,5 +1,5 @@
 """``orchestrace serve`` as a user runs it: a process that prints where it listens, records a run
-through --server (a scripted upstream on 127.0.0.1), and on Ctrl-C closes the open runs' traces."""
+through --server (a scripted upstream on 127.0.0.1), and on Ctrl-C (or SIGTERM) closes the open runs' traces."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 @pytest.mark.timeout(120)
-def test_serve_records_until_interrupted_then_closes_its_runs(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_serve_records_until_interrupted_then_closes_its_runs(tmp_path, stop):
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
     start_in_thread(upstream)  # type: ignore[arg-type]
     env = {**os.environ, "PYTHONPATH": str(SRC)}
@@ -37,7 +38,7 @@ def test_serve_records_until_interrupted_then_closes_its_runs(tmp_path):
         assert (
             r.json()["choices"][0]["message"]["content"] == "Paris has been the capital of France since 987."
         )
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)  # Ctrl-C, or a service manager's stop
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()

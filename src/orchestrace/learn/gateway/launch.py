@@ -3,6 +3,7 @@ agent, role or shared (optionally loaded from a trained policy folder), or forwa
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,10 +98,16 @@ def build(opts: ServeOptions, completer: Completer | None = None) -> GatewayServ
         raise BadInput("OT741", f"cannot listen on {opts.host}:{opts.port}: {e.strerror or e}") from None
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(opts: ServeOptions, ready: Callable[[str], None]) -> list[str]:
-    """Serve until interrupted; then close every open run. Returns the traces written."""
+    """Serve until interrupted (Ctrl-C, or SIGTERM: a background job ignores SIGINT); then close
+    every open run. Returns the traces written."""
     server = build(opts)
     ready(server.url)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
