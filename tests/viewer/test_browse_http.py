@@ -254,3 +254,48 @@ def test_a_taken_port_is_named(browse_world, browse_server) -> None:
     r = run("ui", "-s", str(browse_world.store), "--port", port)
     assert r.returncode == 2 and f"OT343 error: cannot listen on 127.0.0.1:{port}" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_extreme_but_valid_totals_are_stored_and_listed(tmp_path) -> None:
+    """2**63 - 1 tokens (valid) was past BIGINT once measure made it a float: the ingest failed
+    with a DuckDB conversion error (OT300) where the store before the summary table took it."""
+    import orjson
+
+    big = 2**63 - 1
+    doc = {
+        "schema_version": "orchestrace/1",
+        "trace_id": "huge",
+        "task_id": "t",
+        "edges": [],
+        "rewards": {"team": -1e308},
+        "costs": {"tokens": big, "usd": 1e308, "wall_clock_s": 1e308},
+        "events": [
+            {
+                "id": "e1",
+                "t": 0,
+                "t_end": 1e308,
+                "type": "message",
+                "agent": "a",
+                "tokens_in": big,
+                "cost_usd": 1e308,
+            }
+        ],
+    }
+    small = {
+        **doc,
+        "trace_id": "small",
+        "rewards": {"team": 1e308},
+        "costs": {"tokens": 0, "usd": 0, "wall_clock_s": 1},
+    }
+    small["events"] = [{"id": "e1", "t": 0, "t_end": 1, "type": "message", "agent": "a"}]
+    (tmp_path / "t.jsonl").write_bytes(orjson.dumps(doc) + b"\n" + orjson.dumps(small) + b"\n")
+    rep = ingest(str(tmp_path / "s.duckdb"), [str(tmp_path / "t.jsonl")], workers=1)
+    assert rep.inserted == 2 and not rep.failures
+    assert query(str(tmp_path / "s.duckdb"), "SELECT tokens FROM summary WHERE trace_id = 'huge'")[
+        "tokens"
+    ].to_pylist() == [big]
+    store = open_store(str(tmp_path / "s.duckdb"))
+    lst = list_traces(store, Query(sort="team_reward"))
+    assert [r["trace_id"] for r in lst.rows] == ["small", "huge"]
+    reward = next(h for h in lst.histograms if h.key == "team_reward")
+    assert reward.counts[0] == 1 and reward.counts[-1] == 1

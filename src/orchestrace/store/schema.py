@@ -155,12 +155,14 @@ ORDER BY min(_pos)
 #: runtime's), else success / failure by ``task_success`` (measure's, else the recorded metric),
 #: else the outcome's status, else ``error`` when an event failed, else ``unknown``.
 #: Tokens, USD and wall clock are measure's figures when the trace was measured, else the events'
-#: sums and span. ``tools``: the distinct tool names, space-separated, for the text filter.
+#: sums and span (measure's token count is a float: 2**63 - 1 tokens, which validation allows,
+#: is past BIGINT as a float, so the events' exact sum is taken then). ``tools``: the distinct
+#: tool names, space-separated, for the text filter.
 _SUMMARY_SQL = """
 INSERT INTO summary
 WITH ev AS (
     SELECT trace_id, count(DISTINCT agent)::INTEGER AS agents,
-           sum(coalesce(tokens_in, 0) + coalesce(tokens_out, 0))::BIGINT AS tokens,
+           TRY_CAST(sum(coalesce(tokens_in, 0)::HUGEINT + coalesce(tokens_out, 0)) AS BIGINT) AS tokens,
            sum(cost_usd) AS usd, max(coalesce(t_end, t)) - min(t) AS span,
            count(*) FILTER (WHERE status = 'error')::INTEGER AS errors,
            string_agg(DISTINCT tool, ' ' ORDER BY tool) AS tools
@@ -190,7 +192,7 @@ SELECT tr.trace_id, tr.system, tr.task_id, tr.topology, tr.date::DATE,
             WHEN tr.outcome IS NOT NULL THEN tr.outcome
             WHEN ev.errors > 0 THEN 'error'
             ELSE 'unknown' END,
-       tr.n_events, coalesce(ev.agents, 0), coalesce(me.tokens, ev.tokens, 0)::BIGINT,
+       tr.n_events, coalesce(ev.agents, 0), coalesce(TRY_CAST(me.tokens AS BIGINT), ev.tokens, 0),
        coalesce(me.usd, ev.usd, 0.0), coalesce(me.wall_clock_s, ev.span),
        me.critical_path_s, me.parallel_speedup, me.critical_steps, rw.team,
        coalesce(ev.errors, 0), json_extract_string(tr.header, '$.metadata.fork.parent'), ev.tools

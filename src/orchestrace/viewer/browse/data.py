@@ -160,7 +160,8 @@ def open_store(path: str) -> Store:
             f"SELECT min({v}) FILTER ({fin}), max({v}) FILTER ({fin}) FROM summary"
         ).fetchall()[0]
         if lo is not None:
-            store.ranges[k] = (lo, (hi - lo) / BINS if hi > lo else 1.0, hi)
+            width = hi / BINS - lo / BINS  # finite even for -1e308 .. 1e308, where hi - lo is not
+            store.ranges[k] = (lo, width if width > 0 else 1.0, hi)
     cur = con.cursor()
     try:
         store.everything = _distributions(store, cur, "", [])
