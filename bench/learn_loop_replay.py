@@ -33,6 +33,7 @@ from orchestrace.learn.stopping.loop_stop import (
     decision_batch,
     majority_right,
 )
+from orchestrace.learn.stopping.offpolicy import importance_weighted_update
 from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
 from orchestrace.learn.stopping.traces import VoteEpisode, episode_from_trace, record_question
 from orchestrace.learn.stopping.training import DEFAULT_TRAIN, merge, train_policy
@@ -78,6 +79,63 @@ def replay(
     return trace, episode_from_trace(trace, path)
 
 
+def heldout_rewards(step: StopLoop, pol: StopPolicy, cost: float, orders: int) -> np.ndarray:
+    """Per held-out question, the greedy policy's reward averaged over ``orders`` orders of its
+    samples (order 0: the bank's, as the loop's own evaluation): the unit of the paired CIs."""
+    from orchestrace.learn.stopping.evaluation import run_rule, tables
+    from orchestrace.learn.stopping.training import policy_method
+
+    assert step.bank is not None
+    budget = pol.config.budget
+    res = run_rule(step.bank, tables(step.bank, budget, orders), policy_method(pol), budget)
+    n_q = len(step.bank.questions)
+    correct = np.asarray(res.correct, float).reshape(n_q, -1)
+    used = np.asarray(res.n_used, float).reshape(n_q, -1)
+    return (correct - cost * used).mean(axis=1)
+
+
+def paired(diff: np.ndarray, seed: int = 0) -> str:
+    """Mean of per-question differences with a 95% bootstrap CI over questions."""
+    rng = np.random.default_rng(seed)
+    boots = [diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(4000)]
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return f"{diff.mean():+.4f} [{lo:+.4f}, {hi:+.4f}]"
+
+
+def live(args: argparse.Namespace) -> None:
+    """Paired held-out figures of recorded ``loop stop`` folders (``--live``)."""
+    from orchestrace.learn.loop import completed
+
+    gains, offline_gains, versus = [], [], []
+    for folder, seed in zip(args.live.split(","), (int(s) for s in args.seeds.split(",")), strict=True):
+        cfg = StopLoopConfig(family=args.family, budget=args.budget, cost=args.cost, seed=seed)
+        step = StopLoop(cfg)
+        recs = completed(folder)
+        start = StopPolicy.load(f"{folder}/start-policy.safetensors")
+        last = StopPolicy.load(recs[-1].policy)
+        paths = [p for r in recs for p in r.traces]
+        runs = [(tr, episode_from_trace(tr, p)) for p, tr in ((p, load_one(p)) for p in paths)]
+        off = start
+        for _ in range(len(recs) - 1):
+            off = importance_weighted_update(
+                off, runs, [], args.cost, args.lr, args.epochs, cfg.clip, args.max_weight
+            )[0]
+        r0, r1, r2 = (heldout_rewards(step, p, args.cost, args.orders) for p in (start, last, off))
+        gains.append(r1 - r0)
+        offline_gains.append(r2 - r0)
+        versus.append(r1 - r2)
+        print(f"{folder} (seed {seed}, {len(runs)} live runs, {len(recs) - 1} updates, {len(r0)} held-out "
+              f"questions x {args.orders} orders): start {r0.mean():.4f}, loop {r1.mean():.4f}, "
+              f"offline on the same runs {r2.mean():.4f}")  # fmt: skip
+        print(
+            f"  loop - start {paired(r1 - r0)}; offline - start {paired(r2 - r0)}; loop - offline {paired(r1 - r2)}"
+        )
+    if len(gains) > 1:  # each seed has its own split: pool the questions
+        print(f"pooled ({sum(len(g) for g in gains)} seed x question pairs): loop - start "
+              f"{paired(np.concatenate(gains))}; offline - start {paired(np.concatenate(offline_gains))}; "
+              f"loop - offline {paired(np.concatenate(versus))}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--family", default="continents")
@@ -86,11 +144,28 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=8)
     ap.add_argument("--cost", type=float, default=0.01)
     ap.add_argument("--seeds", default="1", help="replay seeds (the policy starts from seed 0, as the loop)")
-    ap.add_argument("--update", choices=("clipped", "adam"), default="clipped")
-    ap.add_argument("--start", choices=("random", "offline"), default="random",
-                    help="random: the loop's seed-0 start; offline: exact PG on the DEFAULT_TRAIN banks")  # fmt: skip
+    ap.add_argument("--update", choices=("clipped", "adam", "weighted"), default="clipped",
+                    help="weighted: loop stop's update now, every run in the --window reused with "
+                         "importance weights (stopping/offpolicy.py)")  # fmt: skip
+    ap.add_argument("--window", type=int, default=StopLoopConfig.window,
+                    help="weighted: iterations whose runs an update reuses (0: all so far)")  # fmt: skip
+    ap.add_argument("--max-weight", type=float, default=StopLoopConfig.max_weight)
+    ap.add_argument("--epochs", type=int, default=StopLoopConfig.epochs)
+    ap.add_argument("--start", choices=("random", "offline", "per-seed"), default="random",
+                    help="random: the loop's seed-0 start; per-seed: a random start of each replay "
+                         "seed (as loop stop --seed S starts); offline: exact PG on the DEFAULT_TRAIN banks")  # fmt: skip
     ap.add_argument("--lr", type=float, default=StopLoopConfig.lr, help="step size of the clipped update")
+    ap.add_argument("--offline", action="store_true",
+                    help="also train offline on the same number of runs, all drawn from the start "
+                         "policy, with the same number of weighted updates over all of them")  # fmt: skip
+    ap.add_argument("--live", default=None,
+                    help="comma-separated loop stop folders (their --seed given by --seeds, in order): "
+                         "held-out reward of the start, the last policy, and offline training from the "
+                         "start on the same N recorded runs (as many weighted updates, no redeployment)")  # fmt: skip
+    ap.add_argument("--orders", type=int, default=16, help="orders per held-out question for the paired CIs")
     args = ap.parse_args()
+    if args.live:
+        return live(args)
     cfg = StopLoopConfig(family=args.family, budget=args.budget, cost=args.cost)
     step = StopLoop(cfg)
     bank = default_bank(args.family)
@@ -111,30 +186,71 @@ def main() -> None:
         e = step.evaluate(f"{tmp}/p.safetensors", None)  # type: ignore[arg-type]
         px, pxx, pxy = pol.stop_prob(np.stack(probes))
         r = e["accuracy"] - args.cost * e["mean_samples"]
-        return (f"held-out acc {e['accuracy']:.3f} samples {e['mean_samples']:.2f} reward {r:.3f} | "
-                f"P(stop) x {px:.2f} xx {pxx:.2f} xy {pxy:.2f}")  # fmt: skip
+        many = heldout_rewards(step, pol, args.cost, args.orders).mean()
+        return (f"held-out acc {e['accuracy']:.3f} samples {e['mean_samples']:.2f} reward {r:.3f} "
+                f"({args.orders} orders {many:.4f}) | P(stop) x {px:.2f} xx {pxx:.2f} xy {pxy:.2f}")  # fmt: skip
 
-    start = StopPolicy.init(
-        PolicyConfig(features=feature_names(False), budget=args.budget, cost=args.cost), 0
-    )
+    def update(pol: StopPolicy, runs: list, earlier: list) -> StopPolicy:
+        if args.update == "adam":
+            return adam_update(pol, runs, args.cost)
+        if args.update == "clipped":
+            return clipped_update(pol, runs, args.cost, args.lr, args.epochs, cfg.clip)[0]
+        return importance_weighted_update(
+            pol, runs, earlier, args.cost, args.lr, args.epochs, cfg.clip, args.max_weight
+        )[0]
+
+    def start_policy(seed: int) -> StopPolicy:
+        config = PolicyConfig(features=feature_names(False), budget=args.budget, cost=args.cost)
+        return StopPolicy.init(config, seed if args.start == "per-seed" else 0)
+
+    offline_start = None
     if args.start == "offline":
         pool = merge([default_bank(n) for n in DEFAULT_TRAIN], "+".join(DEFAULT_TRAIN))
-        start = train_policy(pool, args.cost, algo="exact", budget=args.budget, seed=0)[0]
-        print(f"offline exact PG on {'+'.join(DEFAULT_TRAIN)}: {evaluate(start)}")
-    label = "adam (before)" if args.update == "adam" else f"clipped lr {args.lr}"
+        offline_start = train_policy(pool, args.cost, algo="exact", budget=args.budget, seed=0)[0]
+        print(f"offline exact PG on {'+'.join(DEFAULT_TRAIN)}: {evaluate(offline_start)}")
+    label = {"adam": "adam (before)", "clipped": f"clipped lr {args.lr}"}.get(
+        args.update, f"weighted window {args.window or 'all'} max-weight {args.max_weight} lr {args.lr}"
+    )
+    gains, offline_gains, versus = [], [], []
     for seed in (int(s) for s in args.seeds.split(",")):
         rng = np.random.default_rng(seed)
-        pol = start
+        pol = start = offline_start or start_policy(seed)
         print(f"seed {seed} {label} iteration 0: {evaluate(pol)}")
+        history: list[list] = []
         for it in range(1, args.iterations + 1):
             out = tempfile.mkdtemp()
             runs = [replay(pol, train[i], args.budget, rng, out, k)
                     for k, i in enumerate(rng.choice(len(train), args.runs))]  # fmt: skip
-            if args.update == "adam":
-                pol = adam_update(pol, runs, args.cost)
-            else:
-                pol = clipped_update(pol, runs, args.cost, args.lr, cfg.epochs, cfg.clip)[0]
+            window = history if args.window <= 0 else history[len(history) - args.window + 1 :]
+            pol = update(pol, runs, [r for batch in window for r in batch])
+            history.append(runs)
             print(f"seed {seed} {label} iteration {it}: {evaluate(pol)}")
+        r0 = heldout_rewards(step, start, args.cost, args.orders)
+        r1 = heldout_rewards(step, pol, args.cost, args.orders)
+        gains.append(r1 - r0)
+        print(
+            f"seed {seed} loop ({args.runs * args.iterations} runs) - start, held-out reward: {paired(r1 - r0)}"
+        )
+        if args.offline:  # the same number of runs, all from the start policy, no redeployment
+            rng = np.random.default_rng([seed, 1])
+            out = tempfile.mkdtemp()
+            runs = [replay(start, train[i], args.budget, rng, out, k)
+                    for k, i in enumerate(rng.choice(len(train), args.runs * args.iterations))]  # fmt: skip
+            off = start
+            for _ in range(args.iterations):
+                off = importance_weighted_update(
+                    off, runs, [], args.cost, args.lr, args.epochs, cfg.clip, args.max_weight
+                )[0]
+            r2 = heldout_rewards(step, off, args.cost, args.orders)
+            offline_gains.append(r2 - r0)
+            versus.append(r1 - r2)
+            print(f"seed {seed} offline on {len(runs)} start-policy runs: {evaluate(off)}")
+            print(f"seed {seed} offline - start: {paired(r2 - r0)}; loop - offline: {paired(r1 - r2)}")
+    if len(gains) > 1:
+        print(f"pooled over seeds (per question, mean over seeds): loop - start {paired(np.mean(gains, 0))}")
+        if args.offline:
+            print(f"pooled: offline - start {paired(np.mean(offline_gains, 0))}; "
+                  f"loop - offline {paired(np.mean(versus, 0))}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -133,3 +133,70 @@ def test_stop_update_moves_by_the_credit_not_past_the_clip(tmp_path: Path) -> No
     assert after > one  # the credit says: stop
     # P(continue) ends at the clip's edge, 0.8 of where it started (a last step may pass it a little)
     assert 1 - after == pytest.approx(0.8 * (1 - one), rel=0.02)
+
+
+def test_reused_runs_count_by_their_recorded_probability(tmp_path: Path) -> None:
+    """The importance-weighted update (stopping/offpolicy.py) weights each decision by the current
+    policy's probability of the recorded action over the one the trace recorded: the same runs,
+    recorded by a policy that nearly always continued after one answer (weight about 0.5), move
+    P(stop) after one answer less than when recorded by the current policy itself (weight 1).
+    With the weights dropped both updates would be equal."""
+    import numpy as np
+
+    from orchestrace.core.io import load_one
+    from orchestrace.learn.stopping.banks import BankQuestion
+    from orchestrace.learn.stopping.features import feature_names, prefix_features
+    from orchestrace.learn.stopping.loop import decision_batch
+    from orchestrace.learn.stopping.offpolicy import importance_weighted_update, importance_weights
+    from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
+    from orchestrace.learn.stopping.traces import episode_from_trace, record_question
+
+    pol = StopPolicy.init(PolicyConfig(features=feature_names(False), budget=8, cost=0.01), 0)
+    one, two = (float(pol.stop_prob(prefix_features(a, 8)[None])[0]) for a in (["x"], ["x", "y"]))
+
+    def runs(p_continue: float, folder: str) -> list:
+        """Continuing after a wrong first answer found the gold (credit +0.98 and +0.99)."""
+        out = []
+        for k in range(6):
+            q = BankQuestion(f"q{k}", "?", "g", ["a", "g", "g"])
+            path = record_question(q, str(tmp_path / folder), "b", k, None,
+                                   decisions=[(False, p_continue), (False, 1 - two), (True, 0.5)])  # fmt: skip
+            trace = load_one(path)
+            out.append((trace, episode_from_trace(trace, path)))
+        return out
+
+    own, other = runs(1 - one, "own"), runs(0.999, "other")
+    x, a, _, prob = decision_batch(other, 8, 0.01)
+    w = importance_weights(pol, x, a, prob, max_weight=2.0)
+    assert w[0] == pytest.approx((1 - one) / 0.999, rel=1e-5) and w[1] == pytest.approx(1.0, rel=1e-5)
+    assert importance_weights(pol, x[:1], a[:1], np.array([0.05]), 2.0)[0] == 2.0  # truncated
+    after = {}
+    for name, batch in (("own", own), ("other", other)):
+        new, figures = importance_weighted_update(pol, batch[:3], batch[3:], 0.01, 0.3, 5, 0.2, 2.0)
+        assert figures.replayed_runs == 6 and figures.decisions == 9 and figures.replayed_decisions == 18
+        after[name] = float(new.stop_prob(prefix_features(["x"], 8)[None])[0])
+    assert after["own"] < after["other"] < one  # both continue more; the rarely-taken-now runs less
+
+
+def test_loop_stop_is_reproducible_by_seed(tmp_path: Path) -> None:
+    """Two tiny ``loop stop`` runs with one seed write the same policies and figures, the second
+    update reusing the first iteration's runs (window 0: every recorded run)."""
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import app
+    from orchestrace.learn.stopping.policy import StopPolicy
+
+    def run(name: str) -> list:
+        out = tmp_path / name
+        args = ["loop", "stop", "--backend", "scripted", "--questions", "3", "--budget", "4", "--seed", "5"]
+        r = CliRunner().invoke(app, [*args, "--iterations", "2", "-o", str(out)])
+        assert r.exit_code == 0, r.output
+        return completed(out)
+
+    first, second = run("a"), run("b")
+    assert [r.train for r in first] == [r.train for r in second]
+    assert [r.eval for r in first] == [r.eval for r in second]
+    assert first[2].train["replayed_runs"] == 6
+    for r1, r2 in zip(first[1:], second[1:], strict=True):
+        w1, w2 = (StopPolicy.load(r.policy).weights for r in (r1, r2))
+        assert all((a == b).all() and (c == d).all() for (a, c), (b, d) in zip(w1, w2, strict=True))

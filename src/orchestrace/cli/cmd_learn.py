@@ -445,7 +445,13 @@ def loop_stop_cmd(
     budget: int = typer.Option(8, "--budget", min=2, help="most answers per run"),
     width: int = typer.Option(1, "--width", min=1, help="workers sampling at once (parallel waves)"),
     cost: float = typer.Option(0.01, "--cost", help="price of one answer in units of one correct answer"),
-    lr: float = typer.Option(0.1, "--lr", help="plain gradient step size"),
+    lr: float = typer.Option(0.3, "--lr", help="plain gradient step size"),
+    window: int = typer.Option(
+        0, "--window", min=0, help="iterations whose runs each update reuses, importance-weighted (0: all)"
+    ),
+    max_weight: float = typer.Option(
+        2.0, "--max-weight", min=1.0, help="truncation of the importance weights"
+    ),
     seed: int = typer.Option(0, "--seed"),
     backend: str = typer.Option("local", "--backend", help="local (SmolLM2-135M) or scripted"),
     base_url: str = typer.Option(None, "--base-url", help="any OpenAI-compatible server instead"),
@@ -468,8 +474,9 @@ def loop_stop_cmd(
         else backend_spec(backend, base_url=base_url, model=model, seed=seed)
     )
     cfg = StopLoopConfig(
-        tasks, iterations, questions, budget, width, cost, lr, seed=seed, backend=spec, start=start
-    )
+        tasks, iterations, questions, budget, width, cost, lr, seed=seed, backend=spec, start=start,
+        window=window, max_weight=max_weight,
+    )  # fmt: skip
     with _bars() as bars:
         advance = bars(f"loop stop ({tasks})", iterations)
         recs = loop_stop(cfg, out, progress=lambda _i, _n: advance())

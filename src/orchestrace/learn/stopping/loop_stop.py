@@ -10,7 +10,8 @@ before the decision), a baseline that depends on the state only, so the policy g
 unbiased while the question's difficulty and the sunk cost drop out (a stop gets 0, a "continue"
 what the later answers bought); recompute each decision's features from the trace prefix (the
 function training, offline evaluation and the runtime share); a few plain gradient steps on PPO's
-clipped surrogate (``rl.surrogate``, ``clipped_update``); save. The new policy is evaluated
+clipped surrogate (``rl.surrogate``) over this iteration's runs and, importance-weighted, every
+earlier one in the window (``offpolicy.importance_weighted_update``); save. The new policy is evaluated
 greedily on the family's held-out questions from its embedded bank (real SmolLM2-135M samples),
 offline.
 """
@@ -18,7 +19,7 @@ offline.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from ...core.model import Trace
 from ...core.stats import majority
 from ...credit import FnGame, leave_one_out
 from ...reward.stop import stop_reward
-from ..loop import IterationRecord, run_loop
+from ..loop import IterationRecord, completed, run_loop
 from .adapters import LearnedStop
 from .families import family as get_family
 from .features import feature_names, prefix_features
@@ -45,9 +46,11 @@ class StopLoopConfig:
     budget: int = 8
     width: int = 1
     cost: float = 0.01
-    lr: float = 0.1  # plain gradient step (clipped_update): cost-only credits barely move it
+    lr: float = 0.3  # plain gradient step (offpolicy.py): cost-only credits barely move it
     epochs: int = 20
     clip: float = 0.2  # trust region: P(recorded action) moves by at most this factor per update
+    window: int = 0  # iterations whose runs each update reuses (offpolicy.py); 0: every one so far
+    max_weight: float = 2.0  # truncation of the importance weights of reused runs
     seed: int = 0
     backend: dict[str, Any] | None = None  # None: the local SmolLM2 (see runtime.runner.backend_spec)
     eval_questions: int = 60  # held-out questions of the embedded bank evaluated each iteration
@@ -230,14 +233,21 @@ class StopLoop:
         self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
     ) -> tuple[str, dict[str, float]]:
         from ...core.io import load_one
+        from .offpolicy import importance_weighted_update
 
         assert policy is not None
-        runs = [(tr, episode_from_trace(tr, p)) for p, tr in ((p, load_one(p)) for p in traces)]
-        new, figures = clipped_update(
-            StopPolicy.load(policy), runs, self.cfg.cost, self.cfg.lr, self.cfg.epochs, self.cfg.clip
-        )
+
+        def read(paths: list[str]) -> list[tuple[Trace, VoteEpisode]]:
+            return [(tr, episode_from_trace(tr, p)) for p, tr in ((p, load_one(p)) for p in paths)]
+
+        first = 1 if self.cfg.window <= 0 else iteration - self.cfg.window + 1
+        earlier = [p for r in completed(out_dir.parent) if first <= r.iteration < iteration for p in r.traces]
+        new, figures = importance_weighted_update(
+            StopPolicy.load(policy), read(traces), read(earlier), self.cfg.cost, self.cfg.lr,
+            self.cfg.epochs, self.cfg.clip, self.cfg.max_weight,
+        )  # fmt: skip
         new.save(str(out_dir / "policy"))
-        return str(out_dir / "policy.safetensors"), figures
+        return str(out_dir / "policy.safetensors"), asdict(figures)
 
     def evaluate(self, policy: str | None, out_dir: Path) -> dict[str, float]:
         """Greedy accuracy and mean samples on the held-out questions of the embedded bank."""
