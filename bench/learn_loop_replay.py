@@ -29,11 +29,10 @@ from orchestrace.learn.stopping.features import feature_names, prefix_features
 from orchestrace.learn.stopping.loop_stop import (
     StopLoop,
     StopLoopConfig,
-    clipped_update,
     decision_batch,
+    importance_weighted_update,
     majority_right,
 )
-from orchestrace.learn.stopping.offpolicy import importance_weighted_update
 from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
 from orchestrace.learn.stopping.traces import VoteEpisode, episode_from_trace, record_question
 from orchestrace.learn.stopping.training import DEFAULT_TRAIN, merge, train_policy
@@ -193,10 +192,9 @@ def main() -> None:
     def update(pol: StopPolicy, runs: list, earlier: list) -> StopPolicy:
         if args.update == "adam":
             return adam_update(pol, runs, args.cost)
-        if args.update == "clipped":
-            return clipped_update(pol, runs, args.cost, args.lr, args.epochs, cfg.clip)[0]
+        reused = [] if args.update == "clipped" else earlier
         return importance_weighted_update(
-            pol, runs, earlier, args.cost, args.lr, args.epochs, cfg.clip, args.max_weight
+            pol, runs, reused, args.cost, args.lr, args.epochs, cfg.clip, args.max_weight
         )[0]
 
     def start_policy(seed: int) -> StopPolicy:

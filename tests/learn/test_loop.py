@@ -107,7 +107,7 @@ def test_stop_update_moves_by_the_credit_not_past_the_clip(tmp_path: Path) -> No
     from orchestrace.core.io import load_one
     from orchestrace.learn.stopping.banks import BankQuestion
     from orchestrace.learn.stopping.features import feature_names, prefix_features
-    from orchestrace.learn.stopping.loop_stop import clipped_update, decision_credit
+    from orchestrace.learn.stopping.loop_stop import decision_credit, importance_weighted_update
     from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
     from orchestrace.learn.stopping.traces import episode_from_trace, record_question
 
@@ -127,8 +127,10 @@ def test_stop_update_moves_by_the_credit_not_past_the_clip(tmp_path: Path) -> No
     assert decision_credit(trace, ep, 0.01) == pytest.approx(
         {ep.decisions[0].event: -0.01, ep.decisions[1].event: 0.0}
     )
-    new, figures = clipped_update(pol, runs, cost=0.01, lr=1.0, epochs=20, clip=0.2)
-    assert figures["reward"] == pytest.approx(0.98)
+    new, figures = importance_weighted_update(
+        pol, runs, [], cost=0.01, lr=1.0, epochs=20, clip=0.2, max_weight=2.0
+    )
+    assert figures.reward == pytest.approx(0.98) and figures.mean_weight == pytest.approx(1.0, rel=1e-5)
     after = float(new.stop_prob(prefix_features(["x"], 8)[None])[0])
     assert after > one  # the credit says: stop
     # P(continue) ends at the clip's edge, 0.8 of where it started (a last step may pass it a little)
@@ -146,8 +148,8 @@ def test_reused_runs_count_by_their_recorded_probability(tmp_path: Path) -> None
     from orchestrace.core.io import load_one
     from orchestrace.learn.stopping.banks import BankQuestion
     from orchestrace.learn.stopping.features import feature_names, prefix_features
-    from orchestrace.learn.stopping.loop import decision_batch
-    from orchestrace.learn.stopping.offpolicy import importance_weighted_update, importance_weights
+    from orchestrace.learn.stopping.loop_stop import decision_batch, importance_weighted_update
+    from orchestrace.learn.stopping.offpolicy import importance_weights
     from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
     from orchestrace.learn.stopping.traces import episode_from_trace, record_question
 

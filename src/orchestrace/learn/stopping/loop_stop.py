@@ -34,6 +34,7 @@ from ..loop import IterationRecord, completed, run_loop
 from .adapters import LearnedStop
 from .families import family as get_family
 from .features import feature_names, prefix_features
+from .offpolicy import weighted_clipped_steps
 from .policy import PolicyConfig, StopPolicy
 from .traces import VoteEpisode, episode_from_trace
 
@@ -118,48 +119,47 @@ def decision_batch(
     return np.array(xs, f32), np.array(acts, f32), np.array(adv, f32), np.array(probs, f32)
 
 
-def clipped_update(
+@dataclass(frozen=True)
+class UpdateFigures:
+    """What one update saw and did (``iteration.json``'s ``train`` figures)."""
+
+    reward: float  # mean reward of the runs collected this iteration
+    accuracy: float
+    mean_samples: float
+    decisions: float  # decisions of this iteration's runs
+    replayed_runs: float  # runs in the update, this iteration's included
+    replayed_decisions: float
+    mean_weight: float  # mean importance weight over the update's decisions
+    effective_fraction: float  # Kish effective sample size of the weights / decisions
+    approx_kl: float  # KL(pi_k || new) at the last step, on the update's decisions
+    clip_fraction: float
+
+
+def importance_weighted_update(
     policy: StopPolicy,
     runs: list[tuple[Trace, VoteEpisode]],
+    replayed: list[tuple[Trace, VoteEpisode]],
     cost: float,
     lr: float,
     epochs: int,
     clip: float,
-) -> tuple[StopPolicy, dict[str, float]]:
-    """``epochs`` plain gradient steps on the recorded runs (stop-now baseline), each decision's
-    probability kept within 1 +- ``clip`` of the one its run recorded (PPO's clip). Plain steps
-    because their size follows the credit: Adam's does not, so a batch whose only credit was the
-    cost of answers that changed nothing (-0.01 each) moved P(stop) from 0.497 to 0.9999 in one update,
-    past any clip (its momentum runs on), and a policy that always stops gets credit 0 on every
-    decision and never moves again (docs/learn_loop.md, "Why the loop collapsed")."""
-    import torch
-
-    from ..rl.surrogate import clipped_surrogate
-
+    max_weight: float,
+) -> tuple[StopPolicy, UpdateFigures]:
+    """One update on this iteration's ``runs`` and the earlier ones still in the window
+    (``replayed``), every decision credited from its trace (:func:`decision_credit`) and weighted
+    by its recorded probability (``offpolicy.weighted_clipped_steps``)."""
     outcomes = [run_reward(trace, ep, cost) for trace, ep in runs]
-    x, a, credit, prob = decision_batch(runs, policy.config.budget, cost)
-    adv = torch.from_numpy(credit)
-    actor = policy.torch_actor()
-    params = list(actor.parameters())
-    xt, at = torch.from_numpy(x), torch.from_numpy(a)
-    old_logp = torch.from_numpy(np.log(np.clip(prob, 1e-6, 1.0)))
-    for _ in range(epochs):
-        logits = actor(xt).squeeze(-1)
-        logp = at * torch.nn.functional.logsigmoid(logits) + (1 - at) * torch.nn.functional.logsigmoid(
-            -logits
-        )
-        loss = clipped_surrogate(logp, old_logp, adv, clip).loss
-        grads = torch.autograd.grad(loss, params)
-        with torch.no_grad():
-            for w, g in zip(params, grads, strict=True):
-                w -= lr * g
-    new = StopPolicy.from_torch(policy.config, actor)
-    return new, {
-        "reward": float(np.array([r for r, _ in outcomes]).mean()),
-        "accuracy": float(np.mean([ok for _, ok in outcomes])),
-        "mean_samples": float(np.mean([len(ep.answers) for _, ep in runs])),
-        "decisions": float(len(a)),
-    }
+    x, a, credit, prob = decision_batch(runs + replayed, policy.config.budget, cost)
+    new, steps = weighted_clipped_steps(policy, x, a, credit, prob, lr, epochs, clip, max_weight)
+    return new, UpdateFigures(
+        reward=float(np.mean([r for r, _ in outcomes])),
+        accuracy=float(np.mean([ok for _, ok in outcomes])),
+        mean_samples=float(np.mean([len(ep.answers) for _, ep in runs])),
+        decisions=float(sum(len(ep.decisions) for _, ep in runs)),
+        replayed_runs=float(len(runs) + len(replayed)),
+        replayed_decisions=float(len(a)),
+        **asdict(steps),
+    )
 
 
 class StopLoop:
@@ -233,7 +233,6 @@ class StopLoop:
         self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
     ) -> tuple[str, dict[str, float]]:
         from ...core.io import load_one
-        from .offpolicy import importance_weighted_update
 
         assert policy is not None
 

@@ -24,25 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.model import Trace
-from .loop import decision_batch, run_reward
 from .policy import StopPolicy
-from .traces import VoteEpisode
 
 
 @dataclass(frozen=True)
-class ReplayFigures:
-    """What one update saw and did (``iteration.json``'s ``train`` figures)."""
+class WeightedStepFigures:
+    """What the weighted steps saw and did."""
 
-    reward: float  # mean reward of the runs collected this iteration
-    accuracy: float
-    mean_samples: float
-    decisions: float  # decisions of this iteration's runs
-    replayed_runs: float  # runs in the update, this iteration's included
-    replayed_decisions: float
-    mean_weight: float  # mean importance weight over the update's decisions
+    mean_weight: float  # mean importance weight over the decisions
     effective_fraction: float  # Kish effective sample size of the weights / decisions
-    approx_kl: float  # KL(pi_k || new) at the last step, on the update's decisions
+    approx_kl: float  # KL(pi_k || new) at the last step
     clip_fraction: float
 
 
@@ -56,32 +47,33 @@ def importance_weights(
     return np.minimum(now / np.clip(recorded.astype(np.float64), 1e-6, 1.0), max_weight)
 
 
-def importance_weighted_update(
+def weighted_clipped_steps(
     policy: StopPolicy,
-    runs: list[tuple[Trace, VoteEpisode]],
-    replayed: list[tuple[Trace, VoteEpisode]],
-    cost: float,
+    x: np.ndarray,
+    act: np.ndarray,
+    credit: np.ndarray,
+    recorded: np.ndarray,
     lr: float,
     epochs: int,
     clip: float,
     max_weight: float,
-) -> tuple[StopPolicy, ReplayFigures]:
-    """``epochs`` plain gradient steps (as ``loop.clipped_update``: their size follows the credit)
-    on the weighted clipped surrogate over ``runs`` (this iteration's) and ``replayed`` (earlier
-    iterations' runs still in the window), each decision credited leave-one-out from its trace."""
+) -> tuple[StopPolicy, WeightedStepFigures]:
+    """``epochs`` plain gradient steps on the importance-weighted clipped surrogate of the
+    decisions (features ``x``, actions, credit, recorded probability of the action taken).
+    Plain steps because their size follows the credit: Adam's does not, so a batch whose only
+    credit was the cost of answers that changed nothing (-0.01 each) moved P(stop) from 0.497 to
+    0.9999 in one update, past any clip (its momentum runs on), and a policy that always stops
+    gets credit 0 on every decision and never moves again (docs/learn_loop.md, "Why the loop
+    collapsed")."""
     import torch
     from torch.nn.functional import logsigmoid
 
     from ..rl.surrogate import clipped_surrogate
 
-    outcomes = [run_reward(trace, ep, cost) for trace, ep in runs]
-    budget = policy.config.budget
-    x, a, credit, prob = decision_batch(runs + replayed, budget, cost)
-    n_now = len(decision_batch(runs, budget, cost)[1])
-    w = importance_weights(policy, x, a, prob, max_weight)
+    w = importance_weights(policy, x, act, recorded, max_weight)
     actor = policy.torch_actor()
     params = list(actor.parameters())
-    xt, at, adv = torch.from_numpy(x), torch.from_numpy(a), torch.from_numpy(credit)
+    xt, at, adv = torch.from_numpy(x), torch.from_numpy(act), torch.from_numpy(credit)
     weight = torch.from_numpy((w / len(w)).astype(np.float32))
 
     def logp() -> torch.Tensor:
@@ -98,16 +90,7 @@ def importance_weighted_update(
         with torch.no_grad():
             for p, g in zip(params, grads, strict=True):
                 p -= lr * g
-    new = StopPolicy.from_torch(policy.config, actor)
-    return new, ReplayFigures(
-        reward=float(np.mean([r for r, _ in outcomes])),
-        accuracy=float(np.mean([ok for _, ok in outcomes])),
-        mean_samples=float(np.mean([len(ep.answers) for _, ep in runs])),
-        decisions=float(n_now),
-        replayed_runs=float(len(runs) + len(replayed)),
-        replayed_decisions=float(len(w)),
-        mean_weight=float(w.mean()),
-        effective_fraction=float(w.sum() ** 2 / (len(w) * (w**2).sum())) if w.any() else 0.0,
-        approx_kl=kl,
-        clip_fraction=clipped,
+    effective = float(w.sum() ** 2 / (len(w) * (w**2).sum())) if w.any() else 0.0
+    return StopPolicy.from_torch(policy.config, actor), WeightedStepFigures(
+        float(w.mean()), effective, kl, clipped
     )
