@@ -16,7 +16,7 @@ from measure_kit import assert_unclamped_invariants
 from orchestrace.core.io import load
 from orchestrace.core.model import event_to_dict
 from orchestrace.credit import partition_gap
-from orchestrace.importers import otel
+from orchestrace.importers import otlp
 from orchestrace.measure import REPORT_KEYS
 
 HERE = Path(__file__).parent
@@ -118,7 +118,7 @@ def test_reward_credit_export(workdir: Path, reference_schema: dict) -> None:
     spans = json.loads((workdir / "spans.json").read_text())
     assert len(spans["resourceSpans"]) == 9  # one resource per trace
     # the spans import back as the traces they came from: events (content aside), edges, costs
-    back = list(otel.load(workdir / "spans.json"))
+    back = list(otlp.load(workdir / "spans.json"))
     assert [t.trace_id for t in back] == [t.trace_id for t in credited]
     for a, b in zip(credited, back, strict=True):
         assert [event_to_dict(e) for e in b.events] == [event_to_dict(e) for e in a.events], a.trace_id

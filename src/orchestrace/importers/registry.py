@@ -18,7 +18,7 @@ IMPORTERS: dict[str, str] = {
     "codex": "orchestrace.importers.codex",
     "gemini-cli": "orchestrace.importers.gemini_cli",
     "opencode": "orchestrace.importers.opencode",
-    "otel": "orchestrace.importers.otel",
+    "otel": "orchestrace.importers.otlp",  # OTLP/JSON spans; the format keeps its name
     "openai-agents": "orchestrace.importers.openai_agents",
     "who-and-when": "orchestrace.importers.whowhen",
     "chatdev": "orchestrace.importers.chatdev",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from orchestrace.core.validate import validate_trace
-from orchestrace.importers import otel
+from orchestrace.importers import otlp
 
 T0 = 1_700_000_000_000_000_000  # ns
 
@@ -46,7 +46,7 @@ SPANS = [
 def _load(tmp_path: Path, spans: list[dict]):
     p = tmp_path / "spans.json"
     p.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
-    (tr,) = list(otel.load(p))
+    (tr,) = list(otlp.load(p))
     assert [f for f in validate_trace(tr) if f.severity == "error"] == []
     return tr
 

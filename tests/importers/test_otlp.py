@@ -15,7 +15,7 @@ from orchestrace.core.model import event_to_dict
 from orchestrace.core.validate import validate_trace
 from orchestrace.export import get_exporter
 from orchestrace.export.otlp import export_otlp, iter_otlp
-from orchestrace.importers import claude_code, otel
+from orchestrace.importers import claude_code, otlp
 
 if not os.environ.get("CI"):  # under CI it must run (requirements.txt pins opentelemetry-sdk)
     pytest.importorskip(
@@ -106,7 +106,7 @@ def test_import_sdk_spans(tmp_path: Path, encoding: str) -> None:
     f = tmp_path / "spans.json"
     f.write_text(json.dumps(_hex_ids(req) if encoding == "hex" else req))
     assert importers.detect(f) == "otel"
-    (tr,) = list(otel.load(f))
+    (tr,) = list(otlp.load(f))
     assert _errors(tr) == []
     kinds = [(e.type, e.agent, e.to) for e in tr.events]
     assert kinds == [
@@ -162,7 +162,7 @@ def test_export_parses_as_otlp_and_round_trips(data: Path, tmp_path: Path) -> No
     assert {"invoke_agent", "execute_tool", "chat", "spawn", "return"} <= names
     # privacy: content not exported unless asked
     assert 'content":' not in lines[0].replace("content_ref", "")
-    (back,) = list(otel.load(out))
+    (back,) = list(otlp.load(out))
     assert _errors(back) == []
     assert back.trace_id == tr.trace_id and back.costs == tr.costs
     strip = [{k: v for k, v in event_to_dict(e).items() if k != "content"} for e in tr.events]
@@ -182,7 +182,7 @@ def test_export_many_traces_one_request(data: Path, tmp_path: Path) -> None:
     req = json.loads(out.read_text())
     assert len(req["resourceSpans"]) == 5
     assert _check_otlp_request(req) == n
-    back = list(otel.load(out))
+    back = list(otlp.load(out))
     assert [t.trace_id for t in back] == [t.trace_id for t in traces]
     assert all(_errors(t) == [] for t in back)
 
@@ -210,7 +210,7 @@ def test_openinference_spans(tmp_path: Path) -> None:
     provider.shutdown()
     f = tmp_path / "oi.json"
     f.write_text(json.dumps(_hex_ids(MessageToDict(encode_spans(exporter.get_finished_spans())))))
-    (tr,) = list(otel.load(f))
+    (tr,) = list(otlp.load(f))
     assert _errors(tr) == []
     assert [(e.type, e.agent, e.to, e.tool) for e in tr.events] == [
         ("orchestrator_decision", "Supervisor", None, None),
@@ -236,7 +236,7 @@ def test_exported_spans_without_orchestrace_attributes_still_map(data: Path, tmp
                 s["attributes"] = [a for a in s["attributes"] if not a["key"].startswith("orchestrace.")]
     f = tmp_path / "stripped.json"
     f.write_text(json.dumps(req))
-    (back,) = list(otel.load(f))
+    (back,) = list(otlp.load(f))
     assert _errors(back) == []
     count = lambda t, ty: sum(e.type == ty for e in t.events)  # noqa: E731
     assert count(back, "tool_call") == count(tr, "tool_call") == 24
