@@ -299,3 +299,26 @@ def test_extreme_but_valid_totals_are_stored_and_listed(tmp_path) -> None:
     assert [r["trace_id"] for r in lst.rows] == ["small", "huge"]
     reward = next(h for h in lst.histograms if h.key == "team_reward")
     assert reward.counts[0] == 1 and reward.counts[-1] == 1
+
+
+def test_an_iteration_with_an_unreadable_trace_file_lists_the_rest(browse_world, tmp_path) -> None:
+    """A file a running loop is still writing: its row names the file and the error (the whole
+    iteration page was a 400 for it). The run folder is a copy: its records name the original's
+    absolute paths, and the copy's own files are listed (they were left out)."""
+    from orchestrace.viewer.browse import read_run
+    from orchestrace.viewer.browse.server import App, serve_in_thread
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(browse_world.run_dir, run_dir)
+    bad = run_dir / "iter-001" / "run-1.json"
+    bad.write_bytes(bad.read_bytes()[:100])
+    server, url = serve_in_thread(App(open_store(str(browse_world.store)), [read_run(run_dir)]))
+    try:
+        r = httpx.get(url + "run?r=0&it=1", timeout=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.status_code == 200, r.text
+    text = html.unescape(r.text)
+    assert '<tr class="unreadable"><td>training</td><td>run-1.json</td><td>OT0' in text
+    assert ">train-1-0</a>" in text and ">eval-1-q1</a>" in text and "iteration 1: 5 trace(s)" in text

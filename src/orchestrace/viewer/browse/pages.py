@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import html
 import math
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -369,8 +370,18 @@ def runs_page(runs: list[Run]) -> str:
     return layout("orchestrace · training runs", body, runs=True)
 
 
-def run_page(k: int, run: Run, chosen: int | None, listing: list[tuple[str, str, int, bool]] | None) -> str:
-    """``listing``: (kind, trace id, file position, stored) of the chosen iteration's traces."""
+@dataclass(frozen=True)
+class Listed:
+    """One trace file of an iteration, as its listing shows it."""
+
+    kind: str  # training or held-out
+    position: int  # in the iteration's files: /run/trace?f=
+    name: str  # the trace id, or the file name when it does not load
+    stored: bool  # the store holds this trace id
+    error: str | None = None  # why the file does not load
+
+
+def run_page(k: int, run: Run, chosen: int | None, listing: list[Listed] | None) -> str:
     parts = [f'<h1>training run {esc(run.name)}</h1><p class="muted">{esc(run.folder)}</p>']
     parts.append('<h2>learning curves (click a point for that iteration\'s traces)</h2><div class="hists">')
     for name, pts in run.curves().items():
@@ -381,11 +392,18 @@ def run_page(k: int, run: Run, chosen: int | None, listing: list[tuple[str, str,
         parts.append(
             '<table id="iteration-traces"><thead><tr><th>kind</th><th>trace</th><th>in the store</th></tr></thead><tbody>'
         )
-        for kind, tid, pos, stored in listing:
-            link = href("/run/trace", {"r": k, "it": chosen, "f": pos})
-            store_link = f'<a href="{href("/trace", {"id": tid})}">open from the store</a>' if stored else ""
+        for t in listing:
+            if t.error is not None:
+                parts.append(
+                    f'<tr class="unreadable"><td>{esc(t.kind)}</td><td>{esc(t.name)}</td><td>{esc(t.error)}</td></tr>'
+                )
+                continue
+            link = href("/run/trace", {"r": k, "it": chosen, "f": t.position})
+            store_link = (
+                f'<a href="{href("/trace", {"id": t.name})}">open from the store</a>' if t.stored else ""
+            )
             parts.append(
-                f'<tr><td>{esc(kind)}</td><td><a href="{link}">{esc(tid)}</a></td><td>{store_link}</td></tr>'
+                f'<tr><td>{esc(t.kind)}</td><td><a href="{link}">{esc(t.name)}</a></td><td>{store_link}</td></tr>'
             )
         parts.append("</tbody></table>")
     parts.append(_pairs(k, run))

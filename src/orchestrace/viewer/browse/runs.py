@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,11 +87,17 @@ def _numbers(d: Any) -> dict[str, float]:
 
 
 def _inside(root: Path, here: Path, name: Any) -> Path | None:
-    """A trace path of a record, kept only if it is a file inside the run folder."""
+    """A trace path of a record, kept only if it is a file inside the run folder. The loop
+    records the paths it was given (absolute ones too), so a run folder copied or moved
+    elsewhere finds its files by the part from ``iter-NNN/`` on."""
     if not isinstance(name, str):
         return None
     p = Path(name)
-    for cand in [p] if p.is_absolute() else [here / p, root / p, Path.cwd() / p]:
+    cands = [p] if p.is_absolute() else [here / p, root / p, Path.cwd() / p]
+    tail = [k for k, part in enumerate(p.parts) if re.fullmatch(r"iter-\d{3,}", part)]
+    if tail:
+        cands.append(root.joinpath(*p.parts[tail[-1] :]))
+    for cand in cands:
         c = cand.resolve()
         if c.is_file() and c.is_relative_to(root):
             return c

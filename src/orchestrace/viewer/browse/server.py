@@ -105,10 +105,17 @@ def page_run(app: App, args: dict[str, list[str]]) -> str:
     chosen = listing = None
     if "it" in args:
         chosen = _index(args, "it", allowed, len(run.iterations), "an iteration")
-        files = _files(run, chosen)
-        traces = [(kind, load_run_trace(p), pos) for pos, (kind, p) in enumerate(files)]
-        stored = stored_ids(app.store, [t.trace_id for _, t, _ in traces])
-        listing = [(kind, t.trace_id, pos, t.trace_id in stored) for kind, t, pos in traces]
+        listed: list[tuple[str, int, str, str | None]] = []  # kind, position, trace id or file, error
+        for pos, (kind, path) in enumerate(_files(run, chosen)):
+            try:  # a file still being written by a running training loop is listed, not fatal
+                listed.append((kind, pos, load_run_trace(path).trace_id, None))
+            except OrchestraceError as e:
+                listed.append((kind, pos, path.name, f"{e.code}: {e.message}"))
+        stored = stored_ids(app.store, [name for _, _, name, err in listed if err is None])
+        listing = [
+            pages.Listed(kind, pos, name, err is None and name in stored, err)
+            for kind, pos, name, err in listed
+        ]
     return pages.run_page(k, run, chosen, listing)
 
 
