@@ -116,6 +116,14 @@ def train_stop_cmd(
         help="replace another run's policies and report at -o / --report (all its files); without it "
         "such a run is refused, and only the same command again rewrites its own",
     ),
+    log: str = typer.Option(
+        None,
+        "--log",
+        help="tensorboard: each policy's training iterations as event files in <folder of -o>/tensorboard",
+    ),
+    target_kl: float = typer.Option(
+        None, "--target-kl", help="ppo, grpo: stop an update's epochs once the approximate KL passes this"
+    ),
     ray: RayOption = None,
 ) -> None:
     """Train a stopping policy and write a report (Pareto + learning curves, PNG and JSON).
@@ -164,6 +172,8 @@ def train_stop_cmd(
             eval_traces=eval_traces or None,
             confidence=confidence,
             force=force,
+            log=log,
+            target_kl=target_kl,
         )
     g = rep.goal
     console.print(
@@ -458,6 +468,9 @@ def loop_stop_cmd(
     model: str = typer.Option("default", "--model", help="model name sent to --base-url"),
     out: str = typer.Option("runs/loop/stop", "-o", "--out", help="loop folder (resumed if it exists)"),
     start: str = typer.Option(None, "--start", help="start from this stop policy (e.g. from train stop)"),
+    log: str = typer.Option(
+        None, "--log", help="tensorboard: every iteration's figures as event files in OUT/tensorboard"
+    ),
 ) -> None:
     """Learn the stop decision from the vote runs it drives; resumable; curves in OUT/curves.png.
 
@@ -479,7 +492,7 @@ def loop_stop_cmd(
     )  # fmt: skip
     with _bars() as bars:
         advance = bars(f"loop stop ({tasks})", iterations)
-        recs = loop_stop(cfg, out, progress=lambda _i, _n: advance())
+        recs = loop_stop(cfg, out, progress=lambda _i, _n: advance(), log=log)
     for r in recs:
         ev = ", ".join(f"{k} {v:.3f}" for k, v in r.eval.items())
         tr = ", ".join(f"{k} {v:.3f}" for k, v in r.train.items())

@@ -56,11 +56,17 @@ def train_team_cmd(
     lr: float = typer.Option(3e-4, "--lr"),
     epochs: int = typer.Option(2, "--epochs", help="PPO-clip epochs over each iteration's batch"),
     clip: float = typer.Option(0.2, "--clip"),
+    target_kl: float = typer.Option(
+        None, "--target-kl", help="stop an iteration's epochs once PPO's approximate KL passes this"
+    ),
     reward: str = typer.Option(None, "--reward", help="reward spec TOML (default: R1 team success)"),
     seed: int = typer.Option(0, "--seed"),
     threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
     start: str = typer.Option(None, "--start", help="start from these adapters (a policy folder)"),
     out: str = typer.Option("runs/team", "-o", "--out", help="loop folder (resumed if it exists)"),
+    log: str = typer.Option(
+        None, "--log", help="tensorboard: every iteration's figures as event files in OUT/tensorboard"
+    ),
     ray: RayOption = None,
     ray_workers: int = typer.Option(2, "--ray-workers", help="Ray actors running rollouts (with --ray)"),
     server: str = typer.Option(
@@ -87,6 +93,7 @@ def train_team_cmd(
     from ..learn.team.accuracy import summarise
     from ..learn.team.config import TeamConfig
     from ..learn.team.placement import RolloutPlace
+    from ..learn.team.trainer import iteration_line
     from .cmd_learn import _bars
 
     cfg = TeamConfig(
@@ -106,6 +113,7 @@ def train_team_cmd(
         eval_every=eval_every,
         lr=lr,
         clip=clip,
+        target_kl=target_kl,
         epochs=epochs,
         seed=seed,
         reward=reward,
@@ -121,13 +129,10 @@ def train_team_cmd(
             threads=threads,
             progress=lambda _i, _n: advance(),
             place=RolloutPlace(ray, ray_workers, server, server_adapters, server_dir),
+            log=log,
         )
     for r in recs:
-        tr = ", ".join(
-            f"{k} {v:.3f}" for k, v in r.train.items() if k in ("reward", "loss", "rollout_s", "update_s")
-        )
-        ev = ", ".join(f"{k} {v:.3f}" for k, v in r.eval.items())
-        console.print(f"iteration {r.iteration}: train ({tr})  held-out ({ev})", highlight=False)
+        console.print(iteration_line(r), highlight=False)
     s = summarise(out)
     console.print(
         f"held-out team accuracy: before {s.before:.3f}, after {s.after:.3f} "

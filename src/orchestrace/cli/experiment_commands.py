@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 _FORMAT = typer.Option("table", "--format", help="table or json")
 _SEED = typer.Option(0, "--seed", help="training/bootstrap seed (the data split is fixed)")
+_LOG = typer.Option(
+    None, "--log", help="tensorboard: every training iteration's figures as event files in OUT/tensorboard"
+)
 _DATA = typer.Option(None, "--data", help="public data folder (default: $ORCHESTRACE_DATA or shared/data)")
 _ALGO = typer.Option(
     "reinforce",
@@ -115,6 +118,7 @@ def train_retry_cmd(
     seed: int = _SEED,
     data: Path = _DATA,
     fmt: str = _FORMAT,
+    log: str = _LOG,
 ) -> None:
     """Train RetryStop give-up policies on real Reflexion / Game-of-24 outcomes.
 
@@ -124,11 +128,14 @@ def train_retry_cmd(
       orchestrace train retry -f game24 --cost 0.005 -o runs/g24 --format json
     """
     from ..learn.experiments import train_retry, write_trained
+    from ..learn.scalar_log import LOG_DIR, open_log
 
     _check_format(fmt)
-    r = write_trained(
-        out, train_retry(family, cost, seed=seed, iters=iters, algo=algo, data=data, progress=fmt != "json")
-    )
+    with open_log(log, out / LOG_DIR):
+        r = write_trained(
+            out,
+            train_retry(family, cost, seed=seed, iters=iters, algo=algo, data=data, progress=fmt != "json"),
+        )
     rows = [row for fam, v in r.families.items() for row in _retry_rows(fam, v)]
     _emit(r, fmt, rows, _RETRY_HEADER)
     if fmt != "json":
@@ -205,6 +212,7 @@ def train_delegate_cmd(
     seed: int = _SEED,
     data: Path = _DATA,
     fmt: str = _FORMAT,
+    log: str = _LOG,
 ) -> None:
     """Train a Delegate router (quality - lambda x cost) on real model outcomes and prices.
 
@@ -217,6 +225,7 @@ def train_delegate_cmd(
       orchestrace train delegate --traces 'runs/routed/*.events.jsonl' --logged --start runs/delegate/delegate-mmlu
     """
     from ..learn.experiments import train_delegate, train_delegate_logged, write_trained
+    from ..learn.scalar_log import LOG_DIR, open_log
 
     _check_format(fmt)
     if logged:
@@ -232,10 +241,11 @@ def train_delegate_cmd(
         for path in logged_run.files_written or []:
             console.print(f"wrote {path}", highlight=False)
         return
-    r = write_trained(out, train_delegate(
-        source, lam, seed=seed, iters=iters, mode=mode, algo=algo, data=data, traces=traces or None,
-        progress=fmt != "json",
-    ))  # fmt: skip
+    with open_log(log, out / LOG_DIR):
+        r = write_trained(out, train_delegate(
+            source, lam, seed=seed, iters=iters, mode=mode, algo=algo, data=data, traces=traces or None,
+            progress=fmt != "json",
+        ))  # fmt: skip
     _emit(r, fmt, _delegate_rows(r), _DELEGATE_HEADER)
     if fmt != "json":
         _comparisons(r, "reward")
@@ -325,6 +335,7 @@ def train_swarm_cmd(
     algo: str = _ALGO,
     seed: int = _SEED,
     fmt: str = _FORMAT,
+    log: str = _LOG,
 ) -> None:
     """Train the Swarm spawn policy with the PARL reward under a Critical Steps budget.
 
@@ -336,6 +347,7 @@ def train_swarm_cmd(
       orchestrace train swarm --parallel --credit loo  # each lead rewarded by its LOO credit
     """
     from ..learn.experiments import train_swarm, train_swarm_parallel, write_trained
+    from ..learn.scalar_log import LOG_DIR, open_log
 
     _check_format(fmt)
     if parallel and traces:
@@ -343,14 +355,18 @@ def train_swarm_cmd(
 
         raise OrchestraceError("OT606", "--traces trains the single-orchestrator Swarm; drop --parallel")
     if parallel:
-        rp = write_trained(out, train_swarm_parallel(seed=seed, iters=iters or 200, branches=branches, l1=l1, l2=l2,
-                           algo=algo, eval_tasks=eval_tasks or 100, credit=credit, progress=fmt != "json"))  # fmt: skip
+        with open_log(log, out / LOG_DIR):
+            rp = write_trained(out, train_swarm_parallel(seed=seed, iters=iters or 200, branches=branches, l1=l1,
+                               l2=l2, algo=algo, eval_tasks=eval_tasks or 100, credit=credit,
+                               progress=fmt != "json"))  # fmt: skip
         _emit(rp, fmt, _swarm_parallel_rows(rp), _SWARM_PARALLEL_HEADER)
         if fmt != "json":
             _comparisons(rp, "r_perf")
         return
-    r = write_trained(out, train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo,
-                                       eval_tasks=eval_tasks or 200, traces=traces or None, progress=fmt != "json"))  # fmt: skip
+    with open_log(log, out / LOG_DIR):
+        r = write_trained(out, train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo,
+                                           eval_tasks=eval_tasks or 200, traces=traces or None,
+                                           progress=fmt != "json"))  # fmt: skip
     _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)
     if fmt != "json":
         _comparisons(r, "r_perf")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..core.errors import OrchestraceError
+from .scalar_log import log_scalars
 
 ITERATION_FILE = "iteration.json"
 
@@ -58,6 +59,9 @@ class LoopStep(Protocol):
         ...
 
 
+# A step may also say how curves.png is drawn: a ``panels`` attribute (a list of :class:`Panel`).
+
+
 def iteration_dir(out: str | Path, iteration: int) -> Path:
     return Path(out) / f"iter-{iteration:03d}"
 
@@ -81,12 +85,42 @@ def _write_json_atomic(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
-def write_curves(out: str | Path, records: list[IterationRecord]) -> tuple[Path, Path]:
-    """``curves.json`` (one record per iteration: every train_* and eval_* figure) and ``curves.png``."""
+@dataclass(frozen=True)
+class Panel:
+    """One panel of ``curves.png``: a title and its lines, each a curves.json key (or a pattern
+    with one ``*``: a line per matching key, the ``*`` of the label replaced by the match)."""
+
+    title: str
+    lines: list[tuple[str, str]]
+    ylabel: str = ""
+    ylim: tuple[float, float] | None = None
+
+
+def _panel_lines(panel: Panel, keys: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for pattern, label in panel.lines:
+        if "*" not in pattern:
+            if pattern in keys:
+                out.append((pattern, label))
+            continue
+        head, tail = pattern.split("*", 1)
+        for k in keys:
+            if k.startswith(head) and k.endswith(tail) and len(k) > len(head) + len(tail):
+                out.append((k, label.replace("*", k[len(head) : len(k) - len(tail)])))
+    return out
+
+
+def write_curves(
+    out: str | Path, records: list[IterationRecord], panels: list[Panel] | None = None
+) -> tuple[Path, Path]:
+    """``curves.json`` (one record per iteration: every train_* and eval_* figure) and ``curves.png``:
+    the ``panels`` given (a step's own layout), else one panel per figure; iterations are whole
+    numbers on the x axis."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     rows = [
         {"iteration": r.iteration, **{f"train_{k}": v for k, v in r.train.items()}}
@@ -97,20 +131,41 @@ def write_curves(out: str | Path, records: list[IterationRecord]) -> tuple[Path,
     js = out / "curves.json"
     _write_json_atomic(js, rows)
     keys = sorted({k for row in rows for k in row if k != "iteration"})
-    fig, axes = plt.subplots(
-        len(keys) or 1, 1, figsize=(6, 1.8 * max(len(keys), 1)), sharex=True, squeeze=False
-    )
-    for ax, k in zip(axes[:, 0], keys, strict=False):
-        pts = [(row["iteration"], row[k]) for row in rows if k in row]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=4)
-        ax.set_ylabel(k, fontsize=8)
+    if panels is None:
+        panels = [Panel(k, [(k, k)]) for k in keys]
+    drawn = [(p, lines) for p in panels if (lines := _panel_lines(p, keys))]
+    cols = 1 if len(drawn) < 3 else 2
+    nrows = max(-(-len(drawn) // cols), 1)
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 2.6 * nrows), squeeze=False)
+    for ax, (panel, lines) in zip(axes.flat, drawn, strict=False):
+        for key, label in lines:
+            pts = [(row["iteration"], row[key]) for row in rows if key in row]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=4, label=label)
+        ax.set_title(panel.title, fontsize=10)
+        ax.set_ylabel(panel.ylabel, fontsize=9)
+        if panel.ylim is not None:
+            ax.set_ylim(*panel.ylim)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("iteration", fontsize=9)
         ax.grid(alpha=0.3)
-    axes[-1, 0].set_xlabel("iteration")
+        if len(lines) > 1 or lines[0][1] != panel.title:
+            ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(drawn) :]:
+        ax.set_visible(False)
     fig.tight_layout()
     png = out / "curves.png"
     fig.savefig(png, dpi=110)
     plt.close(fig)
     return js, png
+
+
+def log_record(rec: IterationRecord) -> None:
+    """An iteration's figures to the open scalar log (``--log``): ``train/*`` from its traces,
+    ``heldout/*`` from its evaluation."""
+    log_scalars(
+        rec.iteration,
+        {f"train/{k}": v for k, v in rec.train.items()} | {f"heldout/{k}": v for k, v in rec.eval.items()},
+    )
 
 
 def run_loop(
@@ -136,7 +191,8 @@ def run_loop(
         rec0 = IterationRecord(0, start_policy, eval=step.evaluate(start_policy, d))
         _write_json_atomic(d / ITERATION_FILE, asdict(rec0))
         records = [rec0]
-        write_curves(out, records)
+        write_curves(out, records, getattr(step, "panels", None))
+        log_record(rec0)
     current = records[-1].policy if records[-1].policy is not None else start_policy
     for i in range(len(records), iterations + 1):
         d = iteration_dir(out, i)
@@ -148,7 +204,8 @@ def run_loop(
         rec = IterationRecord(i, new_policy, traces, train, step.evaluate(new_policy, d))
         _write_json_atomic(d / ITERATION_FILE, asdict(rec))
         records.append(rec)
-        write_curves(out, records)
+        write_curves(out, records, getattr(step, "panels", None))
+        log_record(rec)
         current = new_policy
         if progress is not None:
             progress(i, iterations)

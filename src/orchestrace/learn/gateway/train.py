@@ -35,6 +35,7 @@ from typing import Any
 from ...core.io import load_one
 from ...core.model import Trace
 from ..loop import IterationRecord, run_loop
+from ..scalar_log import LOG_DIR, check_log, open_log
 from ..team.checkpoints import check_policy_file, load_policy, save_policy
 from ..team.config import CONFIG_FILE, TeamConfig, check_resume, reward_spec, split
 from ..team.model import LoraSettings, TeamModel
@@ -396,9 +397,12 @@ def train_program(
     progress: Callable[[int, int], None] | None = None,
     threads: int | None = None,
     place: RolloutPlace | None = None,
+    log: str | None = None,
 ) -> list[IterationRecord]:
-    """Run (or resume) the loop on a gateway program; every check that can refuse runs first."""
+    """Run (or resume) the loop on a gateway program; every check that can refuse runs first.
+    ``log``: ``tensorboard`` writes every iteration's figures under ``out/tensorboard``."""
     out = Path(out)
+    check_log(log)
     adapters = check_program(cfg, opts)
     check_resume(out, cfg)
     reward_spec(cfg)
@@ -413,7 +417,8 @@ def train_program(
         cfg_path = out / CONFIG_FILE
         if not cfg_path.is_file():
             cfg_path.write_text(json.dumps(asdict(cfg), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        return run_loop(step, out, iterations, start_policy=start, progress=progress)
+        with open_log(log, out / LOG_DIR):
+            return run_loop(step, out, iterations, start_policy=start, progress=progress)
     finally:
         step.remote.close()
 
@@ -428,15 +433,18 @@ def train_any(
     progress: Callable[[int, int], None] | None = None,
     threads: int | None = None,
     place: RolloutPlace | None = None,
+    log: str | None = None,
 ) -> list[IterationRecord]:
     """``train team``: a gateway program (a function taking ``base_url``) through the gateway,
     any other program (``team``, a runtime program) through the runtime."""
     if is_gateway_program(cfg.program):
         return train_program(
-            cfg, out, iterations, opts, start=start, progress=progress, threads=threads, place=place
+            cfg, out, iterations, opts, start=start, progress=progress, threads=threads, place=place, log=log
         )
     if opts.agents:
         raise BadInput("OT743", "--agents names the agents of a gateway program (a function taking base_url)")
     from ..team.trainer import train_team
 
-    return train_team(cfg, out, iterations, start=start, progress=progress, threads=threads, place=place)
+    return train_team(
+        cfg, out, iterations, start=start, progress=progress, threads=threads, place=place, log=log
+    )

@@ -39,6 +39,7 @@ class Args:
     entropy: float = 0.003
     max_grad_norm: float = 0.5
     eval_every: int = 5
+    target_kl: float | None = None  # no further epoch once an epoch's approximate KL passed it
     threads: int = 1
     seed: int = 0
 
@@ -69,11 +70,13 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
     history: list[dict[str, float]] = []
     for it in range(args.iterations):
         b = task.play(actor, task.starts(it, rng, args.batch, args.group), rng)
+        figures: dict[str, float] = {}
         if len(b.act):
             adv = group_advantages(b, args.group, args.adv_scale)
-            clipped_update(actor, None, opt, b, adv, None, rng, epochs=args.epochs, minibatches=args.minibatches,
-                           clip=args.clip, ent_coef=args.entropy, vf_coef=0.0, norm_adv=False,
-                           max_grad_norm=args.max_grad_norm, shuffle=args.shuffle)  # fmt: skip
+            figures = clipped_update(actor, None, opt, b, adv, None, rng, epochs=args.epochs,
+                                     minibatches=args.minibatches, clip=args.clip, ent_coef=args.entropy,
+                                     vf_coef=0.0, norm_adv=False, max_grad_norm=args.max_grad_norm,
+                                     shuffle=args.shuffle, target_kl=args.target_kl)  # fmt: skip
         record(history, it, float(b.ep_reward.mean()), task, actor, iterations=args.iterations,
-               eval_every=args.eval_every, progress=progress)  # fmt: skip
+               eval_every=args.eval_every, progress=progress, figures=figures)  # fmt: skip
     return TrainResult(task.policy(actor, "grpo", args.seed), history)

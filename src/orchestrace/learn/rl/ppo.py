@@ -41,6 +41,7 @@ class Args:
     max_grad_norm: float = 0.5
     clip_apart: bool = True  # clip the actor's and the critic's gradient norms each (else together)
     eval_every: int = 5
+    target_kl: float | None = None  # no further epoch once an epoch's approximate KL passed it
     threads: int = 1
     seed: int = 0
 
@@ -63,12 +64,15 @@ def gae(values: np.ndarray, b: Batch, lam: float) -> np.ndarray:
 def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.ndarray, ret: np.ndarray | None,
                    rng: np.random.Generator, *, epochs: int, minibatches: int, clip: float, ent_coef: float,
                    vf_coef: float, norm_adv: bool, max_grad_norm: float | None = 0.5, clip_apart: bool = False,
-                   shuffle: bool = True, old_logp: np.ndarray | None = None) -> None:  # fmt: skip
+                   shuffle: bool = True, old_logp: np.ndarray | None = None,
+                   target_kl: float | None = None) -> dict[str, float]:  # fmt: skip
     """PPO-clip epochs over the batch (the critic's squared error joins the loss when given; with
     ``clip_apart`` the actor's and the critic's gradients are clipped each to ``max_grad_norm``;
     ``shuffle``: minibatches of a fresh permutation each epoch, else the batch in play order).
     ``old_logp``: log-probabilities of the actions under the policy that took them, when that was
-    not ``actor`` (recorded runs); the ratio then corrects for the policy that collected the data."""
+    not ``actor`` (recorded runs); the ratio then corrects for the policy that collected the data.
+    ``target_kl``: no further epoch once an epoch's mean approximate KL passed it (CleanRL's
+    early stop). Returns the last epoch's mean approximate KL, clip fraction and entropy."""
     obs, act = torch.from_numpy(b.obs), torch.from_numpy(b.act)
     adv_t = torch.from_numpy(adv)
     ret_t = torch.from_numpy(ret) if ret is not None else None
@@ -77,8 +81,10 @@ def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.n
     else:
         with torch.no_grad():
             old = log_probs(actor, obs, act)[0]
+    figures: dict[str, float] = {}
     for _ in range(epochs):
         order = rng.permutation(len(act)) if shuffle else np.arange(len(act))
+        seen: list[tuple[float, float, float]] = []
         for idx in torch.from_numpy(order).chunk(minibatches):
             if len(idx) < 2:
                 continue
@@ -86,7 +92,9 @@ def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.n
             a = adv_t[idx]
             if norm_adv:
                 a = (a - a.mean()) / (a.std() + 1e-8)
-            loss = clipped_surrogate(logp, old[idx], a, clip).loss - ent_coef * ent.mean()
+            s = clipped_surrogate(logp, old[idx], a, clip, entropy=ent)
+            seen.append((s.approx_kl, s.clip_fraction, s.entropy or 0.0))
+            loss = s.loss - ent_coef * ent.mean()
             if critic is not None and ret_t is not None:
                 loss = loss + vf_coef * ((critic(obs[idx])[:, 0] - ret_t[idx]) ** 2).mean()
             opt.zero_grad()
@@ -97,6 +105,12 @@ def clipped_update(actor: Any, critic: Any | None, opt: Any, b: Batch, adv: np.n
             else:
                 clip_grad(parameters(opt), max_grad_norm)
             opt.step()
+        if seen:
+            kl, clipped, entropy = np.mean(seen, axis=0).tolist()
+            figures = {"approx_kl": kl, "clip_fraction": clipped, "entropy": entropy}
+            if target_kl is not None and kl > target_kl:
+                break
+    return figures
 
 
 def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | None = None) -> TrainResult:
@@ -108,13 +122,15 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
     history: list[dict[str, float]] = []
     for it in range(args.iterations):
         b = task.play(actor, task.starts(it, rng, args.batch, 1), rng)
+        figures: dict[str, float] = {}
         if len(b.act):
             with torch.no_grad():
                 v = critic(torch.from_numpy(b.obs))[:, 0].numpy()
             adv = gae(v, b, args.gae_lambda)
-            clipped_update(actor, critic, opt, b, adv, adv + v, rng, epochs=args.epochs, minibatches=args.minibatches,
-                           clip=args.clip, ent_coef=args.entropy, vf_coef=args.vf_coef, norm_adv=True,
-                           max_grad_norm=args.max_grad_norm, clip_apart=args.clip_apart)  # fmt: skip
+            figures = clipped_update(actor, critic, opt, b, adv, adv + v, rng, epochs=args.epochs,
+                                     minibatches=args.minibatches, clip=args.clip, ent_coef=args.entropy,
+                                     vf_coef=args.vf_coef, norm_adv=True, max_grad_norm=args.max_grad_norm,
+                                     clip_apart=args.clip_apart, target_kl=args.target_kl)  # fmt: skip
         record(history, it, float(b.ep_reward.mean()), task, actor, iterations=args.iterations,
-               eval_every=args.eval_every, progress=progress)  # fmt: skip
+               eval_every=args.eval_every, progress=progress, figures=figures)  # fmt: skip
     return TrainResult(task.policy(actor, "ppo", args.seed), history)

@@ -29,6 +29,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..scalar_log import child_run
 from . import algorithm
 from .curve import TrainResult
 from .tasks import GymTask
@@ -85,7 +86,8 @@ def train_policy(
 
         # piped stderr: no bar (its redraws would make one endless line), one line at the end
         bar = tqdm(total=iters, desc=f"train {env_name} ({algo})", unit="it", disable=None)
-    res = mod.train(task, args, bar.update if bar is not None else None)
+    with child_run(f"{env_name}-{algo}"):  # its own TensorBoard run when a log is open (--log)
+        res = mod.train(task, args, bar.update if bar is not None else None)
     if bar is not None:
         bar.close()
         if bar.disable:

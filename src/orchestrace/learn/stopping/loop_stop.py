@@ -31,6 +31,7 @@ from ...core.stats import majority
 from ...credit import FnGame, leave_one_out
 from ...reward.stop import stop_reward
 from ..loop import IterationRecord, completed, run_loop
+from ..scalar_log import LOG_DIR, check_log, open_log
 from .adapters import LearnedStop
 from .families import family as get_family
 from .features import feature_names, prefix_features
@@ -260,12 +261,17 @@ class StopLoop:
         return {"accuracy": float(res.correct.mean()), "mean_samples": float(res.n_used.mean())}
 
 
-def loop_stop(cfg: StopLoopConfig, out: str, progress: Any = None) -> list[IterationRecord]:
-    """Run or resume the stop loop under ``out`` (``iter-NNN/`` folders, curves.json/png)."""
+def loop_stop(
+    cfg: StopLoopConfig, out: str, progress: Any = None, log: str | None = None
+) -> list[IterationRecord]:
+    """Run or resume the stop loop under ``out`` (``iter-NNN/`` folders, curves.json/png); ``log``:
+    ``tensorboard`` writes every iteration's figures under ``out/tensorboard``."""
+    check_log(log)
     step = StopLoop(cfg)
     Path(out).mkdir(parents=True, exist_ok=True)
     start = Path(out) / "start-policy"
     start_path = str(start) + ".safetensors"
     if not Path(start_path).exists():
         step.start_policy(start)
-    return run_loop(step, out, cfg.iterations, start_policy=start_path, progress=progress)
+    with open_log(log, Path(out) / LOG_DIR):
+        return run_loop(step, out, cfg.iterations, start_policy=start_path, progress=progress)

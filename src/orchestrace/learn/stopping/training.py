@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -20,6 +21,7 @@ from ...core.errors import OrchestraceError
 from ...core.outputs import Place, claim_outputs, record_outputs, remove_files
 from ...core.stats import pareto_front
 from ..rl import algorithm
+from ..scalar_log import LOG_DIR, check_log, open_log, safe_name
 from .aggregate import Aggregator, answer_prior, fit_aggregator, priors_to_json, save_aggregator
 from .banks import Bank, calibrate, load_bank
 from .evaluation import (
@@ -134,11 +136,16 @@ def train_policy(
     aggregator: Aggregator | None = None,
     confidence: bool = False,
     weighted: bool = False,
+    log_dir: str | None = None,
+    target_kl: float | None = None,
 ) -> tuple[StopPolicy, list[dict[str, float]]]:
     """Train one policy with one algorithm (module ``learn.rl.<algo>``); with an
     ``aggregator`` the policy also sees its features and is rewarded for its answers; with
     ``confidence`` it also sees the token-confidence features (a bank with log-probabilities), with
-    ``weighted`` it answers (and is rewarded for) the confidence-weighted leader."""
+    ``weighted`` it answers (and is rewarded for) the confidence-weighted leader. ``log_dir``:
+    TensorBoard events of every iteration under ``log_dir/<learned or learned+agg>-c=<cost>``
+    (opened here, so a Ray worker writes its own). ``target_kl`` (ppo, grpo): no further epoch of an
+    update once its approximate KL passed this."""
     from .pool import build_pool
     from .task import PoolTask
 
@@ -151,6 +158,10 @@ def train_policy(
     args = mod.Args(seed=seed)
     if iterations is not None:
         args.iterations = iterations
+    if target_kl is not None:
+        if not hasattr(args, "target_kl"):
+            raise OrchestraceError("OT630", f"--target-kl applies to ppo and grpo, not {algo}")
+        args.target_kl = target_kl
     cfg = PolicyConfig(
         features=feature_names(aggregator is not None, confidence),
         feature_set="counts+confidence" if confidence else "counts",
@@ -160,7 +171,9 @@ def train_policy(
         trained_on=[bank.name],
         aggregator=None if aggregator is None else list(aggregator.weights),
     )
-    res = mod.train(PoolTask(pool, cost, cfg), args, progress)
+    name = f"{'learned' if aggregator is None else 'learned+agg'}-c={cost:g}"
+    with open_log(None if log_dir is None else "tensorboard", Path(log_dir or ".") / safe_name(name)):
+        res = mod.train(PoolTask(pool, cost, cfg), args, progress)
     return res.policy, res.history
 
 
@@ -359,6 +372,8 @@ def train_stop(
     eval_traces: Sequence[str] | None = None,
     confidence: bool = False,
     force: bool = False,
+    log: str | None = None,
+    target_kl: float | None = None,
 ) -> StopReport:
     """Train on ``bank_paths`` (default: five embedded families) or on the vote traces matching
     ``train_traces`` (globs; ``traces.bank_from_traces``), evaluate on ``eval_paths`` / ``eval_traces``
@@ -378,12 +393,16 @@ def train_stop(
 
     The policies and the report belong to one run (``core.outputs``): ``out`` or the report folder
     holding another run's files is refused (OT632) before anything is trained, unless ``force``,
-    which removes that run's files first; the same call again rewrites its own."""
+    which removes that run's files first; the same call again rewrites its own. ``log``:
+    ``tensorboard`` writes each policy of the cost sweep's iterations under
+    ``<folder of out>/tensorboard/<policy>``."""
     from .pool import build_pool
     from .traces import bank_from_traces
 
     if train_traces and bank_paths:
         raise OrchestraceError("OT631", "give training data as --bank or as --traces, not both")
+    check_log(log)
+    log_dir = str(Path(out).parent / LOG_DIR) if log else None
     t0 = time.time()
     if train_traces:
         train_banks = [bank_from_traces(train_traces)]
@@ -434,14 +453,16 @@ def train_stop(
     calibrations: dict[str, dict[str, float | bool | None]] = {}
     for prefix, aggregator in [("learned", None)] + ([("learned+agg", agg)] if agg else []):
         pool = build_pool(train_bank, budget, 16, seed, aggregator=aggregator, confidence=confidence)
-        common: dict[str, Any] = dict(algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool)
+        common: dict[str, Any] = dict(
+            algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool, target_kl=target_kl
+        )
         if map_fn is None:
             bar = (
                 (lambda c, p=prefix: progress(f"{p} {algo} c={c:g}", 0, 0)) if progress else (lambda c: None)
             )
-            trained = [train_policy(train_bank, c, progress=bar(c), **common) for c in costs]
+            trained = [train_policy(train_bank, c, progress=bar(c), log_dir=log_dir, **common) for c in costs]
         else:
-            trained = list(map_fn(partial(train_policy, train_bank, **common), costs))
+            trained = list(map_fn(partial(train_policy, train_bank, log_dir=log_dir, **common), costs))
         for c, (pol, hist) in zip(costs, trained, strict=True):
             name = prefix if c == cost else f"{prefix}(c={c:g})"
             pol.config.trained_on = [b.name for b in train_banks]

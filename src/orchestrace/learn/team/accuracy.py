@@ -13,10 +13,12 @@ from .program import BadInput, answer_correct, answering, trace_question
 
 
 def accuracy_figures(traces: list[Trace]) -> dict[str, float]:
-    """Team accuracy (R1), solver accuracy (mean over the first answers: solvers, proposer) and
-    aggregator accuracy (the last answer's: aggregator, reviser)."""
+    """Team accuracy (R1), solver accuracy (mean over the first answers: solvers, proposer),
+    aggregator accuracy (the last answer's: aggregator, reviser), and each first answerer's own
+    (``solver_0_accuracy``, ...)."""
     team = solver = agg = 0.0
     n_solver = n_agg = 0
+    by_agent: dict[str, list[bool]] = defaultdict(list)
     for tr in traces:
         fam, q = trace_question(tr)
         team += answer_correct(fam, q, ((tr.metadata or {}).get("outcome") or {}).get("final"))
@@ -31,11 +33,13 @@ def accuracy_figures(traces: list[Trace]) -> dict[str, float]:
             else:
                 solver += ok
                 n_solver += 1
+                by_agent[e.agent].append(ok)
     n = max(len(traces), 1)
     return {
         "team_accuracy": team / n,
         "solver_accuracy": solver / max(n_solver, 1),
         "aggregator_accuracy": agg / max(n_agg, 1),
+        **{f"{a}_accuracy": sum(v) / len(v) for a, v in sorted(by_agent.items())},
     }
 
 

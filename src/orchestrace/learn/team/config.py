@@ -46,6 +46,7 @@ class TeamConfig:
     lr: float = 3e-4
     clip: float = 0.2
     epochs: int = 2
+    target_kl: float | None = None  # stop an iteration's epochs once the approximate KL passes it
     temperature: float = 0.7
     aggregator_temperature: float = 0.7
     lora_rank: int = 8
@@ -78,6 +79,8 @@ class TeamConfig:
             if getattr(self, name) < 1:
                 raise BadInput("OT695", f"{name} must be >= 1, got {getattr(self, name)}")
         family(self.family, self.verifier).split(self.train_pool, self.heldout)
+        if self.target_kl is not None and not self.target_kl > 0:
+            raise BadInput("OT695", f"target_kl must be > 0, got {self.target_kl}")
 
     def rollout(self, question: str, seed: int, path: str) -> Rollout:
         """The run of the team program on ``question`` with this configuration."""

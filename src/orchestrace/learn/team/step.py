@@ -8,13 +8,14 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ...core.errors import OrchestraceError
 from ...core.model import Trace
 from ...reward.spec import RewardSpec, compute_rewards
+from ..loop import Panel
 from .accuracy import accuracy_figures
-from .batch import read_batch
+from .batch import CallRow, read_batch
 from .checkpoints import load_policy, save_policy
 from .config import TeamConfig, reward_spec, split
 from .forks import FORK_METHODS, run_forks
@@ -34,14 +35,49 @@ def release_freed_memory() -> None:
         pass
 
 
+def mean_advantages(rows: list[CallRow]) -> dict[str, float]:
+    """Each agent's mean advantage over its calls: where the credit sends the update."""
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        by.setdefault(r.agent, []).append(r.advantage)
+    return {agent: sum(v) / len(v) for agent, v in sorted(by.items())}
+
+
 def _pick(cfg: TeamConfig, pool: list[str], iteration: int) -> list[str]:
     rng = random.Random(f"{cfg.seed}/{iteration}")
     return rng.sample(pool, min(cfg.questions, len(pool)))
 
 
+#: curves.png of a train team run: what a reader looks for, a few labelled panels
+PANELS = [
+    Panel(
+        "Accuracy (held-out questions; training reward)",
+        [
+            ("eval_team_accuracy", "held-out team"),
+            ("eval_solver_accuracy", "held-out solvers"),
+            ("eval_aggregator_accuracy", "held-out aggregator"),
+            ("train_reward", "training reward"),
+        ],
+        ylim=(-0.02, 1.02),
+    ),
+    Panel("Mean advantage per agent (training batch)", [("train_*_advantage", "*")]),
+    Panel(
+        "PPO update",
+        [("train_approx_kl", "approximate KL"), ("train_clip_fraction", "clip fraction")],
+    ),
+    Panel(
+        "Seconds per iteration",
+        [("train_rollout_s", "rollouts"), ("train_update_s", "update")],
+        ylabel="s",
+    ),
+]
+
+
 @dataclass
 class TeamStep:
     """collect / update / evaluate of ``learn/loop.py`` for the team program."""
+
+    panels: ClassVar[list[Panel]] = PANELS
 
     cfg: TeamConfig
     model: TeamModel
@@ -108,26 +144,40 @@ class TeamStep:
         t0 = time.perf_counter()
         batch = read_batch(traces, self.spec, self.cfg.credit, self.cfg.unit)
         figures: dict[str, float] = {}
+        steps = 0
         for epoch in range(self.cfg.epochs):
             self.optimizer.zero_grad()
             loss, fig = policy_loss(self.model, batch.rows, self.cfg.clip, backward=True)
-            self.optimizer.step()
             if epoch == 0:
                 figures |= {"loss": float(loss.detach()), **fig}
             else:
                 figures[f"loss_epoch{epoch}"] = float(loss.detach())
                 figures["clip_fraction"] = fig["clip_fraction"]
                 figures["approx_kl"] = fig["approx_kl"]
+            # early stop (as CleanRL's target_kl): the adapters moved too far from the behaviour
+            # policy; this epoch's KL is measured before its step, so the step is not taken
+            if self.cfg.target_kl is not None and fig["approx_kl"] > self.cfg.target_kl:
+                break
+            self.optimizer.step()
+            steps += 1
         release_freed_memory()
         path = save_policy(self.model, self.optimizer, out_dir / "policy", self.cfg, iteration)
         self.loaded = path
         n = len(batch.rewards)
+        update_s = time.perf_counter() - t0
+        rollout_s = self.timings.get("rollout_s", 0.0)
+        sampled = sum(len(r.sample.completion_ids) for r in batch.rows)
+        trained = sum(len(r.sample.prompt_ids) + len(r.sample.completion_ids) for r in batch.rows)
         figures |= {
             "reward": sum(batch.rewards) / n,
             **{f"rollout_{k}": v for k, v in accuracy_figures(batch.traces).items()},
+            **{f"{agent}_advantage": v for agent, v in mean_advantages(batch.rows).items()},
             "calls": float(len(batch.rows)),
-            "rollout_s": self.timings.get("rollout_s", 0.0),
-            "update_s": time.perf_counter() - t0,
+            "epochs": float(steps),
+            "rollout_s": rollout_s,
+            "update_s": update_s,
+            "rollout_tokens_per_s": sampled / rollout_s if rollout_s > 0 else 0.0,
+            "update_tokens_per_s": trained * steps / update_s,
         }
         return path, figures
 

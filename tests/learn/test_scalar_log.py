@@ -1,0 +1,118 @@
+"""--log tensorboard: every training command's per-iteration figures, read back with TensorBoard's
+own reader (tensorboard's EventAccumulator, a test extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrace.core.errors import OrchestraceError
+from orchestrace.learn.loop import IterationRecord, Panel, _panel_lines
+from orchestrace.learn.scalar_log import log_scalars, open_log
+
+
+def read_events(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_loop_stop_logs_each_iteration(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import app
+
+    out = tmp_path / "loop"
+    args = ["loop", "stop", "--backend", "scripted", "--questions", "3", "--budget", "4", "-o", str(out)]
+    r = CliRunner().invoke(app, [*args, "--iterations", "2", "--log", "tensorboard"])
+    assert r.exit_code == 0, r.output
+    ev = read_events(out / "tensorboard")
+    assert [s for s, _ in ev["heldout/accuracy"]] == [0, 1, 2]
+    assert [s for s, _ in ev["train/mean_samples"]] == [1, 2]
+    assert len(ev["time/seconds_per_iteration"]) == 3 and all(
+        v >= 0 for _, v in ev["time/seconds_per_iteration"]
+    )
+    recs = {x["iteration"]: x for x in __import__("json").loads((out / "curves.json").read_text())}
+    for step, value in ev["heldout/accuracy"]:  # the same figures as curves.json
+        assert value == pytest.approx(recs[step]["eval_accuracy"])
+
+
+def test_ppo_policy_of_train_stop_logs_kl_clip_and_entropy(tmp_path: Path) -> None:
+    from orchestrace.learn.stopping.banks import default_bank
+    from orchestrace.learn.stopping.training import train_policy
+
+    bank = default_bank("countries").subset(range(30))
+    _, hist = train_policy(bank, 0.01, algo="ppo", iterations=3, perms=2, log_dir=str(tmp_path / "tb"))
+    ev = read_events(tmp_path / "tb" / "learned-c=0.01")
+    assert [s for s, _ in ev["train/reward"]] == [1, 2, 3]
+    assert [v for _, v in ev["train/reward"]] == pytest.approx([h["batch_reward"] for h in hist])
+    for tag in ("train/approx_kl", "train/clip_fraction", "train/entropy"):
+        assert len(ev[tag]) == 3, tag
+    assert all(0 <= v <= 1 for _, v in ev["train/clip_fraction"])
+    assert all(v > 0 for _, v in ev["train/entropy"])  # a Bernoulli stop policy, not yet certain
+
+
+def test_target_kl_stops_the_epochs() -> None:
+    """A target KL the second epoch cannot meet (1e-12) stops each update after its first epoch:
+    another policy than with every epoch; the algorithms without epochs refuse it."""
+    import numpy as np
+
+    from orchestrace.learn.stopping.banks import default_bank
+    from orchestrace.learn.stopping.training import train_policy
+
+    bank = default_bank("countries").subset(range(30))
+    free, _ = train_policy(bank, 0.01, algo="ppo", iterations=2, perms=2)
+    again, _ = train_policy(bank, 0.01, algo="ppo", iterations=2, perms=2, target_kl=10.0)
+    stopped, _ = train_policy(bank, 0.01, algo="ppo", iterations=2, perms=2, target_kl=1e-12)
+    x = np.random.default_rng(0).random((5, len(free.config.features)), dtype=np.float32)
+    assert np.array_equal(free.stop_prob(x), again.stop_prob(x))  # never reached: no change
+    assert not np.allclose(free.stop_prob(x), stopped.stop_prob(x))
+    with pytest.raises(OrchestraceError, match="applies to ppo and grpo"):
+        train_policy(bank, 0.01, algo="exact", iterations=2, perms=2, target_kl=0.01)
+
+
+def test_unknown_log_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(OrchestraceError, match="unknown --log 'wandb'"):
+        with open_log("wandb", tmp_path):
+            pass
+    assert not list(tmp_path.iterdir())
+
+
+def test_nothing_is_written_without_a_log(tmp_path: Path) -> None:
+    log_scalars(1, {"train/reward": 1.0})  # no open log: a no-op
+    with open_log(None, tmp_path / "tb"):
+        log_scalars(1, {"train/reward": 1.0})
+    assert not (tmp_path / "tb").exists()
+
+
+def test_team_iteration_line_says_what_matters() -> None:
+    from orchestrace.learn.team.trainer import iteration_line
+
+    rec0 = IterationRecord(
+        0, None, eval={"team_accuracy": 0.4, "solver_accuracy": 0.35, "aggregator_accuracy": 0.4}
+    )
+    assert iteration_line(rec0) == "iteration 0: held-out team 0.400 (solvers 0.350, aggregator 0.400)"
+    train = {
+        "reward": 0.5625,
+        "loss": 3e-7,
+        "approx_kl": 2.5e-4,
+        "clip_fraction": 0.012,
+        "rollout_s": 4.0,
+        "update_s": 6.5,
+    }
+    line = iteration_line(IterationRecord(1, "p", [], train, {}))
+    assert line == "iteration 1: reward 0.562, KL 2.5e-04, clipped 1.2%, 10.5 s (rollouts 4.0 + update 6.5)"
+    assert "loss" not in line
+
+
+def test_curves_panel_lines_expand_agent_patterns() -> None:
+    panel = Panel("advantage", [("train_*_advantage", "*"), ("train_reward", "reward")])
+    keys = ["train_aggregator_advantage", "train_reward", "train_solver_0_advantage", "eval_team_accuracy"]
+    assert _panel_lines(panel, keys) == [
+        ("train_aggregator_advantage", "aggregator"),
+        ("train_solver_0_advantage", "solver_0"),
+        ("train_reward", "reward"),
+    ]
