@@ -60,6 +60,7 @@ RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
 #: the parts of ``learn`` (a subpackage or a top-level module), lowest first
 LEARN_LAYERS: list[set[str]] = [
+    {"scalar_log"},  # the --log event writer, fed by the loop and every algorithm
     {"loop", "datasets", "tasks"},  # tasks: task files and verifiers, read by stopping and team
     {"rl"},
     {"stopping"},

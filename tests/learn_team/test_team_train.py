@@ -67,7 +67,7 @@ def trained(tiny, tmp_path_factory):
 
     cfg, step = tiny
     out = tmp_path_factory.mktemp("team") / "run"
-    recs = train_team(cfg, out, 1, step=step)
+    recs = train_team(cfg, out, 1, step=step, log="tensorboard")
     return cfg, step, out, recs
 
 
@@ -320,3 +320,30 @@ def test_bench_grid_runs_resumes_and_reports(tiny, tmp_path):
     assert rep.rows[1].vs_broadcast is not None and rep.rows[0].vs_broadcast is None
     _, md, png = write_report(rep, tmp_path)
     assert md.read_text() == markdown(rep) and png.stat().st_size > 0
+
+
+def test_iterations_logged_to_tensorboard(trained):
+    """--log tensorboard: the iteration's figures, read back with TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, _, out, recs = trained
+    acc = EventAccumulator(str(out / "tensorboard"))
+    acc.Reload()
+    ev = {tag: {e.step: e.value for e in acc.Scalars(tag)} for tag in acc.Tags()["scalars"]}
+    assert ev["heldout/team_accuracy"] == pytest.approx(
+        {0: recs[0].eval["team_accuracy"], 1: recs[1].eval["team_accuracy"]}
+    )
+    for key in (
+        "reward",
+        "approx_kl",
+        "clip_fraction",
+        "entropy",
+        "rollout_tokens_per_s",
+        "update_tokens_per_s",
+        "solver_0_advantage",
+        "aggregator_advantage",
+        "rollout_solver_0_accuracy",
+    ):
+        assert ev[f"train/{key}"] == pytest.approx({1: recs[1].train[key]}), key
+    assert recs[1].train["entropy"] > 0 and recs[1].train["epochs"] == 2
+    assert set(ev["time/seconds_per_iteration"]) == {0, 1}

@@ -93,7 +93,7 @@ class Panel:
     title: str
     lines: list[tuple[str, str]]
     ylabel: str = ""
-    ylim: tuple[float, float] | None = None
+    ylim: tuple[float | None, float | None] | None = None  # None on a side: matplotlib's choice
 
 
 def _panel_lines(panel: Panel, keys: list[str]) -> list[tuple[str, str]]:
@@ -137,6 +137,7 @@ def write_curves(
     cols = 1 if len(drawn) < 3 else 2
     nrows = max(-(-len(drawn) // cols), 1)
     fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 2.6 * nrows), squeeze=False)
+    its = [row["iteration"] for row in rows]
     for ax, (panel, lines) in zip(axes.flat, drawn, strict=False):
         for key, label in lines:
             pts = [(row["iteration"], row[key]) for row in rows if key in row]
@@ -146,6 +147,7 @@ def write_curves(
         if panel.ylim is not None:
             ax.set_ylim(*panel.ylim)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(min(its) - 0.25, max(its) + 0.25)  # every panel on the same iterations
         ax.set_xlabel("iteration", fontsize=9)
         ax.grid(alpha=0.3)
         if len(lines) > 1 or lines[0][1] != panel.title:

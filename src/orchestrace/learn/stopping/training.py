@@ -217,6 +217,7 @@ def calibrate_cost(
     orders: int = 16,
     mix: bool = True,
     progress: Callable[[float], Callable[[int], None] | None] | None = None,
+    target_kl: float | None = None,
 ) -> tuple[StopPolicy, float, float]:
     """The policy for a sample budget: maximise accuracy subject to mean samples <= ``target``.
 
@@ -228,10 +229,12 @@ def calibrate_cost(
     policy at the largest c that overspends, the share spending the budget exactly
     (``mixture_prob``). Returns (policy, c, its mean samples there); if even the top of
     ``bounds`` overspends, the policy at that cost. ``progress(c)`` may return a per-iteration
-    callback for the training at cost c."""
+    callback for the training at cost c; ``target_kl`` goes to :func:`train_policy`."""
     reps = tables(unlabelled, budget, orders, seed + 1)
     lo, hi = np.log(bounds[0]), np.log(bounds[1])
-    common: dict[str, Any] = dict(algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool)
+    common: dict[str, Any] = dict(
+        algo=algo, budget=budget, seed=seed, iterations=iterations, pool=pool, target_kl=target_kl
+    )
 
     def fit(c: float) -> tuple[StopPolicy, float, np.ndarray]:
         pol, _ = train_policy(train_bank, c, progress=progress(c) if progress else None, **common)

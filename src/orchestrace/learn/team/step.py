@@ -69,6 +69,7 @@ PANELS = [
         "Seconds per iteration",
         [("train_rollout_s", "rollouts"), ("train_update_s", "update")],
         ylabel="s",
+        ylim=(0, None),
     ),
 ]
 
