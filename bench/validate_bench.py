@@ -6,12 +6,14 @@
 
 ``--cli`` times ``orchestrace validate`` as a user runs it (a fresh process, bytecode cached) on
 ``gen -n 200 --size 1000 --seed 0`` (issue 34: 3.0-3.1x ``orjson.loads`` of the same file, 2.4x at
-e9f213a), for this source tree and for each ``--compare`` revision (its ``src/`` taken out with
-``git archive`` into bench/.cache), in alternation, with ``orjson.loads`` of the file's lines in
-this process between the runs, so every side sees the same machine load. It also gives each
-tree's start-up (the same command on a 39-event trace) and ``validate_path``'s CPU seconds in
-one process (best of 3), which together explain the figure. Wall and CPU seconds are both
-given: on a loaded machine a process waits for a core, and its CPU seconds are the fairer figure.
+e9f213a), for this source tree with each ``--workers`` count (default 1 and 2) and for each
+``--compare`` revision as it runs by default (its ``src/`` taken out with ``git archive`` into
+bench/.cache), in alternation, with a read of the file and ``orjson.loads`` of each line in this
+process between the runs, so every side sees the same machine load. Ratios are medians over the
+median of that read and parse, wall clock and CPU seconds (workers included). It also gives
+each tree's start-up (the same command on a 39-event trace) and ``validate_path``'s CPU seconds
+in one process (best of 3), which together explain the figure. On a loaded machine a process
+waits for a core: wall clock then depends on the load, CPU seconds less so.
 
 The jsonschema and fastjsonschema runs validate the published reference schema on the same
 decoded objects (so their figures exclude parsing); ours includes parsing and the duplicate-key
@@ -84,9 +86,9 @@ def _env(src: Path) -> dict[str, str]:
     return env
 
 
-def _cli_run(src: Path, path: Path) -> tuple[float, float]:
-    """(wall, CPU seconds: user + system) of one ``orchestrace validate -q``."""
-    cmd = [sys.executable, "-m", "orchestrace", "validate", "-q", str(path)]
+def _cli_run(src: Path, path: Path, extra: list[str]) -> tuple[float, float]:
+    """(wall, CPU seconds: user + system, workers included) of one ``orchestrace validate -q``."""
+    cmd = [sys.executable, "-m", "orchestrace", "validate", "-q", str(path), *extra]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, env=_env(src), capture_output=True, check=True)
@@ -95,29 +97,38 @@ def _cli_run(src: Path, path: Path) -> tuple[float, float]:
     return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
-def cli_bench(compare: list[str], rounds: int) -> None:
-    """``orchestrace validate`` on the issue's corpus for this tree and the given revisions."""
+def _read_and_parse(path: Path) -> None:
+    """What the ratio divides by: read the file and ``orjson.loads`` each line, in this process."""
+    docs = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    del docs
+
+
+def cli_bench(compare: list[str], rounds: int, workers: list[int]) -> None:
+    """``orchestrace validate`` on the issue's corpus for this tree (with each ``--workers``
+    count) and the given revisions (as they run by default)."""
     CACHE.mkdir(exist_ok=True)
     corpus, tiny = CACHE / "gen_200x1000_seed0.jsonl", CACHE / "gen_tiny.json"
     for path, args in ((corpus, ["-n", "200", "--size", "1000", "--seed", "0"]), (tiny, ["--size", "5"])):
         if not path.exists():
             gen = [sys.executable, "-m", "orchestrace", "gen", "-o", str(path), *args]
             subprocess.run(gen, env=_env(SRC), capture_output=True, check=True)
-    trees = {"this tree": SRC, **{rev: _tree(rev) for rev in compare}}
-    for src in trees.values():  # writes the bytecode caches
-        _cli_run(src, tiny)
-    lines = corpus.read_bytes().splitlines()
+    trees: dict[str, tuple[Path, list[str]]] = {
+        **{f"here -w {w}": (SRC, ["--workers", str(w)]) for w in workers},
+        **{rev: (_tree(rev), []) for rev in compare},
+    }
+    for src, extra in trees.values():  # writes the bytecode caches
+        _cli_run(src, tiny, extra)
+    load0 = os.getloadavg()
     runs: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
     start: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
     loads: list[tuple[float, float]] = []
     for _ in range(rounds):
-        for name, src in trees.items():
+        for name, (src, extra) in trees.items():
             t0, c0 = time.perf_counter(), time.process_time()
-            docs = [orjson.loads(x) for x in lines]  # as the corpus run above measures it
+            _read_and_parse(corpus)
             loads.append((time.perf_counter() - t0, time.process_time() - c0))
-            del docs
-            runs[name].append(_cli_run(src, corpus))
-            start[name].append(_cli_run(src, tiny))
+            runs[name].append(_cli_run(src, corpus, extra))
+            start[name].append(_cli_run(src, tiny, extra))
     cpu = {
         name: float(
             subprocess.run(
@@ -128,26 +139,36 @@ def cli_bench(compare: list[str], rounds: int) -> None:
                 check=True,
             ).stdout
         )
-        for name, src in trees.items()
+        for name, (src, _) in trees.items()
     }
+    load1 = os.getloadavg()
     mb = corpus.stat().st_size / 1e6
     print(f"orchestrace validate -q {corpus.name} ({mb:.0f} MB), {rounds} alternating rounds")
-    print(f"load average {os.getloadavg()[0]:.1f} at the end; seconds, best of the rounds (median)")
-
-    def best(xs: list[tuple[float, float]], k: int) -> str:
-        return f"{min(x[k] for x in xs):.3f} ({statistics.median(x[k] for x in xs):.3f})"
-
-    print(f"  orjson.loads of its lines: wall {best(loads, 0)}, CPU {best(loads, 1)}")
     print(
-        f"{'tree':10} {'wall':>15} {'CPU':>15} {'wall/orjson':>12} {'CPU/orjson':>11} "
-        f"{'start-up CPU':>13} {'validate_path CPU':>18}"
+        f"load average (1, 5, 15 min) {', '.join(f'{x:.1f}' for x in load0)} at the start, "
+        f"{', '.join(f'{x:.1f}' for x in load1)} at the end; {os.cpu_count()} CPUs"
     )
-    lo_wall, lo_cpu = min(x[0] for x in loads), min(x[1] for x in loads)
+    print("seconds: median of the rounds [best]; ratios: median over median orjson")
+
+    def med(xs: list[tuple[float, float]], k: int) -> float:
+        return statistics.median(x[k] for x in xs)
+
+    def show(xs: list[tuple[float, float]], k: int) -> str:
+        return f"{med(xs, k):.3f} [{min(x[k] for x in xs):.3f}]"
+
+    print(
+        f"  read + orjson.loads of every line, in this process: wall {show(loads, 0)}, CPU {show(loads, 1)}"
+    )
+    print(
+        f"{'tree':12} {'wall':>15} {'CPU':>15} {'wall/orjson':>12} {'CPU/orjson':>11} "
+        f"{'start-up wall':>14} {'start-up CPU':>13} {'validate_path CPU':>18}"
+    )
     for name in trees:
         r = runs[name]
         print(
-            f"{name:10} {best(r, 0):>15} {best(r, 1):>15} {min(x[0] for x in r) / lo_wall:12.2f} "
-            f"{min(x[1] for x in r) / lo_cpu:11.2f} {min(x[1] for x in start[name]):13.3f} {cpu[name]:18.3f}"
+            f"{name:12} {show(r, 0):>15} {show(r, 1):>15} {med(r, 0) / med(loads, 0):12.2f} "
+            f"{med(r, 1) / med(loads, 1):11.2f} {med(start[name], 0):14.3f} {med(start[name], 1):13.3f} "
+            f"{cpu[name]:18.3f}"
         )
 
 
@@ -158,12 +179,15 @@ def main() -> None:
     ap.add_argument("--compare", nargs="*", default=[], help="git revisions to time beside this tree (--cli)")
     ap.add_argument("--rounds", type=int, default=7, help="alternating rounds (--cli)")
     ap.add_argument(
+        "--workers", type=int, nargs="*", default=[1, 2], help="--workers of this tree's runs (--cli)"
+    )
+    ap.add_argument(
         "--skip-jsonschema-big", action="store_true", help="jsonschema on the big trace takes minutes"
     )
     ap.add_argument("--memory-only", action="store_true", help="only the peak-memory column")
     a = ap.parse_args()
     if a.cli:
-        cli_bench(a.compare, a.rounds)
+        cli_bench(a.compare, a.rounds, a.workers)
         return
     n_traces, big = (100, 100_000) if a.quick else (1000, 1_000_000)
     CACHE.mkdir(exist_ok=True)

@@ -12,7 +12,8 @@ and any package of a lower layer, nothing else.
 - ``measure``: metrics of one trace and of a corpus
 - ``reward``: reward channels (reads ``measure``'s critical path)
 - ``credit``: credit assignment
-- ``export``, ``importers``, ``runtime``, ``store``, ``gen``: independent of each other
+- ``export``, ``importers``, ``runtime``, ``store``, ``gen``, ``validation`` (files validated over
+  processes): independent of each other
 - ``viewer``: pages and reports (opens a trace from a file or a ``store``)
 - ``learn``: environments, policies and training (runs ``runtime``, reads credit and reward)
 - ``cli``, then ``__main__``: parse, call the library, print
@@ -50,7 +51,7 @@ LAYERS: list[set[str]] = [
     {"measure"},
     {"reward"},
     {"credit"},
-    {"export", "importers", "runtime", "store", "gen"},
+    {"export", "importers", "runtime", "store", "gen", "validation"},
     {"viewer"},
     {"learn"},
     {"cli"},

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .core.errors import OrchestraceError
+from .core.read import file_size, piece_count
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -111,6 +112,22 @@ def free_cpus(load: float | None = None) -> int:
     if load is None:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return cpus - int(load)
+
+
+def file_processes(
+    files: Sequence[str], workers: int | None, min_bytes: int, piece_bytes: int, load: float | None = None
+) -> int:
+    """How many processes share ``files``, a large JSONL file cut into pieces of about
+    ``piece_bytes`` (``core.read.split_file``): ``workers`` (at most one per piece), or with None
+    ``free_cpus(load)``, but 1 (this process) for an input under ``min_bytes``, where a worker
+    costs more than it saves. The one rule of ingest and validate."""
+    tasks = sum(piece_count(f, piece_bytes) for f in files)
+    if workers is not None:
+        return max(1, min(workers, tasks))
+    n = min(free_cpus(load), tasks)
+    if n < 2 or sum(file_size(f) for f in files) < min_bytes:
+        return 1
+    return n
 
 
 def item_seeds(seed: int, n: int) -> list[int]:

@@ -143,7 +143,7 @@ def test_validate_reports_every_file_even_after_a_bug(
             raise KeyError("simulated bug")
         return real(p, **kw)
 
-    monkeypatch.setattr("orchestrace.cli.cmd_trace.validate_path", flaky)
+    monkeypatch.setattr("orchestrace.validation.validate_path", flaky)
     code, out, err, exc = hostile.run_cli(["validate", "--format", "json", str(boom), str(good)])
     assert exc is None and code == 3, err
     doc = json.loads(out)

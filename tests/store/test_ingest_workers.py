@@ -20,10 +20,10 @@ from store_kit import hand_trace, run_cli
 from orchestrace.core.errors import LoadError, OrchestraceError
 from orchestrace.core.io import dumps, save
 from orchestrace.core.model import Edge
+from orchestrace.core.read import Piece, split_file
 from orchestrace.parallel import parallel_map
 from orchestrace.store import IngestAborted, db, ingest
 from orchestrace.store.db import PARALLEL_MIN_BYTES, ingest_processes
-from orchestrace.store.rows import Piece, split_file
 from orchestrace.store.schema import TABLES
 
 

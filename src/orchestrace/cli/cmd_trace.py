@@ -17,7 +17,8 @@ from ..core.errors import Finding, OrchestraceError
 from ..core.io import save
 from ..core.read import split_format
 from ..core.schema import schema_text
-from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult, validate_path
+from ..core.validate import DEFAULT_MAX_FINDINGS, ValidationResult
+from ..validation import INTERNAL, internal_finding, validate_files
 from .inputs import STORE_SUFFIXES, expand_paths, foreign_log
 from .output import console, console_err, fmt_number, json_document
 from .progress import failure_exit_code, note_failed_file
@@ -30,6 +31,16 @@ def validate(
         int, typer.Option(min=0, help="List at most this many findings per file.")
     ] = DEFAULT_MAX_FINDINGS,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary line.")] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Processes validating, this one included; a large JSONL file is shared out in "
+            "pieces, and the output is the same for any number. Default: one per CPU other jobs leave "
+            "free (1-minute load average), for 8 MB of input or more. 1: no other process.",
+        ),
+    ] = None,
 ) -> None:
     """Check traces against the schema and the semantic rules.
 
@@ -43,7 +54,7 @@ def validate(
     """
     if format not in ("table", "json"):
         raise OrchestraceError("OT010", f"--format must be table or json, got {format!r}")
-    results = [r for p in paths for r in _validated(p, max_findings)]
+    results = _validated(paths, max_findings, workers)
     io_error = any(f.code == "OT001" for r in results for f in r.findings)
     internal = any(f.code == INTERNAL for r in results for f in r.findings)
     if format == "json":
@@ -80,45 +91,46 @@ def validate(
         raise typer.Exit(1)
 
 
-def _validated(path: str, max_findings: int) -> Iterator[ValidationResult]:
-    """Results of one argument; a glob or directory that matches nothing is that argument's I/O
-    error (exit 2 in the end), and the other arguments are still validated."""
-    files: list[str] = []
-    failure: Finding | None = None
-    try:
-        files.extend(expand_paths([path]))
-    except OrchestraceError as e:
-        failure = Finding(code=e.code, severity="error", message=e.message)
-    except Exception as e:  # noqa: BLE001 - a bug met walking a folder must not hide its files
-        failure = _internal(e, path)
-    for f in files:
-        if f.lower().endswith(STORE_SUFFIXES):
-            msg = (
-                "a DuckDB store, not a trace file: its traces were validated when ingested "
-                f"(orchestrace export {f} --to jsonl -o traces.jsonl writes them out as a file)"
-            )
-            yield ValidationResult(f, False, [Finding(code="OT001", severity="error", message=msg, path=f)])
-            continue
+def _validated(paths: list[str], max_findings: int, workers: int | None) -> list[ValidationResult]:
+    """Results of every argument in order; a glob or directory that matches nothing is that
+    argument's I/O error (exit 2 in the end), and the other arguments are still validated."""
+    planned: list[str | ValidationResult] = []  # a file to validate, or its result already
+    for path in paths:
+        files: list[str] = []
+        failure: Finding | None = None
         try:
-            result = validate_path(f, max_findings=max_findings)
-            if not result.valid and (hint := foreign_log(f)):  # one line, not one per record
-                code = next((x.code for x in result.findings if x.severity == "error"), "OT101")
-                result.findings = [Finding(code=code, severity="error", message=hint, path=f)]
-                result.traces = result.truncated = 0
-            yield result
-        except Exception as e:  # noqa: BLE001 - a bug met on one file must not hide the others
-            yield ValidationResult(f, False, [_internal(e, f)])
-    if failure is not None:
-        yield ValidationResult(path, False, [failure])
+            files.extend(expand_paths([path]))
+        except OrchestraceError as e:
+            failure = Finding(code=e.code, severity="error", message=e.message)
+        except Exception as e:  # noqa: BLE001 - a bug met walking a folder must not hide its files
+            failure = internal_finding(e, path)
+        for f in files:
+            if f.lower().endswith(STORE_SUFFIXES):
+                msg = (
+                    "a DuckDB store, not a trace file: its traces were validated when ingested "
+                    f"(orchestrace export {f} --to jsonl -o traces.jsonl writes them out as a file)"
+                )
+                planned.append(
+                    ValidationResult(f, False, [Finding(code="OT001", severity="error", message=msg, path=f)])
+                )
+            else:
+                planned.append(f)
+        if failure is not None:
+            planned.append(ValidationResult(path, False, [failure]))
+    checked = validate_files(
+        [x for x in planned if isinstance(x, str)], max_findings=max_findings, workers=workers
+    )
+    return [_with_hint(next(checked)) if isinstance(x, str) else x for x in planned]
 
 
-def _internal(e: Exception, path: str) -> Finding:
-    what = f"{type(e).__name__}: {str(e)[:200]}"
-    msg = f"internal error ({what}): a bug in orchestrace, not in the file; please report it"
-    return Finding(code=INTERNAL, severity="error", message=msg, path=path)
-
-
-INTERNAL = "OT900"  # validate met a bug on a file: reported as that file's finding, exit 3
+def _with_hint(r: ValidationResult) -> ValidationResult:
+    """A foreign agent log's result: one line saying what it is, not one finding per record."""
+    if r.valid or (r.findings and r.findings[0].code == INTERNAL) or not (hint := foreign_log(r.path)):
+        return r
+    code = next((x.code for x in r.findings if x.severity == "error"), "OT101")
+    r.findings = [Finding(code=code, severity="error", message=hint, path=r.path)]
+    r.traces = r.truncated = 0
+    return r
 
 
 def stats(

@@ -22,7 +22,7 @@ import tempfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple
 
 import msgspec
 import orjson
@@ -421,6 +421,64 @@ def iter_span_docs(p: str, start: int, end: int, first_line: int) -> Iterator[tu
         if line.strip():
             yield line, n
         pos, n = stop, n + 1
+
+
+class Piece(NamedTuple):
+    """What one task prepares: a whole file, or bytes ``[start, end)`` of an uncompressed JSONL
+    file cut at line starts, whose first line is ``first_line``."""
+
+    path: str
+    start: int = 0
+    end: int | None = None
+    first_line: int = 1
+
+
+def split_file(path: str, piece_bytes: int) -> list[Piece]:
+    """``path`` in pieces of about ``piece_bytes`` cut after a newline, so that processes share
+    a large JSONL file as they share several files; any other file (compressed, .json, an event
+    log, or blank: its one error is the whole file's) is one piece."""
+    fmt, comp = split_format(path)
+    try:
+        if fmt != "jsonl" or comp or os.path.getsize(path) <= piece_bytes:
+            return [Piece(path)]
+        return _cut(path, piece_bytes)
+    except OSError:  # preparing it reports why it cannot be read
+        return [Piece(path)]
+
+
+def piece_count(path: str, piece_bytes: int) -> int:
+    """How many pieces ``split_file`` makes of ``path``, from its size alone (at most one off),
+    without reading it."""
+    fmt, comp = split_format(path)
+    return max(1, -(-file_size(path) // piece_bytes)) if fmt == "jsonl" and not comp else 1
+
+
+def file_size(path: str) -> int:
+    """Bytes of ``path``; 0 when missing or unreadable (reading it reports that)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _cut(path: str, piece_bytes: int) -> list[Piece]:
+    """``split_file``'s pieces, reading the file once in 1 MB blocks to number the lines (a file
+    of many GB is never held whole)."""
+    pieces: list[Piece] = []
+    blank, start, line = True, 0, 1
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        while start < size:
+            f.seek(start + piece_bytes - 1)
+            end = min(size, f.tell() + len(f.readline()))  # just after the next newline
+            pieces.append(Piece(path, start, end, line))
+            f.seek(start)
+            for at in range(start, end, 1 << 20):
+                block = f.read(min(1 << 20, end - at))
+                line += block.count(b"\n")
+                blank = blank and block.isspace()
+            start = end
+    return [Piece(path)] if blank else pieces
 
 
 def raw_of_doc(

@@ -62,7 +62,7 @@ import os
 import reprlib
 import typing
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import chain, compress, repeat
 from operator import attrgetter
 from typing import Annotated, Any, Literal, NamedTuple
@@ -96,10 +96,12 @@ from .model import (
     value_annotation,
 )
 from .read import (
+    Piece,
     RawTrace,
     find_duplicate_key,
     iter_docs,
     iter_raw,
+    iter_span_docs,
     merge_log_header,
     open_read,
     parse_json,
@@ -493,13 +495,16 @@ def _check_graph(
         s_, d_ = src[gi], dst[gi]
         both_t = ok_t[s_] & ok_t[d_]
         back = gi[both_t & (t_arr[s_] > t_arr[d_])]
-        for j in back[: s.cap]:
+        listed = back[: max(0, s.cap - len(s.items))]  # the rest counted, not written out
+        for j in listed:
             a, b = int(src[j]), int(dst[j])
             add(
                 "OT204",
                 f"edge goes backwards in time: {_short(events[a]['id'])} at t={t_arr[a]:g} -> {_short(events[b]['id'])} at t={t_arr[b]:g}",
                 f"/edges/{int(j)}",
             )
+        s.dropped += len(back) - len(listed)
+        s.errors += len(back) - len(listed)
         _check_cycles(src[gi], dst[gi], gi, t_arr, n, bool(len(back)), events, s)
 
     _check_semantics(events, types, agents, t_arr, ok_t, interesting, s)
@@ -932,48 +937,92 @@ def validate_path(
     p = os.fspath(path)
     if p == "-":
         return _validate_stdin(max_findings)
-    findings: list[Finding] = []
-    dropped = 0
-    count = 0
+    return merge_pieces(p, [check_piece(Piece(p), max_findings)], max_findings)
+
+
+class PieceCheck(msgspec.Struct):
+    """What one piece of a file holds (``check_piece``), for ``merge_pieces`` to make the
+    file's result: pieces checked in any process give the result of the file checked whole."""
+
+    findings: list[Finding]  # at most the file's cap
+    dropped: int
+    traces: int
+    ids: list[tuple[str, int | None]]  # (trace id, line) of each trace that has one, in order
+    stopped: Finding | None = None  # the read error that ends the file here
+
+
+def check_piece(piece: Piece, max_findings: int = DEFAULT_MAX_FINDINGS) -> PieceCheck:
+    """Every trace of ``piece`` (a whole file, or lines of a JSONL file), each checked alone."""
+    p = piece.path
     fmt, _ = split_format(p)
-    if fmt == "events":
+    if fmt == "events" and piece.end is None:
         try:
             fast = _check_log_fast(p, max_findings)
         except LoadError:
             fast = None  # the dict path below reports the read error with its line
         if fast is not None:
-            items, more = fast
-            valid = not any(f.severity == "error" for f in items) and more == 0
-            return ValidationResult(p, valid, items, traces=1, truncated=more)
+            return PieceCheck(fast[0], fast[1], 1, [])
+    out = PieceCheck([], 0, 0, [])
     try:
         if fmt == "events":
             docs: Iterator[RawTrace | tuple[bytes, int | None]] = iter_raw(
                 p, check_duplicates=True, collect_errors=True
             )
-        else:
+        elif piece.end is None:
             docs = iter_docs(p, fmt)
-        first_line: dict[str, int | None] = {}  # trace id -> line of its first trace in the file
-        repeats: list[tuple[str, int | None, int | None, bytes]] = []
+        else:
+            docs = iter_span_docs(p, piece.start, piece.end, piece.first_line)
         for doc in docs:
-            count += 1
-            budget = max(0, max_findings - len(findings))
+            out.traces += 1
+            budget = max(0, max_findings - len(out.findings))
             if isinstance(doc, tuple):
                 items, more, tid = _check_doc(doc, p, budget)
-                if tid is not None and tid in first_line:
-                    repeats.append((tid, first_line[tid], doc[1], _content_digest(doc[0])))
-                elif tid is not None:
-                    first_line[tid] = doc[1]
+                if tid is not None:
+                    out.ids.append((tid, doc[1]))
             else:
                 items, more = check_raw(doc, max_findings=budget)
-            findings.extend(items)
-            dropped += more
-        for f in _repeated_ids(p, fmt, repeats):
-            if len(findings) < max_findings:
-                findings.append(f)
-            else:
-                dropped += 1
+            out.findings.extend(items)
+            out.dropped += more
     except LoadError as e:
-        findings.append(e.finding())
+        out.stopped = e.finding()
+    return out
+
+
+def merge_pieces(
+    p: str, checks: Iterable[PieceCheck], max_findings: int = DEFAULT_MAX_FINDINGS
+) -> ValidationResult:
+    """The result of file ``p`` from its pieces' checks, in file order: the first
+    ``max_findings`` findings listed and the rest counted, as if one pass had read it; a piece
+    that stopped on a read error ends the file; then the trace ids met again."""
+    findings: list[Finding] = []
+    dropped = count = 0
+    first_line: dict[str, int | None] = {}  # trace id -> line of its first trace in the file
+    repeats: list[tuple[str, int | None, int | None]] = []
+    stopped = None
+    for c in checks:
+        room = max(0, max_findings - len(findings))
+        findings.extend(c.findings[:room])
+        dropped += c.dropped + max(0, len(c.findings) - room)
+        count += c.traces
+        for tid, line in c.ids:
+            if tid in first_line:
+                repeats.append((tid, first_line[tid], line))
+            else:
+                first_line[tid] = line
+        if c.stopped is not None:
+            stopped = c.stopped
+            break
+    if stopped is None:
+        try:
+            repeated = _repeated_ids(p, split_format(p)[0], repeats)
+        except LoadError as e:  # read again and failed: that read error ends the file
+            stopped = e.finding()
+        else:
+            room = max(0, max_findings - len(findings))
+            findings.extend(repeated[:room])
+            dropped += max(0, len(repeated) - room)
+    if stopped is not None:
+        findings.append(stopped)
     valid = not any(f.severity == "error" for f in findings) and dropped == 0
     return ValidationResult(p, valid, findings, traces=count, truncated=dropped)
 
@@ -1152,20 +1201,18 @@ def _content_digest(data: bytes) -> bytes:
     return hashlib.blake2b(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 
-def _repeated_ids(
-    p: str, fmt: str, repeats: list[tuple[str, int | None, int | None, bytes]]
-) -> list[Finding]:
+def _repeated_ids(p: str, fmt: str, repeats: list[tuple[str, int | None, int | None]]) -> list[Finding]:
     """Warnings for a trace id met again in one file: with other content (OT215) ingest refuses
     the second trace (OT310) while every other reader takes both, hence a warning and not an
     error (one verdict for every reader); the same content (OT216) is stored and measured once.
-    The earlier traces are read again in one more pass, only when some id repeats."""
+    The traces concerned are read again in one more pass, only when some id repeats."""
     if not repeats:
         return []
-    wanted = {first for _, first, _, _ in repeats}
-    earlier = {line: _content_digest(data) for data, line in iter_docs(p, fmt) if line in wanted}
+    wanted = {x for _, first, line in repeats for x in (first, line)}
+    digests = {line: _content_digest(data) for data, line in iter_docs(p, fmt) if line in wanted}
     out = []
-    for tid, first, line, digest in repeats:
-        if earlier.get(first) == digest:
+    for tid, first, line in repeats:
+        if digests.get(first) == digests.get(line):
             code, msg = (
                 "OT216",
                 f"the trace of line {first} again (id {_short(tid)}): stored and measured once",

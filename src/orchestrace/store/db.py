@@ -30,19 +30,17 @@ import orjson
 
 from ..core.errors import Finding, OrchestraceError
 from ..core.model import Trace, trace_from_dict
-from ..core.read import split_format
-from ..parallel import free_cpus, parallel_imap, parallel_map
+from ..core.read import Piece, split_file
+from ..parallel import file_processes, parallel_imap, parallel_map
 from .rows import (
     EVENT_COLUMN_TO_FIELD,
     Chunk,
     Failure,
     Known,
-    Piece,
     column,
     is_unchanged,
     iter_chunks,
     prepare_file,
-    split_file,
 )
 from .schema import READABLE_VERSIONS, ROW_TABLES, STORE_VERSION, TABLES, agents_sql, ddl, summary_sql
 
@@ -332,28 +330,8 @@ def _fail(report: IngestReport, f: Failure, on_error: str) -> None:
 
 
 def ingest_processes(files: Sequence[str], workers: int | None, load: float | None = None) -> int:
-    """How many processes prepare ``files``: ``workers`` (at most one per piece), or with None
-    ``parallel.free_cpus(load)``, but 1 (this process) for an input under ``PARALLEL_MIN_BYTES``."""
-    tasks = sum(_pieces(f) for f in files)
-    if workers is not None:
-        return max(1, min(workers, tasks))
-    n = min(free_cpus(load), tasks)
-    if n < 2 or sum(_size(f) for f in files) < PARALLEL_MIN_BYTES:
-        return 1
-    return n
-
-
-def _pieces(path: str) -> int:
-    """How many pieces ``split_file`` makes of ``path``, from its size alone (at most one off)."""
-    fmt, comp = split_format(path)
-    return max(1, -(-_size(path) // PIECE_BYTES)) if fmt == "jsonl" and not comp else 1
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:  # missing or unreadable: preparing it reports that
-        return 0
+    """How many processes prepare ``files``: ``parallel.file_processes`` with ingest's sizes."""
+    return file_processes(files, workers, PARALLEL_MIN_BYTES, PIECE_BYTES, load)
 
 
 def _chunks(

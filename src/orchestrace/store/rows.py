@@ -27,6 +27,7 @@ from ..core.fastload import trace_of_structs
 from ..core.limits import may_hold_long_string, needs_exact_check
 from ..core.model import EVENT_FIELD_TYPES, TRACE_HEADER_FIELDS, Trace
 from ..core.read import (
+    Piece,
     RawTrace,
     iter_docs,
     iter_raw,
@@ -435,49 +436,6 @@ def _add_structs(tr: VTrace, checked: StructCheck, dig: str, r: _Rows, cols: _Co
     add_struct_trace(
         cols, tr, source=r.source, dig=dig, today=r.today, now=r.now, measured=measured, critical=critical
     )
-
-
-class Piece(NamedTuple):
-    """What one task prepares: a whole file, or bytes ``[start, end)`` of an uncompressed JSONL
-    file cut at line starts, whose first line is ``first_line``."""
-
-    path: str
-    start: int = 0
-    end: int | None = None
-    first_line: int = 1
-
-
-def split_file(path: str, piece_bytes: int) -> list[Piece]:
-    """``path`` in pieces of about ``piece_bytes`` cut after a newline, so that processes share
-    a large JSONL file as they share several files; any other file (compressed, .json, an event
-    log, or blank: its one error is the whole file's) is one piece."""
-    fmt, comp = split_format(path)
-    try:
-        if fmt != "jsonl" or comp or os.path.getsize(path) <= piece_bytes:
-            return [Piece(path)]
-        return _cut(path, piece_bytes)
-    except OSError:  # preparing it reports why it cannot be read
-        return [Piece(path)]
-
-
-def _cut(path: str, piece_bytes: int) -> list[Piece]:
-    """``split_file``'s pieces, reading the file once in 1 MB blocks to number the lines (a file
-    of many GB is never held whole)."""
-    pieces: list[Piece] = []
-    blank, start, line = True, 0, 1
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        while start < size:
-            f.seek(start + piece_bytes - 1)
-            end = min(size, f.tell() + len(f.readline()))  # just after the next newline
-            pieces.append(Piece(path, start, end, line))
-            f.seek(start)
-            for at in range(start, end, 1 << 20):
-                block = f.read(min(1 << 20, end - at))
-                line += block.count(b"\n")
-                blank = blank and block.isspace()
-            start = end
-    return [Piece(path)] if blank else pieces
 
 
 def _prepared(piece: Piece, r: _Rows) -> Iterator[Failure | _Ready]:
