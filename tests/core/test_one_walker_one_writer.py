@@ -10,9 +10,10 @@ import pytest
 
 from orchestrace.cli.inputs import expand_paths
 from orchestrace.core.io import load, save
-from orchestrace.core.paths import walk_dir
+from orchestrace.core.paths import glob_paths, walk_dir
 from orchestrace.gen import generate
 from orchestrace.importers import walk
+from orchestrace.learn.stopping.traces import trace_paths
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -31,6 +32,9 @@ def test_import_and_trace_commands_walk_a_folder_alike(tmp_path: Path) -> None:
     assert walk([d]) == expected
     # the trace commands read hidden files too (a .partial- output being written, .git): not now
     assert list(expand_paths([str(d)])) == expected
+    # and a pattern names the same files, for the trace commands and for the trainers' --traces
+    pattern = str(d / "**" / "*.json")
+    assert glob_paths(pattern) == list(expand_paths([pattern])) == trace_paths(pattern) == expected
 
 
 def test_save_streams_jsonl_and_writes_nothing_for_no_trace(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import shlex
 from collections.abc import Iterator
@@ -10,7 +9,7 @@ from collections.abc import Iterator
 import orjson
 
 from ..core.errors import OrchestraceError
-from ..core.paths import walk_dir
+from ..core.paths import glob_paths, walk_dir
 from .output import console_err
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".events.jsonl")
@@ -116,7 +115,7 @@ def expand_paths(paths: list[str]) -> Iterator[str]:
                     "OT001", "directory holds no trace files (.json, .jsonl, .events.jsonl)", path=p
                 )
         elif any(ch in p for ch in "*?[") and not os.path.exists(p):  # a file named a[1].json is a file
-            matches = sorted(glob.glob(p, recursive=True))
+            matches = glob_paths(p)
             if not matches:
                 raise OrchestraceError("OT001", "glob matches no file", path=p)
             yield from matches

@@ -1,10 +1,12 @@
 """Where files are: the public data (``$ORCHESTRACE_DATA``, else a ``shared/data`` beside the
-checkout) and the files under a folder a command is given (:func:`walk_dir`, the one rule)."""
+checkout), the files under a folder a command is given (:func:`walk_dir`) and those a pattern
+names (:func:`glob_paths`): one rule each, hidden entries skipped by both."""
 
 from __future__ import annotations
 
+import glob
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .errors import OrchestraceError
@@ -37,3 +39,10 @@ def walk_dir(path: str | os.PathLike[str]) -> Iterator[str]:
     for root, dirs, files in os.walk(os.fspath(path)):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         yield from (os.path.join(root, f) for f in sorted(files) if not f.startswith("."))
+
+
+def glob_paths(patterns: str | Iterable[str]) -> list[str]:
+    """What a glob pattern (or several) matches, sorted and each once; ``**`` spans folders, and
+    hidden files and folders match only a pattern that names them (``.x*``)."""
+    pats = [patterns] if isinstance(patterns, str) else list(patterns)
+    return sorted({p for pat in pats for p in glob.glob(pat, recursive=True)})

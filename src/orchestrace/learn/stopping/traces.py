@@ -10,7 +10,6 @@ the run's config (``metadata.runtime.config``). A sample bank is one view over s
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 from ...core.errors import BadInput, OrchestraceError
 from ...core.model import Event, Trace
+from ...core.paths import glob_paths
 from ...runtime.backends.base import LogprobSummary, logprob_attrs, logprob_from_attrs
 from .banks import Bank, BankQuestion
 
@@ -144,7 +144,7 @@ def episode_from_trace(tr: Trace, path: str = "<trace>") -> VoteEpisode:
 def trace_paths(pattern: str | Sequence[str]) -> list[str]:
     """Trace files matching a glob (or several); an error when none match."""
     pats = [pattern] if isinstance(pattern, str) else list(pattern)
-    paths = sorted({p for pat in pats for p in glob.glob(pat, recursive=True)})
+    paths = glob_paths(pats)
     if not paths:
         raise OrchestraceError("OT615", f"no trace files match {', '.join(pats)!r}")
     return paths
