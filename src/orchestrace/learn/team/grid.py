@@ -443,6 +443,7 @@ def write_report(rep: GridReport, out: str | Path) -> tuple[Path, Path, Path]:
             hi.append(r.gain_ci95[1] - r.gain)
         ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=c)
     ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlim(-0.5, len(groups) - 0.5)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([f"{f}\n{t}" for f, t in groups], fontsize=8)
     ax.set_ylabel("held-out team accuracy\nafter - start (95% CI)")
