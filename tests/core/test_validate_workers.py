@@ -60,7 +60,9 @@ def test_pieces_give_the_results_of_one_process(tmp_path: Path, monkeypatch, max
     one = list(validate_files(files, max_findings=max_findings, workers=1))
     three = list(validate_files(files, max_findings=max_findings, workers=3))
     assert [r.to_json() for r in three] == [r.to_json() for r in one]
-    assert [(r.valid, r.traces, r.truncated) for r in three] == [(r.valid, r.traces, r.truncated) for r in one]
+    assert [(r.valid, r.traces, r.truncated) for r in three] == [
+        (r.valid, r.traces, r.truncated) for r in one
+    ]
     codes = {x.code for x in one[0].findings}
     if max_findings == 200:
         assert {"OT006", "OT005", "OT107", "OT204", "OT215", "OT216"} <= codes, codes

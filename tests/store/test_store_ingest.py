@@ -5,12 +5,17 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import duckdb
 import orjson
 import pytest
 from store_kit import dump_tables, hand_trace
 
 from orchestrace.core.io import dumps, load, save
+from orchestrace.gen import generate_corpus
+from orchestrace.measure import analyze
+from orchestrace.measure.cost import breakdown
 from orchestrace.store import IngestAborted, ingest, iter_store_traces, query, stats
+from orchestrace.store.schema import STORE_VERSION
 
 
 def test_hand_trace_rows(tmp_path: Path) -> None:
@@ -35,7 +40,8 @@ def test_hand_trace_rows(tmp_path: Path) -> None:
     assert (tr["n_events"], tr["n_edges"], tr["measured"]) == (6, 5, True)
     agents = {r["agent"]: r for r in query(str(store), "SELECT * FROM agents").to_pylist()}
     o, w = agents["orch"], agents["w"]
-    # orch: e1 (100/20 tokens, $0.01, 1 s), e2, e6; w: e3 (50/5, $0.002, 2 s), e4 (error), e5 (10/10, $0.001, 1 s)
+    # orch: e1 (100/20 tokens, $0.01, busy 1 s), e2, e6; w: e3 (50/5, $0.002; busy 3 s: from the
+    # spawn at 1, when it could start, to 4), e4 (error), e5 (10/10, $0.001; busy 2 s: from 4 to 6)
     assert (o["role"], o["first_idx"], o["events"], o["tokens_in"], o["tokens_out"]) == (
         "lead",
         0,
@@ -54,7 +60,7 @@ def test_hand_trace_rows(tmp_path: Path) -> None:
         15,
     )
     assert (
-        w["cost_usd"] == pytest.approx(0.003) and w["busy_s"] == 3.0 and (w["first_t"], w["last_t"]) == (2, 6)
+        w["cost_usd"] == pytest.approx(0.003) and w["busy_s"] == 5.0 and (w["first_t"], w["last_t"]) == (2, 6)
     )
     assert (w["tool_calls"], w["errors"], o["errors"]) == (1, 1, 0)
     # critical path (measure's wall-clock definition): e1 -> e2 -> e3 -> e4 -> e5
@@ -267,3 +273,53 @@ def test_per_agent_cost_query_matches_measure(tmp_path: Path, corpus: tuple[list
     assert {r["agent"]: [r["n"], r["tok"]] for r in got} == {a: v[:2] for a, v in want.items()}
     for r in got:
         assert r["usd"] == pytest.approx(want[r["agent"]][2], rel=1e-12, abs=1e-15)
+
+
+def _busy(store: Path) -> dict[tuple[str, str], float | None]:
+    return {
+        (r["trace_id"], r["agent"]): r["busy_s"]
+        for r in query(str(store), "SELECT * FROM agents").to_pylist()
+    }
+
+
+def _analyzed_busy(traces: list) -> dict[tuple[str, str], float]:
+    return {(t.trace_id, a): row["busy_s"] for t in traces for a, row in breakdown(t, "agent").items()}
+
+
+def test_agents_busy_s_is_analyze_by_agent_busy_s(tmp_path: Path) -> None:
+    """One quantity under one name: the store's agents.busy_s is analyze --by agent's busy_s
+    (measure's busy time, which adds up to serial_work_s), not the sum of t_end - t: on the hand
+    trace the worker is busy 5 s (3 s from its spawn to its tool call's end, then 2 s), where its
+    events last 3 s. NULL for a trace ingested without measure, as its critical flags."""
+    traces = [hand_trace(), *generate_corpus(3, seed=2, size=200)]
+    f = tmp_path / "c.jsonl"
+    save(traces, f)
+    store = tmp_path / "s.duckdb"
+    ingest(str(store), [str(f)], workers=1)
+    got, want = _busy(store), _analyzed_busy(traces)
+    assert got.keys() == want.keys() and got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    assert (want["hand-1", "w"], want["hand-1", "orch"]) == (5.0, 1.0)
+    for t in traces:
+        serial = analyze(t)["serial_work_s"]
+        assert sum(v for (tid, _), v in got.items() if tid == t.trace_id) == pytest.approx(serial, rel=1e-9)
+    bare = tmp_path / "bare.duckdb"
+    ingest(str(bare), [str(f)], measure=False, workers=1)
+    assert set(_busy(bare).values()) == {None}
+
+
+def test_an_older_store_gets_measures_busy_s_at_the_next_ingest(tmp_path: Path) -> None:
+    """A store of format /2 holds the old busy_s (sum of t_end - t); any ingest upgrades it to /3
+    and recomputes the column from the stored traces."""
+    traces = [hand_trace(), *generate_corpus(2, seed=4, size=100)]
+    f = tmp_path / "c.jsonl"
+    save(traces, f)
+    store = tmp_path / "s.duckdb"
+    ingest(str(store), [str(f)], workers=1)
+    con = duckdb.connect(str(store))
+    con.execute("UPDATE agents SET busy_s = -1.0")
+    con.execute("UPDATE store_info SET value = 'orchestrace-store/2'")
+    con.close()
+    assert set(_busy(store).values()) == {-1.0}  # read as it is
+    ingest(str(store), [], workers=1)
+    assert query(str(store), "SELECT value FROM store_info")["value"].to_pylist() == [STORE_VERSION]
+    assert _busy(store) == pytest.approx(_analyzed_busy(traces), rel=1e-12, abs=1e-12)

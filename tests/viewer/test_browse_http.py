@@ -13,6 +13,7 @@ import pytest
 
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.store import ingest, query
+from orchestrace.store.schema import STORE_VERSION
 from orchestrace.viewer.browse import open_store
 from orchestrace.viewer.browse.data import Query, list_traces, parse_query
 from orchestrace.viewer.browse.server import parse_args
@@ -142,7 +143,7 @@ def test_an_old_store_is_browsed_with_a_notice_and_upgraded_by_an_ingest(browse_
     rep = ingest(str(old), [], workers=1)  # any ingest upgrades it
     assert rep.inserted == 0
     got = query(str(old), "SELECT value FROM store_info")["value"].to_pylist()
-    assert got == ["orchestrace-store/2"]
+    assert got == [STORE_VERSION]
     fresh = query(str(browse_world.store), "SELECT * FROM summary ORDER BY trace_id").to_pylist()
     assert query(str(old), "SELECT * FROM summary ORDER BY trace_id").to_pylist() == fresh
     assert open_store(str(old)).notice is None

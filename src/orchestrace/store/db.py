@@ -42,7 +42,16 @@ from .rows import (
     iter_chunks,
     prepare_file,
 )
-from .schema import READABLE_VERSIONS, ROW_TABLES, STORE_VERSION, TABLES, agents_sql, ddl, summary_sql
+from .schema import (
+    READABLE_VERSIONS,
+    ROW_EXTRA,
+    ROW_TABLES,
+    STORE_VERSION,
+    TABLES,
+    agents_sql,
+    ddl,
+    summary_sql,
+)
 
 # pyarrow is imported where it is used: a command reading trace files through traces_of
 # (analyze, credit, ...) does not pay the 70 ms of importing it
@@ -179,7 +188,7 @@ def _check_version(con: Any, path: str, *, create: bool) -> None:
             path=path,
         )
     if version != STORE_VERSION and create:
-        _upgrade(con, path)
+        _upgrade(con, path, version)
 
 
 def store_version(con: Any) -> str:
@@ -187,21 +196,56 @@ def store_version(con: Any) -> str:
     return str(con.execute("SELECT value FROM store_info WHERE key = 'version'").fetchall()[0][0])
 
 
-def _upgrade(con: Any, path: str) -> None:
-    """orchestrace-store/1 -> /2, in one transaction: the ``summary`` table, filled from the
-    stored tables (an ingest opens the store writable, so any ingest upgrades it)."""
+def _upgrade(con: Any, path: str, version: str) -> None:
+    """An older store to ``STORE_VERSION``, in one transaction (an ingest opens the store
+    writable, so any ingest upgrades it): /1 gets the ``summary`` table, filled from the stored
+    tables; /1 and /2 get measure's ``agents.busy_s`` (``_recompute_busy``)."""
     import duckdb
 
     try:
         con.execute("BEGIN TRANSACTION")
         for stmt in ddl():
             con.execute(stmt)
-        con.execute(summary_sql("traces", "events", "metrics", "rewards", ordered=False))
+        if version == "orchestrace-store/1":
+            con.execute(summary_sql("traces", "events", "metrics", "rewards", ordered=False))
+        _recompute_busy(con)
         con.execute("UPDATE store_info SET value = ? WHERE key = 'version'", [STORE_VERSION])
         con.execute("COMMIT")
     except duckdb.Error as e:
         _rollback(con)
         raise store_error(e, path) from None
+
+
+#: traces read back and measured at once by ``_recompute_busy``
+_UPGRADE_BATCH = 500
+
+
+def _recompute_busy(con: Any) -> None:
+    """``agents.busy_s`` as ingest now stores it, from the stored traces: the sum of measure's
+    per-event busy time (``TraceView.busy_time``) for a measured trace, NULL for one ingested
+    without measure (as its ``critical`` flags)."""
+    from ..measure import TraceView
+
+    con.execute("UPDATE agents SET busy_s = NULL")
+    ids = [
+        r[0] for r in con.execute("SELECT trace_id FROM traces WHERE measured ORDER BY trace_id").fetchall()
+    ]
+    for at in range(0, len(ids), _UPGRADE_BATCH):
+        tids: list[str] = []
+        agents: list[str] = []
+        busy: list[float] = []
+        for tr in read_traces(con, ids[at : at + _UPGRADE_BATCH]):
+            tids.extend([tr.trace_id] * len(tr.events))
+            agents.extend(e.agent for e in tr.events)
+            busy.extend(TraceView(tr).busy_time.tolist())
+        con.register(
+            "_busy", {"trace_id": column(tids), "agent": column(agents), "busy": column(busy, "DOUBLE")}
+        )
+        con.execute(
+            "UPDATE agents SET busy_s = b.busy FROM (SELECT trace_id, agent, sum(busy) AS busy FROM _busy "
+            "GROUP BY ALL) b WHERE agents.trace_id = b.trace_id AND agents.agent = b.agent"
+        )
+        con.unregister("_busy")
 
 
 # ---------------------------------------------------------------- ingest
@@ -438,7 +482,8 @@ def _insert(con: Any, pending: list[dict[str, dict[str, np.ndarray]]]) -> None:
         rows = {c: _concat([t[name][c] for t in pending]) for c in pending[0][name]}
         view = f"_rows_{name}"
         con.register(view, {**rows, "_pos": np.arange(len(rows["trace_id"]))})
-        con.execute(f"INSERT INTO {name} SELECT * EXCLUDE (_pos) FROM {view}")
+        extra = "".join(f", {c}" for c, _ in ROW_EXTRA.get(name, ()))
+        con.execute(f"INSERT INTO {name} SELECT * EXCLUDE (_pos{extra}) FROM {view}")
         if name == "events":
             con.execute(agents_sql(view))
     con.execute(summary_sql("_rows_traces", "_rows_events", "_rows_metrics", "_rows_rewards", ordered=True))

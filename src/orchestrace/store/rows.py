@@ -37,7 +37,7 @@ from ..core.read import (
     split_format,
 )
 from ..core.validate import StructCheck, check_raw, check_structs
-from .schema import DERIVED_TABLES, EVENT_COLUMNS, TABLES
+from .schema import DERIVED_TABLES, EVENT_COLUMNS, ROW_EXTRA, TABLES
 
 EVENT_COLUMN_TO_FIELD: dict[str, str] = {c: f for f, c in EVENT_COLUMNS.items()}
 _KNOWN = frozenset(EVENT_FIELD_TYPES)
@@ -127,16 +127,23 @@ class _Columns:
 
     def __init__(self) -> None:
         self.cols = {
-            name: {c: [] for c, _ in cols} for name, cols in TABLES.items() if name not in DERIVED_TABLES
+            name: {c: [] for c, _ in _row_columns(name)} for name in TABLES if name not in DERIVED_TABLES
         }
         self.n_traces = 0
         self.n_events = 0
 
     def tables(self) -> dict[str, dict[str, np.ndarray]]:
         return {
-            name: {c: column(vals, ty) for (c, ty), vals in zip(TABLES[name], cols.values(), strict=True)}
+            name: {
+                c: column(vals, ty) for (c, ty), vals in zip(_row_columns(name), cols.values(), strict=True)
+            }
             for name, cols in self.cols.items()
         }
+
+
+def _row_columns(table: str) -> tuple[tuple[str, str], ...]:
+    """(column, type) of the rows prepared for ``table``: its own columns, then ``ROW_EXTRA``."""
+    return TABLES[table] + ROW_EXTRA.get(table, ())
 
 
 def column(vals: list[Any], sql_type: str = "VARCHAR") -> np.ndarray:
@@ -172,8 +179,7 @@ def add_trace(
     dig: str,
     today: dt.date,
     now: dt.datetime,
-    measured: dict[str, Any] | None = None,
-    critical: list[int] | None = None,
+    measured: Measured | None = None,
 ) -> None:
     """Append one validated trace (decoded JSON object) to the column lists."""
     tid = data["trace_id"]
@@ -206,7 +212,7 @@ def add_trace(
             for e in events
         ]
     )
-    _add_critical(ev["critical"], n, critical)
+    _add_measured(ev, n, measured)
 
     ed = c["edges"]
     ed["trace_id"].extend([tid] * len(edges))
@@ -215,7 +221,15 @@ def add_trace(
         ed[k].extend(map(dict.__getitem__, edges, repeat(k, len(edges))))
 
     credits = [(i, e["id"], credit) for i, e in enumerate(events) if (credit := e.get("credit"))]
-    _add_maps(cols, tid, data.get("rewards"), credits, data.get("metrics"), data.get("costs"), measured)
+    _add_maps(
+        cols,
+        tid,
+        data.get("rewards"),
+        credits,
+        data.get("metrics"),
+        data.get("costs"),
+        measured.metrics if measured else None,
+    )
     cols.n_traces += 1
     cols.n_events += n
 
@@ -228,8 +242,7 @@ def add_struct_trace(
     dig: str,
     today: dt.date,
     now: dt.datetime,
-    measured: dict[str, Any] | None = None,
-    critical: list[int] | None = None,
+    measured: Measured | None = None,
 ) -> None:
     """``add_trace`` of a trace read as structs (``fastcheck.decode_clean``): the same rows,
     pulled attribute by attribute. Such a trace has no unknown event field (no ``extra``)."""
@@ -260,7 +273,7 @@ def add_struct_trace(
         ev[col].extend([None if v is _U else v for v in map(attrgetter(attr), events)])
     ev["attrs"].extend([None if a is _U else _json(a) for a in map(attrgetter("attrs"), events)])
     ev["extra"].extend([None] * n)
-    _add_critical(ev["critical"], n, critical)
+    _add_measured(ev, n, measured)
 
     ed = c["edges"]
     ed["trace_id"].extend([tid] * len(edges))
@@ -270,19 +283,22 @@ def add_struct_trace(
 
     credits = [(i, e.id, e.credit) for i, e in enumerate(events) if e.credit]
     metrics = None if tr.metrics is _U else tr.metrics
-    _add_maps(cols, tid, tr.rewards, credits, metrics, tr.costs, measured)
+    _add_maps(cols, tid, tr.rewards, credits, metrics, tr.costs, measured.metrics if measured else None)
     cols.n_traces += 1
     cols.n_events += n
 
 
-def _add_critical(col: list[Any], n: int, critical: list[int] | None) -> None:
-    if critical is None:
-        col.extend([None] * n)
+def _add_measured(ev: dict[str, list[Any]], n: int, measured: Measured | None) -> None:
+    """The events' ``critical`` flags and busy seconds (``_busy``): None without measure."""
+    if measured is None:
+        ev["critical"].extend([None] * n)
+        ev["_busy"].extend([None] * n)
         return
     flags = [False] * n
-    for i in critical:
+    for i in measured.critical:
         flags[i] = True
-    col.extend(flags)
+    ev["critical"].extend(flags)
+    ev["_busy"].extend(measured.busy.tolist())
 
 
 def _add_maps(
@@ -323,13 +339,21 @@ def _add_maps(
                 me["value"].append(float(v))
 
 
-def measure_trace(tr: Trace) -> tuple[dict[str, Any], list[int]]:
-    """``orchestrace.measure.analyze`` of one trace, and the events on its wall-clock critical path."""
+class Measured(NamedTuple):
+    """What ingest stores of ``measure`` for one trace."""
+
+    metrics: dict[str, Any]  # ``measure.analyze``
+    critical: list[int]  # the events on its wall-clock critical path
+    busy: np.ndarray  # each event's busy seconds, as ``analyze --by agent`` sums them per agent
+
+
+def measure_trace(tr: Trace) -> Measured:
+    """``orchestrace.measure`` of one trace, on one view: its metrics, critical path and busy time."""
     from ..measure import TraceView, analyze, critical_path
 
     v = TraceView(tr)
     result = analyze(v)
-    return result, list(critical_path(v)["path"])
+    return Measured(result, list(critical_path(v)["path"]), v.busy_time)
 
 
 def _stored_already(raw: RawTrace, known: Known | None, measure: bool) -> tuple[str, str] | None:
@@ -389,11 +413,9 @@ def _from_raw(raw: RawTrace, r: _Rows) -> Failure | _Ready:
 
     def add(cols: _Columns) -> None:
         if r.measure:
-            measured, critical = measure_trace(
-                raw_to_trace(msgspec.structs.replace(raw, data=dict(raw.data)))
-            )
+            measured = measure_trace(raw_to_trace(msgspec.structs.replace(raw, data=dict(raw.data))))
         else:
-            measured, critical = None, None
+            measured = None
         add_trace(
             cols,
             raw.data,
@@ -402,7 +424,6 @@ def _from_raw(raw: RawTrace, r: _Rows) -> Failure | _Ready:
             today=r.today,
             now=r.now,
             measured=measured,
-            critical=critical,
         )
 
     return _Ready(tid, dig, add)
@@ -430,12 +451,10 @@ def _from_structs(doc: bytes, path: str, line: int | None, r: _Rows) -> _Ready |
 def _add_structs(tr: VTrace, checked: StructCheck, dig: str, r: _Rows, cols: _Columns) -> None:
     if r.measure:  # the Trace is made from copies of the lists, which it converts in place
         copy = msgspec.structs.replace(tr, events=list(tr.events), edges=list(tr.edges))
-        measured, critical = measure_trace(trace_of_structs(copy, checked))
+        measured = measure_trace(trace_of_structs(copy, checked))
     else:
-        measured, critical = None, None
-    add_struct_trace(
-        cols, tr, source=r.source, dig=dig, today=r.today, now=r.now, measured=measured, critical=critical
-    )
+        measured = None
+    add_struct_trace(cols, tr, source=r.source, dig=dig, today=r.today, now=r.now, measured=measured)
 
 
 def _prepared(piece: Piece, r: _Rows) -> Iterator[Failure | _Ready]:

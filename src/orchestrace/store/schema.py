@@ -15,10 +15,12 @@ from typing import Final
 from ..core.model import EVENT_FIELD_TYPES
 
 #: Bumped when a table changes; a store written by another version is refused with a clear error.
-STORE_VERSION: Final = "orchestrace-store/2"
+STORE_VERSION: Final = "orchestrace-store/3"
 #: Versions read as they are: /1 lacks ``summary`` (an ingest into it adds the table; the trace
-#: browser builds it in memory meanwhile).
-READABLE_VERSIONS: Final = ("orchestrace-store/1", STORE_VERSION)
+#: browser builds it in memory meanwhile); before /3 ``agents.busy_s`` summed ``t_end - t`` of the
+#: agent's events, another quantity than ``analyze --by agent``'s ``busy_s`` (an ingest into such a
+#: store recomputes it).
+READABLE_VERSIONS: Final = ("orchestrace-store/1", "orchestrace-store/2", STORE_VERSION)
 
 #: JSON event field -> events column, one per field with a scalar value (attrs is a JSON column,
 #: credit has its own table). Field order, but t_end beside t (stores written so far have it there
@@ -125,6 +127,10 @@ TABLES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
 #: Tables filled from prepared rows; ``agents`` and ``summary`` are derived from them inside the
 #: transaction.
 ROW_TABLES: Final = ("traces", "events", "edges", "rewards", "credits", "metrics")
+#: Columns the prepared rows of a table carry beyond the table's own, for the derived tables:
+#: each event's share of its agent's busy time (``measure``'s ``TraceView.busy_time``; NULL for a
+#: trace ingested without measure), which ``agents.busy_s`` sums.
+ROW_EXTRA: Final[dict[str, tuple[tuple[str, str], ...]]] = {"events": (("_busy", "DOUBLE"),)}
 DERIVED_TABLES: Final = ("agents", "summary")
 
 #: ``metrics.source`` values: the trace's own ``metrics`` map, its ``costs`` map, and what
@@ -139,7 +145,7 @@ SELECT trace_id, agent,
        arg_min(role, idx) FILTER (WHERE role IS NOT NULL),
        min(idx), count(*)::INTEGER,
        coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(sum(cost_usd), 0.0),
-       coalesce(sum(greatest(t_end - t, 0.0)), 0.0),
+       sum(_busy),
        min(t), max(coalesce(t_end, t)),
        count(*) FILTER (WHERE type = 'tool_call')::INTEGER,
        count(*) FILTER (WHERE type = 'message')::INTEGER,
