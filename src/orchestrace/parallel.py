@@ -23,7 +23,6 @@ import pickle
 import shutil
 import signal
 import sys
-import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -48,6 +47,8 @@ LOCAL = "local"
 
 def ray_home() -> str:
     """A private HOME folder holding Ray's bootstrap file (so nothing probes cloud metadata)."""
+    import tempfile  # here and below: start-up time of every command (``python -X importtime``)
+
     home = os.path.join(tempfile.gettempdir(), f"orchestrace-ray-home-{os.getuid()}")
     os.makedirs(home, mode=0o700, exist_ok=True)
     path = os.path.join(home, BOOTSTRAP_FILE)
@@ -280,6 +281,8 @@ def _process_imap(
     ctx = mp.get_context("fork" if sys.platform == "linux" else "spawn")
     n = len(batches)
     claims = ctx.Array("q", [1, min(n, window)])  # batch 0 is this process's: it is needed first
+    import tempfile
+
     folder = tempfile.mkdtemp(prefix="orchestrace-results-")
     procs: list[Any] = []
     conns: list[Any] = []

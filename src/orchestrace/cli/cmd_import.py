@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from ..core.errors import BadInput, OrchestraceError
 from .output import console, console_err
@@ -69,6 +68,8 @@ def register(app: typer.Typer) -> None:
                 "OT022", "no importable log found (name the format with --from?)", path=" ".join(paths)
             )
         report = importers.Report()
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
         with Progress(
             TextColumn("[bold]import[/bold]"),
             BarColumn(),

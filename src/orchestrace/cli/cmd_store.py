@@ -16,7 +16,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..core.errors import OrchestraceError
-from ..store.schema import TABLES
 from .inputs import expand_paths, foreign_log
 from .output import console, console_err
 from .ray_option import RayCommand, RayOption
@@ -220,6 +219,7 @@ def parquet_cmd(
       python -c "import polars as pl; print(pl.scan_parquet('lake/events/**/*.parquet', hive_partitioning=True).collect())"
     """
     from ..store.parquet import export_parquet
+    from ..store.schema import TABLES
 
     counts = export_parquet(
         store, out, tables=table or list(TABLES), overwrite=overwrite, compression=compression

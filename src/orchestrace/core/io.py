@@ -9,7 +9,6 @@ import gzip
 import io
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -115,6 +114,8 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[str]:
         return
     target = Path(p)
     target.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # here: a command that writes nothing does not pay its start-up time
+
     fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=f"-{target.name}", dir=target.parent)
     os.close(fd)
     umask = os.umask(0o022)  # read it (os.umask sets and returns): mkstemp's 0600 would stay

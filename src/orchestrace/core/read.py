@@ -18,7 +18,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -371,6 +370,8 @@ def stdin_copy() -> Iterator[str]:
             head = None
         if isinstance(head, dict):
             ext = ".events.jsonl" if REC in head else ".jsonl"
+    import tempfile  # here: start-up time (``python -X importtime``)
+
     with tempfile.TemporaryDirectory() as tmp:
         f = os.path.join(tmp, "stdin" + ext)
         with open(f, "wb") as out:

@@ -56,7 +56,6 @@ walk of dicts that only says clean or not: the column-wise one it used to be too
 from __future__ import annotations
 
 import bisect
-import hashlib
 import math
 import os
 import reprlib
@@ -1198,6 +1197,8 @@ def _content_digest(data: bytes) -> bytes:
         value = orjson.loads(data[3:] if data[:3] == b"\xef\xbb\xbf" else data)
     except orjson.JSONDecodeError:
         return data
+    import hashlib  # only when an id repeats: 5-10 ms of every validate's start-up otherwise
+
     return hashlib.blake2b(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 
