@@ -32,6 +32,9 @@ def test_loop_stop_logs_each_iteration(tmp_path: Path) -> None:
     ev = read_events(out / "tensorboard")
     assert [s for s, _ in ev["heldout/accuracy"]] == [0, 1, 2]
     assert [s for s, _ in ev["train/mean_samples"]] == [1, 2]
+    # the importance-weighted update's figures: the second update reused the first's 3 runs
+    assert [v for _, v in ev["train/replayed_runs"]] == [3, 6] and len(ev["train/mean_weight"]) == 2
+    assert [s for s, _ in ev["train/approx_kl"]] == [1, 2] and len(ev["train/clip_fraction"]) == 2
     assert len(ev["time/seconds_per_iteration"]) == 3 and all(
         v >= 0 for _, v in ev["time/seconds_per_iteration"]
     )
