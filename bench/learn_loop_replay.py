@@ -13,6 +13,17 @@ is the update the loop had before (20 Adam epochs at lr 0.01, no clip), for comp
     python bench/learn_loop_replay.py --family continents --runs 12 --iterations 4 --seeds 1,2,3
     python bench/learn_loop_replay.py --family continents --runs 12 --iterations 4 --seeds 1,2,3 --update adam
     python bench/learn_loop_replay.py --family plurals --start offline --seeds 1,2,3
+
+``--update weighted`` is ``loop stop``'s update since 28 Nov (every earlier run reused,
+importance-weighted; ``--update clipped`` is the same without reuse); ``--start per-seed`` starts
+each seed from its own random policy, as ``loop stop --seed S``; ``--offline`` also trains the
+start policy on the same number of runs without redeploying; every seed ends with the paired
+95% CI (bootstrap over held-out questions, rewards averaged over ``--orders`` orders) of the
+final minus the start policy. ``--live DIRS --seeds SEEDS`` prints the same for recorded
+``loop stop`` folders (docs/learn_loop.md, "Reusing every recorded run"):
+
+    python bench/learn_loop_replay.py --family continents --runs 12 --iterations 4 --seeds 1,2,3,4,5,6 --start per-seed --update weighted --offline
+    python bench/learn_loop_replay.py --family continents --live runs/loop/s1,runs/loop/s2 --seeds 1,2
 """
 
 from __future__ import annotations
