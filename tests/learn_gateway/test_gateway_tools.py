@@ -6,6 +6,7 @@ and the agent-as-tool structure (posted by the SDK's spans) beside the gateway's
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -119,13 +120,20 @@ async def sdk_team(base_url: str) -> str:
 
 @pytest.mark.timeout(120)
 def test_handoffs_and_agents_as_tools_work_and_join_the_trace(gateway):
-    from agents import add_trace_processor
+    from agents import set_trace_processors, set_tracing_disabled
 
     from orchestrace.learn.gateway.spans import PostSpans
 
     base = f"{gateway.url}/runs/essay/v1"
-    add_trace_processor(PostSpans(base))  # one process here; any process would do the same
-    assert asyncio.run(sdk_team(base)) == ESSAY
+    # ours alone: the SDK's default exporter would send the spans to OpenAI's backend
+    set_trace_processors([PostSpans(base)])  # one process here; any process would do the same
+    # tracing on even where OPENAI_AGENTS_DISABLE_TRACING=1 (as CI sets it): no span, no structure
+    set_tracing_disabled(False)
+    try:
+        assert asyncio.run(sdk_team(base)) == ESSAY
+    finally:
+        set_trace_processors([])
+        set_tracing_disabled(os.environ.get("OPENAI_AGENTS_DISABLE_TRACING", "").lower() in ("1", "true"))
     assert [b["model"] for b in Scripted.seen] == ["triage", "writer", "researcher", "writer"]
     assert {t["function"]["name"] for t in Scripted.seen[1]["tools"]} == {"ask_researcher"}
     tr = load_one(gateway.gateway.finish_run("essay"))  # validated
