@@ -121,11 +121,13 @@ class TeamModel:
             torch.set_num_threads(threads)
         self.torch = torch
         self.lora = lora or LoraSettings()
-        folder = dequantised_folder()
+        # piped: the bars of the first run's dequantisation and of "Loading weights" as one line
+        # each, not their \r redraws
+        with bars_as_lines():
+            folder = dequantised_folder()
+            base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         self.base_id = base_model_id()
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
-        with bars_as_lines():  # piped: the "Loading weights" bar as one line, not its \r redraws
-            base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         self.eos_ids = {int(self.tokenizer.eos_token_id)}
         im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         if isinstance(im_end, int) and im_end >= 0:
