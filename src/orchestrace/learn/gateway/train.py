@@ -23,27 +23,27 @@ import asyncio
 import importlib
 import importlib.util
 import inspect
-import json
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...core.io import load_one
 from ...core.model import Trace
-from ..loop import IterationRecord, run_loop
-from ..scalar_log import LOG_DIR, check_log, open_log
-from ..team.checkpoints import check_policy_file, load_policy, save_policy
-from ..team.config import CONFIG_FILE, TeamConfig, check_resume, reward_spec, split
+from ..loop import IterationRecord
+from ..scalar_log import check_log
+from ..team.checkpoints import check_policy_file, save_policy
+from ..team.config import TeamConfig, check_resume, reward_spec, split
 from ..team.model import LoraSettings, TeamModel
 from ..team.placement import RolloutPlace
 from ..team.program import BadInput, family, question
 from ..team.remote import RolloutWorker
 from ..team.rollouts import Rollout
 from ..team.step import TeamStep
+from ..team.trainer import run_in_folder
 from .completers import BackendCompleter, Completer, SerialModel
 from .server import GatewayServer, start_in_thread
 from .service import CURRENT_RUN, CallDefaults, Gateway, Team, parse_agents
@@ -410,15 +410,7 @@ def train_program(
         check_policy_file(start, adapters)
     step = make_program_step(cfg, opts, threads, place)
     try:
-        if start is not None:
-            load_policy(step.model, start)
-        step.last_iteration = iterations
-        out.mkdir(parents=True, exist_ok=True)
-        cfg_path = out / CONFIG_FILE
-        if not cfg_path.is_file():
-            cfg_path.write_text(json.dumps(asdict(cfg), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        with open_log(log, out / LOG_DIR):
-            return run_loop(step, out, iterations, start_policy=start, progress=progress)
+        return run_in_folder(step, cfg, out, iterations, start=start, progress=progress, log=log)
     finally:
         step.remote.close()
 

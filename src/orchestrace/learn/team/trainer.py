@@ -67,6 +67,22 @@ def train_team(
         step = make_step(cfg, threads, place)
     else:
         step.restart(cfg)
+    return run_in_folder(step, cfg, out, iterations, start=start, progress=progress, log=log)
+
+
+def run_in_folder(
+    step: TeamStep,
+    cfg: TeamConfig,
+    out: Path,
+    iterations: int,
+    *,
+    start: str | None,
+    progress: Callable[[int, int], None] | None,
+    log: str | None,
+) -> list[IterationRecord]:
+    """After every check has passed: load the starting adapters, write the config (once: a resume
+    keeps it) and run the loop in ``out``, logging where ``log`` says. The team program's loop and
+    a gateway program's share it."""
     if start is not None:
         load_policy(step.model, start)
     step.last_iteration = iterations
