@@ -155,3 +155,20 @@ def test_two_runs_of_one_credit_and_seed_are_refused(folders):
     _, b, _ = folders
     with pytest.raises(OrchestraceError, match="two runs of credit 'broadcast' with seed 0"):
         team_report([b, b])
+
+
+def test_mean_advantage_of_a_centred_batch_is_zero_not_float_noise() -> None:
+    """Group-centred advantages of two agents that act in every run average to 0 for each; summed
+    naively they came out as float noise, and curves.png drew it on a 1e-17 scale."""
+    from orchestrace.learn.team.batch import CallRow
+    from orchestrace.learn.team.step import mean_advantages
+
+    rewards = [0.1, 0.7, 0.2, 0.9, 0.3, 0.6, 0.8]
+    mean = sum(rewards) / len(rewards)
+    rows = [
+        CallRow(trace=i, event=f"e{i}", agent=agent, adapter=agent, advantage=r - mean, sample=None)
+        for i, r in enumerate(rewards)
+        for agent in ("checker", "solver")
+    ]
+    assert sum(r - mean for r in rewards) / len(rewards) != 0.0  # the noise the plot showed
+    assert mean_advantages(rows) == {"checker": 0.0, "solver": 0.0}
