@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
@@ -25,6 +26,8 @@ import orjson
 from ...core.errors import BadInput, OrchestraceError
 from ..datasets import RETRY_FAMILIES, ROUTE_SOURCES, RetryTask, RouteData, load_retry, load_route
 from ..stopping.banks import DEFAULT_BANKS, Bank, load_bank
+
+T = TypeVar("T")
 
 DEFAULT_BANK = "antonyms"
 DEFAULT_TASKS = "humaneval-excerpt"
@@ -64,16 +67,9 @@ def tasks_arg(value: list[RetryTask] | str | os.PathLike[str], env: str = "Retry
         raise EnvArgumentError(
             env, "tasks", value, _expected("a non-empty list of RetryTask", names, "a tasks file")
         )
-    text = os.fspath(value)
-    if text in EXCERPTS:
-        return _read_tasks(resources.files(__package__) / "data" / EXCERPTS[text], env, value)
-    if text in names:
-        return _public(env, "tasks", value, lambda: load_retry(text))
-    if not os.path.isfile(text):
-        raise EnvArgumentError(
-            env, "tasks", value, _expected("a known name or a file", names, "a tasks file")
-        )
-    return _read_tasks(text, env, value)
+    return _by_name_or_path(
+        env, "tasks", value, names, "a tasks file", lambda f: _read_tasks(f, env, value), load_retry
+    )
 
 
 def route_arg(value: RouteData | str | os.PathLike[str], env: str = "Delegate-v0") -> RouteData:
@@ -83,16 +79,30 @@ def route_arg(value: RouteData | str | os.PathLike[str], env: str = "Delegate-v0
     names = (*ROUTE_SOURCES, DEFAULT_ROUTE)
     if not isinstance(value, str | os.PathLike):
         raise EnvArgumentError(env, "data", value, _expected("a RouteData", names, "an outcomes file"))
+    return _by_name_or_path(
+        env, "data", value, names, "an outcomes file", lambda f: _read_route(f, env, value), load_route
+    )
+
+
+def _by_name_or_path(
+    env: str,
+    arg: str,
+    value: str | os.PathLike[str],
+    names: tuple[str, ...],
+    file: str,
+    read: Callable[[Any], T],
+    load_public: Callable[[str], T],
+) -> T:
+    """An excerpt shipped with the package, a public data set by name, or a file of ``read``'s
+    format; anything else is an error naming the argument."""
     text = os.fspath(value)
     if text in EXCERPTS:
-        return _read_route(resources.files(__package__) / "data" / EXCERPTS[text], env, value)
+        return read(resources.files(__package__) / "data" / EXCERPTS[text])
     if text in names:
-        return _public(env, "data", value, lambda: load_route(text))
+        return _public(env, arg, value, lambda: load_public(text))
     if not os.path.isfile(text):
-        raise EnvArgumentError(
-            env, "data", value, _expected("a known name or a file", names, "an outcomes file")
-        )
-    return _read_route(text, env, value)
+        raise EnvArgumentError(env, arg, value, _expected("a known name or a file", names, file))
+    return read(text)
 
 
 def _expected(what: str, names: tuple[str, ...], file: str) -> str:
