@@ -119,3 +119,49 @@ def test_curves_panel_lines_expand_agent_patterns() -> None:
         ("train_solver_0_advantage", "solver_0"),
         ("train_reward", "reward"),
     ]
+
+
+@pytest.mark.parametrize("algo", ["ppo", "grpo"])
+def test_target_kl_stops_the_epochs_of_the_gym_trainers(algo: str) -> None:
+    """train delegate / swarm / retry train through ``rl.train_gym.train_policy``: a target the
+    second epoch cannot meet changes the policy, one never reached does not."""
+    import numpy as np
+
+    from orchestrace.learn.datasets import RouteData
+    from orchestrace.learn.envs.delegate import DelegateEnv
+    from orchestrace.learn.rl.train_gym import train_policy
+
+    n = 20
+    quality = np.array([[0.0, 1.0] if i % 2 else [1.0, 1.0] for i in range(n)])
+    data = RouteData("toy", [f"q{i}" for i in range(n)], [f"sky {i}" if i % 2 else f"prove {i}" for i in range(n)],
+                     ["all"] * n, ["cheap", "strong"], quality, np.tile([0.001, 0.01], (n, 1)))  # fmt: skip
+
+    def weights(target_kl: float | None) -> list[np.ndarray]:
+        env = DelegateEnv(data, lam=0.5)
+        res = train_policy(algo, env, [{"query": i} for i in range(n)], env_name="Delegate", iters=2, batch=16,
+                           group=4, epochs=4, minibatches=2, target_kl=target_kl)  # fmt: skip
+        return [x for w, b in res.policy.weights for x in (w, b)]
+
+    free = weights(None)
+    assert all(np.array_equal(a, b) for a, b in zip(free, weights(10.0), strict=True))
+    assert not all(np.allclose(a, b) for a, b in zip(free, weights(1e-12), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("cmd", "match"),
+    [
+        (["train", "swarm", "--algo", "reinforce", "--target-kl", "0.01"], "not reinforce"),
+        (["train", "retry", "--algo", "exact", "--target-kl", "0.01"], "not exact"),
+        (["train", "delegate", "--algo", "ppo", "--target-kl", "0"], "must be > 0"),
+    ],
+)
+def test_target_kl_without_epochs_is_refused_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cmd: list[str], match: str
+) -> None:
+    from orchestrace.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([*cmd, "-o", str(tmp_path / "out")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert e.value.code == 2 and "OT630" in err and match in err, err
+    assert not (tmp_path / "out").exists()

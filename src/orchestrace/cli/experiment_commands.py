@@ -26,6 +26,12 @@ _SEED = typer.Option(0, "--seed", help="training/bootstrap seed (the data split 
 _LOG = typer.Option(
     None, "--log", help="tensorboard: every training iteration's figures as event files in OUT/tensorboard"
 )
+_TARGET_KL = typer.Option(
+    None,
+    "--target-kl",
+    help="ppo, grpo: stop an update's epochs once PPO's approximate KL passes this (reinforce and exact "
+    "take one gradient step per batch: nothing to stop)",
+)
 _DATA = typer.Option(None, "--data", help="public data folder (default: $ORCHESTRACE_DATA or shared/data)")
 _ALGO = typer.Option(
     "reinforce",
@@ -118,6 +124,7 @@ def train_retry_cmd(
     seed: int = _SEED,
     data: Path = _DATA,
     fmt: str = _FORMAT,
+    target_kl: float = _TARGET_KL,
     log: str = _LOG,
 ) -> None:
     """Train RetryStop give-up policies on real Reflexion / Game-of-24 outcomes.
@@ -134,7 +141,16 @@ def train_retry_cmd(
     with open_log(log, out / LOG_DIR):
         r = write_trained(
             out,
-            train_retry(family, cost, seed=seed, iters=iters, algo=algo, data=data, progress=fmt != "json"),
+            train_retry(
+                family,
+                cost,
+                seed=seed,
+                iters=iters,
+                algo=algo,
+                data=data,
+                target_kl=target_kl,
+                progress=fmt != "json",
+            ),
         )
     rows = [row for fam, v in r.families.items() for row in _retry_rows(fam, v)]
     _emit(r, fmt, rows, _RETRY_HEADER)
@@ -212,6 +228,7 @@ def train_delegate_cmd(
     seed: int = _SEED,
     data: Path = _DATA,
     fmt: str = _FORMAT,
+    target_kl: float = _TARGET_KL,
     log: str = _LOG,
 ) -> None:
     """Train a Delegate router (quality - lambda x cost) on real model outcomes and prices.
@@ -233,7 +250,9 @@ def train_delegate_cmd(
             from ..core.errors import OrchestraceError
 
             raise OrchestraceError("OT606", "--logged learns from recorded runs: give them with --traces")
-        logged_run = write_trained(out, train_delegate_logged(traces, lam, start=start, seed=seed))
+        logged_run = write_trained(
+            out, train_delegate_logged(traces, lam, start=start, seed=seed, target_kl=target_kl)
+        )
         if fmt == "json":
             console.print_json(json.dumps(msgspec.to_builtins(logged_run)))
             return
@@ -244,7 +263,7 @@ def train_delegate_cmd(
     with open_log(log, out / LOG_DIR):
         r = write_trained(out, train_delegate(
             source, lam, seed=seed, iters=iters, mode=mode, algo=algo, data=data, traces=traces or None,
-            progress=fmt != "json",
+            target_kl=target_kl, progress=fmt != "json",
         ))  # fmt: skip
     _emit(r, fmt, _delegate_rows(r), _DELEGATE_HEADER)
     if fmt != "json":
@@ -335,6 +354,7 @@ def train_swarm_cmd(
     algo: str = _ALGO,
     seed: int = _SEED,
     fmt: str = _FORMAT,
+    target_kl: float = _TARGET_KL,
     log: str = _LOG,
 ) -> None:
     """Train the Swarm spawn policy with the PARL reward under a Critical Steps budget.
@@ -358,7 +378,7 @@ def train_swarm_cmd(
         with open_log(log, out / LOG_DIR):
             rp = write_trained(out, train_swarm_parallel(seed=seed, iters=iters or 200, branches=branches, l1=l1,
                                l2=l2, algo=algo, eval_tasks=eval_tasks or 100, credit=credit,
-                               progress=fmt != "json"))  # fmt: skip
+                               target_kl=target_kl, progress=fmt != "json"))  # fmt: skip
         _emit(rp, fmt, _swarm_parallel_rows(rp), _SWARM_PARALLEL_HEADER)
         if fmt != "json":
             _comparisons(rp, "r_perf")
@@ -366,7 +386,7 @@ def train_swarm_cmd(
     with open_log(log, out / LOG_DIR):
         r = write_trained(out, train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo,
                                            eval_tasks=eval_tasks or 200, traces=traces or None,
-                                           progress=fmt != "json"))  # fmt: skip
+                                           target_kl=target_kl, progress=fmt != "json"))  # fmt: skip
     _emit(r, fmt, _swarm_rows(r), _SWARM_HEADER)
     if fmt != "json":
         _comparisons(r, "r_perf")

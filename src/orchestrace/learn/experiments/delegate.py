@@ -10,6 +10,7 @@ import msgspec
 import numpy as np
 
 from ...core.errors import OrchestraceError
+from ..rl import check_target_kl
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
 from .protocol import (
@@ -226,6 +227,7 @@ def train_delegate(
     data: str | Path | None = None,
     traces: str | Sequence[str] | None = None,
     table: RouteData | None = None,
+    target_kl: float | None = None,
     progress: bool = False,
 ) -> Trained[DelegateTraining]:
     """``traces`` (a glob of route runs, one per query and model: ``envs.delegate_traces``) or
@@ -244,7 +246,7 @@ def train_delegate(
     need_choice("mode", mode, ("route", "cascade"))
     algo = algo or DELEGATE_DEFAULT_ALGO[mode]
     ent = (0.05 if mode == "cascade" else 0.02) if ent_coef is None else ent_coef
-    kw = algo_kwargs(DELEGATE_ALGO, algo, lr=lr, group=group, ent_coef=ent)
+    kw = algo_kwargs(DELEGATE_ALGO, algo, lr=lr, group=group, ent_coef=ent, target_kl=target_kl)
     if traces is not None:
         from ..envs.delegate_traces import route_data_from_traces
 
@@ -291,6 +293,7 @@ def train_delegate_logged(
     clip: float = 0.2,
     hidden: Sequence[int] = (64,),
     seed: int = 0,
+    target_kl: float | None = None,
 ) -> Trained[DelegateLoggedTraining]:
     """A router from route runs as they happened (one model per query: the runs a router took
     live), not from a full outcome table: each run is a logged bandit sample (features, chosen
@@ -298,7 +301,8 @@ def train_delegate_logged(
     reward = quality - lambda x cost / scale (scale: the mean logged price of the priciest model),
     advantage = reward - the runs' mean. ``epochs`` full-batch PPO-clip steps with the recorded
     probabilities as the old policy (``ppo.clipped_update``), from ``start`` (the policy that
-    recorded, usually) or a near-uniform router. Only actions the runs tried can gain: record with
+    recorded, usually) or a near-uniform router; ``target_kl``: no further step once one's
+    approximate KL to the recording policy passed it. Only actions the runs tried can gain: record with
     ``run route --policy delegate=PATH --explore``. Reports the runs' mean reward and the
     self-normalised importance-weighted estimate of the new greedy router's (an estimate, not a
     held-out measurement)."""
@@ -309,6 +313,7 @@ def train_delegate_logged(
     from ..rl.ppo import clipped_update
     from ..rl.rollouts import Batch, PolicyMeta, mlp, to_numpy
 
+    check_target_kl(target_kl, "ppo")
     models, runs = logged_routes(traces)
     obs = np.stack([r.features for r in runs]).astype(np.float32)
     act = np.array([r.action for r in runs], np.int64)
@@ -340,7 +345,7 @@ def train_delegate_logged(
     batch = Batch(obs, act, reward, reward, np.ones(len(runs)), np.zeros(len(runs)), [])
     clipped_update(actor, None, optimiser(actor, None, lr, None), batch, reward - reward.mean(), None,
                    np.random.default_rng(seed), epochs=epochs, minibatches=1, clip=clip, ent_coef=0.0, vf_coef=0.0,
-                   norm_adv=False, old_logp=np.log(mu))  # fmt: skip
+                   norm_adv=False, old_logp=np.log(mu), target_kl=target_kl)  # fmt: skip
     policy = to_numpy(actor, meta)
     greedy = policy.probs(obs).argmax(axis=1)
     w = (greedy == act) / mu  # the new greedy router's importance weights

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...core.errors import OrchestraceError
 from ...core.stats import mean_ci
-from ..rl import check_algorithm
+from ..rl import check_algorithm, check_target_kl
 from ..rl.rollouts import NumpyPolicy
 
 SPLIT_SEED = 0
@@ -79,8 +79,9 @@ def paired_summary(a: np.ndarray, b: np.ndarray, seed: int) -> MeanCI:
 
 def algo_kwargs(defaults: dict[str, AlgoSettings], algo: str, **given: float | None) -> AlgoSettings:
     """The env's default hyperparameters for ``algo`` (none listed: ``train_policy``'s), overridden by
-    the ``given`` ones not None."""
+    the ``given`` ones not None (a ``target_kl`` only for an algorithm with epochs to stop)."""
     check_algorithm(algo)
+    check_target_kl(given.get("target_kl"), algo)
     return {**defaults.get(algo, {}), **{k: v for k, v in given.items() if v is not None}}
 
 

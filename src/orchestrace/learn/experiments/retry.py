@@ -151,6 +151,7 @@ def train_retry(
     group: int | None = None,
     ent_coef: float | None = None,
     data: str | Path | None = None,
+    target_kl: float | None = None,
     progress: bool = False,
 ) -> Trained[RetryTraining]:
     """One policy (logistic by default: few tasks, few features) per family on 60% of its tasks,
@@ -163,7 +164,7 @@ def train_retry(
     from ..datasets import load_retry
     from ..envs.retry import RetryStopEnv
 
-    kw = algo_kwargs(RETRY_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
+    kw = algo_kwargs(RETRY_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef, target_kl=target_kl)
     by_family: dict[str, RetryFamily] = {}
     policies: dict[str, NumpyPolicy] = {}
     for fam in families:

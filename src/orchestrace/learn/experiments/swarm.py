@@ -229,6 +229,7 @@ def train_swarm(
     eval_tasks: int = 200,
     traces: str | list[str] | None = None,
     tasks: list[SwarmTask] | None = None,
+    target_kl: float | None = None,
     progress: bool = False,
 ) -> Trained[SwarmTraining]:
     """``algo`` on PARL rewards with annealed l1, l2 (see :func:`_swarm_train`); REINFORCE and
@@ -240,7 +241,7 @@ def train_swarm(
     (``traces``, a glob: ``envs.swarm_traces``) or ``tasks`` given in memory."""
     from ..envs.swarm import SwarmEnv
 
-    kw = algo_kwargs(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
+    kw = algo_kwargs(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef, target_kl=target_kl)
     if traces is not None:
         from ..envs.swarm_traces import tasks_from_traces
 
@@ -276,6 +277,7 @@ def train_swarm_parallel(
     train_tasks: int = 2000,
     eval_tasks: int = 100,
     credit: str = "team",
+    target_kl: float | None = None,
     progress: bool = False,
 ) -> Trained[SwarmParallelTraining]:
     """PettingZoo Parallel Swarm, trained through ``parallel_env``'s reset/step with a dict of
@@ -289,7 +291,7 @@ def train_swarm_parallel(
     from ..envs.swarm_parallel import check_credit, parallel_env
 
     check_credit(credit)
-    kw = algo_kwargs(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef)
+    kw = algo_kwargs(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef, target_kl=target_kl)
     env = parallel_env(branches=branches, task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2, credit=credit)
     res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
                                 anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress,

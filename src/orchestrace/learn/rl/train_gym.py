@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..scalar_log import child_run
-from . import algorithm
+from . import algorithm, check_target_kl
 from .curve import TrainResult
 from .tasks import GymTask
 
@@ -55,6 +55,7 @@ def train_policy(
     clip: float = 0.2,
     gae_lambda: float = 0.95,
     adv_scale: str = "batch",
+    target_kl: float | None = None,
     init_bias: Sequence[float] | None = None,
     on_iter: Callable[[int], None] | None = None,
     progress: bool = False,
@@ -65,8 +66,10 @@ def train_policy(
     group-mean baseline when > 1; PPO and exact PG ignore grouping). One Adam over actor and
     critic (critic loss weighted by ``vf_coef``), gradient norm clipped to 1 (REINFORCE) or 0.5.
     ``init_bias``: initial action logits. ``on_iter(i)`` runs before iteration i collects (used to
-    anneal reward weights). Same seed, same policy."""
+    anneal reward weights). ``target_kl`` (ppo, grpo): no further epoch of an update once its
+    approximate KL passed this. Same seed, same policy."""
     mod = algorithm(algo)
+    check_target_kl(target_kl, algo)
     task = GymTask(env, train_options, env_name, hidden, init_bias, on_iter, dict(extra or {}))
     common = dict(iterations=iters, batch=batch, lr=lr, seed=seed, eval_every=iters + 1)
     if algo == "reinforce":
@@ -74,10 +77,11 @@ def train_policy(
                              baseline=baseline, max_grad_norm=1.0)  # fmt: skip
     elif algo == "ppo":
         args = mod.Args(**common, epochs=epochs, minibatches=minibatches, critic_lr=None, vf_coef=vf_coef,
-                        clip=clip, gae_lambda=gae_lambda, entropy=ent_coef, clip_apart=False)  # fmt: skip
+                        clip=clip, gae_lambda=gae_lambda, entropy=ent_coef, clip_apart=False,
+                        target_kl=target_kl)  # fmt: skip
     elif algo == "grpo":
         args = mod.Args(**common, group=group, adv_scale=adv_scale, epochs=epochs, minibatches=minibatches,
-                        clip=clip, entropy=ent_coef, shuffle=True)  # fmt: skip
+                        clip=clip, entropy=ent_coef, shuffle=True, target_kl=target_kl)  # fmt: skip
     else:
         args = mod.Args(**common, entropy=ent_coef)
     bar = None

@@ -20,7 +20,7 @@ import numpy as np
 from ...core.errors import OrchestraceError
 from ...core.outputs import Place, claim_outputs, record_outputs, remove_files
 from ...core.stats import pareto_front
-from ..rl import algorithm
+from ..rl import algorithm, check_target_kl
 from ..scalar_log import LOG_DIR, check_log, open_log, safe_name
 from .aggregate import Aggregator, answer_prior, fit_aggregator, priors_to_json, save_aggregator
 from .banks import Bank, calibrate, load_bank
@@ -158,9 +158,8 @@ def train_policy(
     args = mod.Args(seed=seed)
     if iterations is not None:
         args.iterations = iterations
+    check_target_kl(target_kl, algo)
     if target_kl is not None:
-        if not hasattr(args, "target_kl"):
-            raise OrchestraceError("OT630", f"--target-kl applies to ppo and grpo, not {algo}")
         args.target_kl = target_kl
     cfg = PolicyConfig(
         features=feature_names(aggregator is not None, confidence),
@@ -405,6 +404,7 @@ def train_stop(
     if train_traces and bank_paths:
         raise OrchestraceError("OT631", "give training data as --bank or as --traces, not both")
     check_log(log)
+    check_target_kl(target_kl, algo)
     log_dir = str(Path(out).parent / LOG_DIR) if log else None
     t0 = time.time()
     if train_traces:
