@@ -135,6 +135,11 @@ def test_stop_update_moves_by_the_credit_not_past_the_clip(tmp_path: Path) -> No
     assert after > one  # the credit says: stop
     # P(continue) ends at the clip's edge, 0.8 of where it started (a last step may pass it a little)
     assert 1 - after == pytest.approx(0.8 * (1 - one), rel=0.02)
+    # --target-kl: the second step would start past a KL of 1e-12, so it is not taken
+    _, stopped = importance_weighted_update(
+        pol, runs, [], cost=0.01, lr=1.0, epochs=20, clip=0.2, max_weight=2.0, target_kl=1e-12
+    )
+    assert figures.steps == 20 and stopped.steps == 1 and stopped.approx_kl > 1e-12
 
 
 def test_reused_runs_count_by_their_recorded_probability(tmp_path: Path) -> None:

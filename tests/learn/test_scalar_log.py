@@ -35,6 +35,7 @@ def test_loop_stop_logs_each_iteration(tmp_path: Path) -> None:
     # the importance-weighted update's figures: the second update reused the first's 3 runs
     assert [v for _, v in ev["train/replayed_runs"]] == [3, 6] and len(ev["train/mean_weight"]) == 2
     assert [s for s, _ in ev["train/approx_kl"]] == [1, 2] and len(ev["train/clip_fraction"]) == 2
+    assert [v for _, v in ev["train/steps"]] == [20, 20]  # every epoch: no --target-kl
     assert len(ev["time/seconds_per_iteration"]) == 3 and all(
         v >= 0 for _, v in ev["time/seconds_per_iteration"]
     )
@@ -153,6 +154,7 @@ def test_target_kl_stops_the_epochs_of_the_gym_trainers(algo: str) -> None:
         (["train", "swarm", "--algo", "reinforce", "--target-kl", "0.01"], "not reinforce"),
         (["train", "retry", "--algo", "exact", "--target-kl", "0.01"], "not exact"),
         (["train", "delegate", "--algo", "ppo", "--target-kl", "0"], "must be > 0"),
+        (["loop", "stop", "--backend", "scripted", "--target-kl", "-1"], "must be > 0"),
     ],
 )
 def test_target_kl_without_epochs_is_refused_before_training(

@@ -468,6 +468,9 @@ def loop_stop_cmd(
     model: str = typer.Option("default", "--model", help="model name sent to --base-url"),
     out: str = typer.Option("runs/loop/stop", "-o", "--out", help="loop folder (resumed if it exists)"),
     start: str = typer.Option(None, "--start", help="start from this stop policy (e.g. from train stop)"),
+    target_kl: float = typer.Option(
+        None, "--target-kl", help="stop an update's gradient steps once PPO's approximate KL passes this"
+    ),
     log: str = typer.Option(
         None, "--log", help="tensorboard: every iteration's figures as event files in OUT/tensorboard"
     ),
@@ -488,7 +491,7 @@ def loop_stop_cmd(
     )
     cfg = StopLoopConfig(
         tasks, iterations, questions, budget, width, cost, lr, seed=seed, backend=spec, start=start,
-        window=window, max_weight=max_weight,
+        window=window, max_weight=max_weight, target_kl=target_kl,
     )  # fmt: skip
     with _bars() as bars:
         advance = bars(f"loop stop ({tasks})", iterations)

@@ -53,6 +53,7 @@ class StopLoopConfig:
     clip: float = 0.2  # trust region: P(recorded action) moves by at most this factor per update
     window: int = 0  # iterations whose runs each update reuses (offpolicy.py); 0: every one so far
     max_weight: float = 2.0  # truncation of the importance weights of reused runs
+    target_kl: float | None = None  # no further step of an update once its approximate KL passed it
     seed: int = 0
     backend: dict[str, Any] | None = None  # None: the local SmolLM2 (see runtime.runner.backend_spec)
     eval_questions: int = 60  # held-out questions of the embedded bank evaluated each iteration
@@ -134,6 +135,7 @@ class UpdateFigures:
     effective_fraction: float  # Kish effective sample size of the weights / decisions
     approx_kl: float  # KL(pi_k || new) at the last step, on the update's decisions
     clip_fraction: float
+    steps: float  # gradient steps taken (fewer than the epochs when the KL passed target_kl)
 
 
 def importance_weighted_update(
@@ -145,13 +147,14 @@ def importance_weighted_update(
     epochs: int,
     clip: float,
     max_weight: float,
+    target_kl: float | None = None,
 ) -> tuple[StopPolicy, UpdateFigures]:
     """One update on this iteration's ``runs`` and the earlier ones still in the window
     (``replayed``), every decision credited from its trace (:func:`decision_credit`) and weighted
     by its recorded probability (``offpolicy.weighted_clipped_steps``)."""
     outcomes = [run_reward(trace, ep, cost) for trace, ep in runs]
     x, a, credit, prob = decision_batch(runs + replayed, policy.config.budget, cost)
-    new, steps = weighted_clipped_steps(policy, x, a, credit, prob, lr, epochs, clip, max_weight)
+    new, steps = weighted_clipped_steps(policy, x, a, credit, prob, lr, epochs, clip, max_weight, target_kl)
     return new, UpdateFigures(
         reward=float(np.mean([r for r, _ in outcomes])),
         accuracy=float(np.mean([ok for _, ok in outcomes])),
@@ -244,7 +247,7 @@ class StopLoop:
         earlier = [p for r in completed(out_dir.parent) if first <= r.iteration < iteration for p in r.traces]
         new, figures = importance_weighted_update(
             StopPolicy.load(policy), read(traces), read(earlier), self.cfg.cost, self.cfg.lr,
-            self.cfg.epochs, self.cfg.clip, self.cfg.max_weight,
+            self.cfg.epochs, self.cfg.clip, self.cfg.max_weight, self.cfg.target_kl,
         )  # fmt: skip
         new.save(str(out_dir / "policy"))
         return str(out_dir / "policy.safetensors"), asdict(figures)
@@ -267,6 +270,8 @@ def loop_stop(
     """Run or resume the stop loop under ``out`` (``iter-NNN/`` folders, curves.json/png); ``log``:
     ``tensorboard`` writes every iteration's figures under ``out/tensorboard``."""
     check_log(log)
+    if cfg.target_kl is not None and not cfg.target_kl > 0:
+        raise OrchestraceError("OT630", f"--target-kl must be > 0, got {cfg.target_kl}")
     step = StopLoop(cfg)
     Path(out).mkdir(parents=True, exist_ok=True)
     start = Path(out) / "start-policy"

@@ -35,6 +35,7 @@ class WeightedStepFigures:
     effective_fraction: float  # Kish effective sample size of the weights / decisions
     approx_kl: float  # KL(pi_k || new) at the last step
     clip_fraction: float
+    steps: float  # gradient steps taken (fewer than the epochs when the KL passed its target)
 
 
 def importance_weights(
@@ -57,6 +58,7 @@ def weighted_clipped_steps(
     epochs: int,
     clip: float,
     max_weight: float,
+    target_kl: float | None = None,
 ) -> tuple[StopPolicy, WeightedStepFigures]:
     """``epochs`` plain gradient steps on the importance-weighted clipped surrogate of the
     decisions (features ``x``, actions, credit, recorded probability of the action taken).
@@ -64,7 +66,9 @@ def weighted_clipped_steps(
     credit was the cost of answers that changed nothing (-0.01 each) moved P(stop) from 0.497 to
     0.9999 in one update, past any clip (its momentum runs on), and a policy that always stops
     gets credit 0 on every decision and never moves again (docs/learn_loop.md, "Why the loop
-    collapsed")."""
+    collapsed"). ``target_kl``: no further step once the policy's approximate KL to pi_k passed
+    it (CleanRL's early stop; measured before each step, so the step that would go further is
+    not taken)."""
     import torch
     from torch.nn.functional import logsigmoid
 
@@ -83,14 +87,18 @@ def weighted_clipped_steps(
     with torch.no_grad():
         old_logp = logp()
     kl = clipped = 0.0
+    steps = 0
     for _ in range(epochs):
         s = clipped_surrogate(logp(), old_logp, adv, clip, weight=weight)
         kl, clipped = s.approx_kl, s.clip_fraction
+        if target_kl is not None and kl > target_kl:
+            break
+        steps += 1
         grads = torch.autograd.grad(s.loss, params)
         with torch.no_grad():
             for p, g in zip(params, grads, strict=True):
                 p -= lr * g
     effective = float(w.sum() ** 2 / (len(w) * (w**2).sum())) if w.any() else 0.0
     return StopPolicy.from_torch(policy.config, actor), WeightedStepFigures(
-        float(w.mean()), effective, kl, clipped
+        float(w.mean()), effective, kl, clipped, float(steps)
     )
