@@ -4,6 +4,7 @@ in each way a run can fail (raise, hang, never call the gateway) for the runs na
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import openai
@@ -25,13 +26,13 @@ def _check_prompt(question: str, answer: str) -> str:
     return f"{question}\nA teammate answered: {answer}\nReply with the right answer, just the answer."
 
 
-def chain(question: str, base_url: str) -> str | None:
+def chain(question: str, base_url: str, ask: str | None = None) -> str | None:
     how = FAIL.get(_run_of(base_url))
     if how == "silent":
         return "Austria"
     client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
     first = client.chat.completions.create(
-        model="solver", messages=[*SHOTS, {"role": "user", "content": question}], max_tokens=6
+        model="solver", messages=[*SHOTS, {"role": "user", "content": ask or question}], max_tokens=6
     )
     answer = first.choices[0].message.content or ""
     if how == "raise":
@@ -43,6 +44,15 @@ def chain(question: str, base_url: str) -> str | None:
         model="checker", messages=[{"role": "user", "content": _check_prompt(question, answer)}], max_tokens=6
     )
     return second.choices[0].message.content
+
+
+ASKED = itertools.count()
+
+
+def drifting(question: str, base_url: str) -> str | None:
+    """The chain with a counter in the solver's prompt: no two runs ask the same, so a replay of a
+    run diverges at its first call."""
+    return chain(question, base_url, ask=f"{question} (attempt {next(ASKED)})")
 
 
 async def achain(question: str, base_url: str) -> str | None:
@@ -73,3 +83,8 @@ def not_a_team(config: dict) -> None:
 def reward_by_seed(trace) -> float:
     """A verifier for tests: 1 for runs with an even seed, else 0 (every group has both)."""
     return float(trace.metadata["runtime"]["seed"] % 2 == 0)
+
+
+def reward_france(trace) -> float:
+    """A verifier for tests: 1 when the team answered France."""
+    return float(trace.metadata["outcome"].get("final") == "France")

@@ -36,6 +36,7 @@ from ...runtime.backends.base import BackendError, ChatRequest, ChatResponse, no
 from ...runtime.cache import CallCache, cache_path
 from ...runtime.recorder import ROOT_AGENT, Recorder
 from .protocol import CallSpec, Completion, GatewayError
+from .replay import ReplayPlan
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SYSTEM = "orchestrace.gateway"
@@ -113,6 +114,7 @@ class GatewayRun:
     metadata: dict[str, Any] = field(default_factory=dict)
     keep_content: bool = True
     own_seeds: bool = False  # the run's seed decides every call's, a request's seed only mixed in
+    plan: ReplayPlan | None = None  # a fork of a recorded run (``replay.py``)
     agents: dict[str, AgentState] = field(default_factory=dict)
     said: list[Said] = field(default_factory=list)
     closed: bool = False
@@ -218,8 +220,10 @@ class GatewayRun:
         flows: list[dict[str, str]],
         start: float,
         out: Completion | BaseException,
+        replayed: bool = False,
     ) -> str:
-        """Record the call's outcome: the cache entry and the agent's ``return`` event."""
+        """Record the call's outcome: the cache entry and the agent's ``return`` event
+        (``replayed``: a fork's call answered from the recording)."""
         st = self.agents[agent]
         key = request_key(req)
         n = self._occurrence.get(key, 0)
@@ -273,6 +277,8 @@ class GatewayRun:
             attrs["tool_calls"] = [str((c.get("function") or {}).get("name")) for c in out.tool_calls]
         if flows:
             attrs["data_flow"] = flows
+        if replayed:
+            attrs["replayed"] = True
         shown = out.text if out.text or not out.tool_calls else msgspec.json.encode(out.tool_calls).decode()
         eid = self.rec.emit(
             "return",
@@ -290,6 +296,20 @@ class GatewayRun:
         if out.text:
             self.said.append(Said(eid, agent, out.text, normalised(out.text)))
         return eid
+
+    def fork_call(self, agent: str, turn: int, req: ChatRequest) -> tuple[ChatRequest, Completion | None]:
+        """A fork run's call: the recorded completion, or the request to sample (another seed);
+        the forked call is marked by a ``human_intervention`` event, as a runtime fork's is."""
+        assert self.plan is not None
+        req, recorded, at = self.plan.route(agent, turn, req)
+        if at is not None:
+            self.rec.intervention(
+                f"fork: resample at {at}",
+                chain=False,
+                after=self.agents[agent].last if agent in self.agents else None,
+                attrs={"intervention": "resample", "at": at},
+            )
+        return req, recorded
 
     # ------------------------------------------------------------------ framework structure
 
@@ -419,6 +439,8 @@ class GatewayRun:
         outcome["calls"] = self.calls
         if error is not None:
             outcome["error"] = error
+        if self.plan is not None:
+            rec.metadata["fork"] = {**rec.metadata.get("fork", {}), **self.plan.summary()}
         rec.metadata["outcome"] = outcome
         rec.close()
         self.cache.close()

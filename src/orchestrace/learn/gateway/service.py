@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from ..team.program import ADAPTER_MODES, adapter_of
 from .completers import Completer
 from .protocol import CallSpec, Completion, GatewayError
+from .replay import ReplayPlan
 from .runs import GatewayRun, check_run_id
 
 T = TypeVar("T")
@@ -150,14 +151,16 @@ class Gateway:
         trace_id: str | None = None,
         metadata: dict[str, Any] | None = None,
         own_seeds: bool = False,
+        plan: ReplayPlan | None = None,
     ) -> str:
         """Open a run whose calls are recorded to ``path`` (default ``<runs_dir>/<run_id>.events.jsonl``)
         as the trace ``trace_id`` (default: the run id); ``own_seeds``: the run's seed decides every
-        call's (a request's seed is mixed in, not used as is)."""
+        call's (a request's seed is mixed in, not used as is); ``plan``: the run is a fork of a
+        recorded one, answered from the recording up to the fork point (``replay.py``)."""
 
         async def go() -> str:
             run = self._open(run_id, path, seed, task_id, metadata or {}, trace_id)
-            run.own_seeds = own_seeds
+            run.own_seeds, run.plan = own_seeds, plan
             return run.path
 
         return self.on_loop(go())
@@ -251,17 +254,22 @@ class Gateway:
             run = self._open(run_id, None, 0, "gateway", {})
         d = self.defaults
         req, turn = run.request(agent, adapter, call, d.temperature, d.max_tokens)
+        recorded = None
+        if run.plan is not None:
+            req, recorded = run.fork_call(agent, turn, req)
         mid, flows, start = run.begin(agent, role, call)
-        try:
-            out: Completion | BaseException = await asyncio.wait_for(
-                self.completer.complete(req, call), self.call_timeout
-            )
-        except TimeoutError:
-            out = GatewayError(504, f"no completion within {self.call_timeout:g} s", type="server_error")
-        except Exception as e:  # recorded as the call's error event, then answered as an error
-            out = e
+        out: Completion | BaseException
+        if recorded is not None:
+            out = recorded
+        else:
+            try:
+                out = await asyncio.wait_for(self.completer.complete(req, call), self.call_timeout)
+            except TimeoutError:
+                out = GatewayError(504, f"no completion within {self.call_timeout:g} s", type="server_error")
+            except Exception as e:  # recorded as the call's error event, then answered as an error
+                out = e
         if not run.closed:
-            run.end(agent, req, turn, mid, flows, start, out)
+            run.end(agent, req, turn, mid, flows, start, out, replayed=recorded is not None)
         if isinstance(out, GatewayError):
             raise out
         if isinstance(out, BaseException):

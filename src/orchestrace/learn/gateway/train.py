@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from ..loop import IterationRecord
 from ..scalar_log import check_log
 from ..team.checkpoints import check_policy_file, save_policy
 from ..team.config import TeamConfig, check_resume, reward_spec, split
+from ..team.forks import FORK_METHODS
 from ..team.model import LoraSettings, TeamModel
 from ..team.placement import RolloutPlace
 from ..team.program import BadInput, family, question
@@ -45,6 +46,7 @@ from ..team.rollouts import Rollout
 from ..team.step import TeamStep
 from ..team.trainer import run_in_folder
 from .completers import BackendCompleter, Completer, SerialModel
+from .replay import ForkRun, ReplayPlan, plan_forks
 from .server import GatewayServer, start_in_thread
 from .service import CURRENT_RUN, CallDefaults, Gateway, Team, parse_agents
 
@@ -116,6 +118,19 @@ def team_agents(spec: str, agents: str | None) -> dict[str, str]:
         raise BadInput("OT743", str(e)) from None
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the program: where its trace goes, its id, seed, task (``runtime.config``),
+    metadata, and the replay plan of a fork."""
+
+    path: str
+    trace_id: str
+    seed: int
+    config: dict[str, Any]
+    metadata: dict[str, Any]
+    plan: ReplayPlan | None = None
+
+
 @dataclass
 class RunOutcome:
     answer: str | None = None
@@ -156,29 +171,50 @@ class GatewayRollouts:
     def run(self, model: TeamModel | None, rollouts: list[Rollout]) -> list[Trace]:
         if self.served is not None:
             self.served.push()
+        self._run_all(
+            [
+                RunSpec(
+                    r.path,
+                    r.trace_id,
+                    r.seed,
+                    r.config,
+                    {"runtime": {"program": r.program, "config": r.config, "seed": r.seed}},
+                )
+                for r in rollouts
+            ]
+        )
+        return [load_one(r.path) for r in rollouts]
+
+    def run_forks(self, forks: list[ForkRun]) -> None:
+        """Run the user's program again for each fork of a recorded run (``replay.py``), all at
+        once, with the adapters that recorded the runs (pushed already with ``--server``)."""
+        self._run_all([RunSpec(f.out, f.trace_id, f.seed, f.config, f.metadata, f.plan) for f in forks])
+
+    def _run_all(self, specs: list[RunSpec]) -> None:
         runs = []
-        for r in rollouts:
-            fam = family(str(r.config["family"]))
-            q = question(fam, str(r.config["question"]))
+        fam = None
+        for s in specs:
+            fam = family(str(s.config["family"]))
+            q = question(fam, str(s.config["question"]))
             rid = self._run_id()
             self.gateway.open_run(
                 rid,
-                path=r.path,
-                seed=r.seed,
+                path=s.path,
+                seed=s.seed,
                 task_id=q.question,
-                trace_id=r.trace_id,
+                trace_id=s.trace_id,
                 own_seeds=True,
-                metadata={"runtime": {"program": r.program, "config": r.config, "seed": r.seed}},
+                metadata=s.metadata,
+                plan=s.plan,
             )
             runs.append((rid, q.question))
-        self.shots = shot_pairs(fam) if rollouts else []
+        self.shots = shot_pairs(fam) if fam is not None else []
         outcomes = self._execute(runs)
         for (rid, _), o in zip(runs, outcomes, strict=True):
             error = o.error
             if error is None and self.gateway.calls_of(rid) == 0:
                 error = "the program made no call through the gateway (does it use the base_url it is given?)"
             self.gateway.finish_run(rid, o.answer if error is None else None, error=error)
-        return [load_one(r.path) for r in rollouts]
 
     def _kwargs(self, rid: str) -> dict[str, Any]:
         kw: dict[str, Any] = {"base_url": f"{self.server.url}/runs/{rid}/v1"}
@@ -286,12 +322,30 @@ class ProgramStep(TeamStep):
     """The ``team`` loop's step with gateway rollouts: error runs are left out of the update."""
 
     failed: int = 0
+    forker: GatewayRollouts | None = None  # runs the forks (fork credit): here, beside Ray workers too
+    fork_figures: dict[str, float] = field(default_factory=dict)
 
     def collect(self, iteration: int, policy: str | None, out_dir: Path) -> list[str]:
         paths = super().collect(iteration, policy, out_dir)
-        ok = [p for p in paths if (load_one(p).metadata or {}).get("outcome", {}).get("status") != "error"]
+        ok = [p for p in paths if not _failed(load_one(p))]
         self.failed = len(paths) - len(ok)
         return ok
+
+    def fork(self, paths: list[str]) -> None:
+        """The forks of the runs that did not fail (``replay.py``), run through the gateway; their
+        counts go into the iteration's figures."""
+        assert self.forker is not None
+        forks = plan_forks(
+            [p for p in paths if not _failed(load_one(p))], subsets=self.cfg.credit == "shapley-fork"
+        )
+        self.forker.run_forks(forks)
+        done = [load_one(f.out) for f in forks]
+        self.fork_figures = {
+            "forks": float(len(done)),
+            "forks_failed": float(sum(_failed(t) for t in done)),
+            "forks_diverged": float(sum(bool(t.metadata["fork"]["diverged"]) for t in done)),
+            "forks_replayed_calls": float(sum(t.metadata["fork"]["replayed"] for t in done)),
+        }
 
     def update(
         self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
@@ -300,9 +354,13 @@ class ProgramStep(TeamStep):
             self._ensure(policy)
             path = save_policy(self.model, self.optimizer, out_dir / "policy", self.cfg, iteration)
             self.loaded = path
-            return path, {"failed_runs": float(self.failed), "calls": 0.0}
+            return path, {"failed_runs": float(self.failed), "calls": 0.0, **self.fork_figures}
         path, figures = super().update(iteration, policy, traces, out_dir)
-        return path, {**figures, "failed_runs": float(self.failed)}
+        return path, {**figures, "failed_runs": float(self.failed), **self.fork_figures}
+
+
+def _failed(trace: Trace) -> bool:
+    return (trace.metadata or {}).get("outcome", {}).get("status") == "error"
 
 
 @dataclass(frozen=True)
@@ -342,6 +400,7 @@ def make_program_step(
     defaults = CallDefaults(temperature=cfg.temperature, max_tokens=max_tokens)
     place = place or RolloutPlace()
     remote: Any
+    forker = None
     if place.ray is not None and place.server is not None:
         raise BadInput("OT695", "rollouts run either on Ray workers or on a server, not both")
     if place.ray is not None:
@@ -355,10 +414,15 @@ def make_program_step(
             worker=GatewayRolloutWorker,
             worker_args=(cfg.program, team.mode, team.roles, defaults, opts.timeout),
         )
+        if cfg.credit in FORK_METHODS:  # forks run here (as the team program's do), on the same adapters
+            completer, _ = program_completer(model, RolloutPlace())
+            forker = GatewayRollouts(completer, team, fn, defaults=defaults, timeout=opts.timeout)
     else:
         completer, served = program_completer(model, place)
-        remote = GatewayRollouts(completer, team, fn, defaults=defaults, timeout=opts.timeout, served=served)
-    return ProgramStep(
+        remote = forker = GatewayRollouts(
+            completer, team, fn, defaults=defaults, timeout=opts.timeout, served=served
+        )
+    step = ProgramStep(
         cfg,
         model,
         None,
@@ -370,17 +434,13 @@ def make_program_step(
         initial={name: model.adapter_state(name) for name in model.adapters},
         remote=remote,
     )
+    step.forker = forker
+    return step
 
 
 def check_program(cfg: TeamConfig, opts: ProgramOptions) -> list[str]:
     """Everything that can refuse a gateway program's run, before anything is written: the
     adapters it will have."""
-    if cfg.credit == "loo-fork":
-        raise BadInput(
-            "OT744",
-            "loo-fork re-runs a recorded run without one agent, which only the team program can do; "
-            "use loo (the trace's own graph) with a gateway program",
-        )
     cfg.check()
     load_team_function(cfg.program)
     team = Team(cfg.adapters, team_agents(cfg.program, opts.agents))
@@ -413,6 +473,8 @@ def train_program(
         return run_in_folder(step, cfg, out, iterations, start=start, progress=progress, log=log)
     finally:
         step.remote.close()
+        if step.forker is not None and step.forker is not step.remote:
+            step.forker.close()
 
 
 def train_any(

@@ -1,6 +1,7 @@
 """Credit from forks: every recorded run re-run without some agents' answers, or with the last
 answer's call sampled again, and the coalition game whose values are those runs' rewards
-(``--credit loo-fork``, ``--credit shapley-fork``)."""
+(``--credit loo-fork``, ``--credit shapley-fork``); for a gateway program's run, the run with an
+agent's call sampled again, from a replay of the user's program (:func:`resample_game`)."""
 
 from __future__ import annotations
 
@@ -142,6 +143,8 @@ def fork_game(trace_path: str, spec: RewardSpec) -> Callable[[Trace, Any], Any]:
         if units.level != "agent":
             raise BadInput("OT695", "credit by forks is defined at the agent unit only")
         r = float(trace.rewards[spec.total])
+        if "gateway" in (trace.metadata or {}):
+            return resample_game(trace_path, trace, r, list(units.ids), reward)
         ans = [a for _, a in answering(trace)]
         earlier, last = ans[:-1], (ans[-1] if ans else None)
         rp = resample_path(trace_path, last) if last else ""
@@ -162,3 +165,28 @@ def fork_game(trace_path: str, spec: RewardSpec) -> Callable[[Trace, Any], Any]:
         return FnGame(list(units.ids), cache(v))
 
     return make
+
+
+def resample_game(
+    trace_path: str, trace: Trace, r: float, ids: list[str], reward: Callable[[str], float]
+) -> Any:
+    """The coalition game of a gateway run (learn/gateway/replay.py), whose program is a black box:
+    no answer can be left out of it, so every agent outside a coalition S has its first call
+    sampled again (the calls asked before that answer replayed, the later ones fresh):
+    v(S) = R of the fork resampling everyone outside S, v(everyone) = R. Leave-one-out credit is
+    then R - R(the agent's call resampled) for every agent, as it is for the team program's last
+    agent; Shapley needs the forks of every set of agents."""
+    from ...credit import FnGame
+
+    players = list(dict.fromkeys(a for _, a in answering(trace)))
+
+    def v(coalition: frozenset[str]) -> float:
+        out = [a for a in players if a not in coalition]
+        if not out:
+            return r
+        fp = resample_path(trace_path, "+".join(out))
+        if not os.path.exists(fp):
+            raise BadInput("OT695", f"no fork of this run resampling {', '.join(out)}", path=trace_path)
+        return reward(fp)
+
+    return FnGame(ids, cache(v))

@@ -137,9 +137,14 @@ class TeamStep:
         self.rollouts(rollouts)
         paths = [r.path for r in rollouts]
         if self.cfg.credit in FORK_METHODS:
-            run_forks(self.backend, paths, subsets=self.cfg.credit == "shapley-fork")
+            self.fork(paths)
         self.timings["rollout_s"] = time.perf_counter() - t0
         return paths
+
+    def fork(self, paths: list[str]) -> None:
+        """Credit by forks: the counterfactual re-runs of every recorded run (beside its folder),
+        here, with the adapters that recorded the runs."""
+        run_forks(self.backend, paths, subsets=self.cfg.credit == "shapley-fork")
 
     def update(
         self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
