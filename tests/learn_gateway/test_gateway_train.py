@@ -81,3 +81,58 @@ def test_one_iteration_trains_each_agents_adapter_from_gateway_traces(tmp_path, 
         assert any(trained[k].abs().max() > 0 for k in trained if "lora_B" in k), name
     held = summarise(out)  # held-out before/after, paired per question
     assert held.questions == 1 and held.iteration == 1
+
+
+def test_loo_fork_trains_the_langgraph_team_from_forks_replayed_through_the_gateway(tmp_path):
+    """One tiny iteration with --credit loo-fork: each run re-run once per agent through the
+    gateway; the checker's fork gets the solver's recorded completion (token ids included), its own
+    call another seed; every agent's advantage is R - R(its fork) from the task's verifier."""
+    pytest.importorskip("langgraph")
+    from orchestrace.learn.gateway.train import ProgramOptions, train_program
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.config import TeamConfig, reward_spec
+    from orchestrace.learn.team.forks import resample_path
+
+    cfg = TeamConfig(
+        program=f"{TEAMS / 'langgraph_team'}.py:run",
+        family="continents",
+        adapters="agent",
+        credit="loo-fork",
+        questions=1,
+        group=2,
+        train_pool=4,
+        heldout=1,
+        epochs=1,
+        lr=1e-3,
+    )
+    recs = train_program(cfg, tmp_path / "run", 1, ProgramOptions(timeout=200), threads=2)
+    train = recs[1].train
+    assert (train["forks"], train["forks_failed"], train["forks_diverged"]) == (4, 0, 0)
+    assert train["forks_replayed_calls"] == 2  # the solver's call in each checker fork
+
+    def by_agent(path):
+        rows = [orjson.loads(x) for x in Path(cache_path(path)).read_bytes().splitlines()]
+        cache = {f"{r['key']}#{r['n']}": r for r in rows}
+        return {e.agent: cache[e.attrs["call"]] for e in load_one(path).events if e.type == "return"}
+
+    spec = reward_spec(cfg)
+    batch = read_batch(recs[1].traces, spec, cfg.credit, cfg.unit)
+    assert len(batch.rows) == 4  # the two runs' calls; no fork's
+    for row in batch.rows:
+        path = recs[1].traces[row.trace]
+        fork = resample_path(path, row.agent)
+        assert row.advantage == pytest.approx(spec_score(cfg, path) - spec_score(cfg, fork))
+    for path in recs[1].traces:
+        rec, fork = by_agent(path), by_agent(resample_path(path, "checker"))
+        assert fork["solver"]["outcome"] == rec["solver"]["outcome"]
+        assert fork["checker"]["request"]["seed"] != rec["checker"]["request"]["seed"]
+
+
+def spec_score(cfg, path: str) -> float:
+    """The task's verifier on a trace's final answer, read by hand (not through the credit)."""
+    from orchestrace.learn.team.program import family
+
+    tr = load_one(path)
+    fam = family(cfg.family)
+    q = fam.item(tr.metadata["runtime"]["config"]["question"])
+    return float(fam.verifier.score(tr.metadata["outcome"]["final"], q))
