@@ -43,7 +43,7 @@ from .values import as_int, as_list, as_obj
 NAME = "otel"
 DESCRIPTION = "OpenTelemetry GenAI spans, OTLP/JSON (.json request or .jsonl collector file)"
 
-_LLM_OPS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
+LLM_OPS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
 
 
 def sniff(path: str | os.PathLike[str]) -> bool:
@@ -92,6 +92,40 @@ def _requests(p: Path, stats: ImportStats) -> list[dict[str, Any]]:
     return [d] if isinstance(d, dict) else []
 
 
+def spans_of_request(
+    req: dict[str, Any], stats: ImportStats, by_trace: dict[str, list[dict[str, Any]]] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The spans of one ``ExportTraceServiceRequest`` (OTLP/JSON, or protobuf read with the JSON
+    mapping) grouped by trace id, with decoded ids, attributes and times (s)."""
+    by_trace = defaultdict(list) if by_trace is None else by_trace
+    for rs in map(as_obj, as_list(req.get("resourceSpans"))):
+        resource = _attrs(as_obj(rs.get("resource")).get("attributes"))
+        scopes = as_list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans"))
+        for ss in map(as_obj, scopes):
+            for s in as_list(ss.get("spans")):
+                if not isinstance(s, dict):
+                    stats.bad_values["span that is not an object"] += 1
+                    continue
+                name = s.get("name")
+                span = {
+                    "trace": _id(s.get("traceId")),
+                    "id": _id(s.get("spanId")),
+                    "parent": _id(s.get("parentSpanId")),
+                    "name": name if isinstance(name, str) else "",
+                    "start": _seconds(s.get("startTimeUnixNano"), stats),
+                    "end": _seconds(s.get("endTimeUnixNano"), stats),
+                    "attrs": _attrs(s.get("attributes")),
+                    "status": as_obj(s.get("status")).get("code"),
+                    "links": [
+                        (_id(x.get("spanId")), _attrs(x.get("attributes")))
+                        for x in map(as_obj, as_list(s.get("links")))
+                    ],
+                    "resource": resource,
+                }
+                by_trace[span["trace"]].append(span)
+    return by_trace
+
+
 def read_spans(
     path: str | os.PathLike[str], stats: ImportStats | None = None
 ) -> dict[str, list[dict[str, Any]]]:
@@ -99,31 +133,7 @@ def read_spans(
     stats = stats or ImportStats()
     by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for req in _requests(Path(path), stats):
-        for rs in map(as_obj, as_list(req.get("resourceSpans"))):
-            resource = _attrs(as_obj(rs.get("resource")).get("attributes"))
-            scopes = as_list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans"))
-            for ss in map(as_obj, scopes):
-                for s in as_list(ss.get("spans")):
-                    if not isinstance(s, dict):
-                        stats.bad_values["span that is not an object"] += 1
-                        continue
-                    name = s.get("name")
-                    span = {
-                        "trace": _id(s.get("traceId")),
-                        "id": _id(s.get("spanId")),
-                        "parent": _id(s.get("parentSpanId")),
-                        "name": name if isinstance(name, str) else "",
-                        "start": _seconds(s.get("startTimeUnixNano"), stats),
-                        "end": _seconds(s.get("endTimeUnixNano"), stats),
-                        "attrs": _attrs(s.get("attributes")),
-                        "status": as_obj(s.get("status")).get("code"),
-                        "links": [
-                            (_id(x.get("spanId")), _attrs(x.get("attributes")))
-                            for x in map(as_obj, as_list(s.get("links")))
-                        ],
-                        "resource": resource,
-                    }
-                    by_trace[span["trace"]].append(span)
+        spans_of_request(req, stats, by_trace)
     return by_trace
 
 
@@ -148,7 +158,8 @@ def _roundtrip(tid: str, spans: list[dict[str, Any]]) -> Any:
     return tr
 
 
-def _agent_name(s: dict[str, Any]) -> str | None:
+def agent_name(s: dict[str, Any]) -> str | None:
+    """The agent an ``invoke_agent`` span (or an OpenInference/Traceloop agent span) runs."""
     a = s["attrs"]
     op = a.get("gen_ai.operation.name")
     if op == "invoke_agent" or s["name"].startswith("invoke_agent"):
@@ -160,7 +171,7 @@ def _agent_name(s: dict[str, Any]) -> str | None:
     return None
 
 
-def _normalize(s: dict[str, Any]) -> None:
+def normalize(s: dict[str, Any]) -> None:
     """OpenInference (Phoenix) and Traceloop (OpenLLMetry) span kinds as GenAI attributes."""
     a = s["attrs"]
     kind = str(a.get("openinference.span.kind") or a.get("traceloop.span.kind") or "").lower()
@@ -182,6 +193,24 @@ def _normalize(s: dict[str, Any]) -> None:
         ):
             if src in a:
                 a.setdefault(dst, a[src])
+
+
+def operation(s: dict[str, Any]) -> str:
+    """A span's GenAI operation: ``gen_ai.operation.name``, else its name's first word."""
+    op = s["attrs"].get("gen_ai.operation.name")
+    return op if isinstance(op, str) and op else s["name"].split(" ", 1)[0]
+
+
+def is_error(s: dict[str, Any]) -> bool:
+    return s["status"] in (2, "STATUS_CODE_ERROR") or "error.type" in s["attrs"]
+
+
+def tool_of(s: dict[str, Any]) -> tuple[str, str]:
+    """An ``execute_tool`` span's tool name and call id (the span id when it has none)."""
+    a = s["attrs"]
+    return str(a.get("gen_ai.tool.name") or s["name"].split(" ", 1)[-1]), str(
+        a.get("gen_ai.tool.call.id") or s["id"]
+    )
 
 
 def _seconds(value: Any, stats: ImportStats) -> float | None:
@@ -206,7 +235,7 @@ def _fill_times(spans: list[dict[str, Any]]) -> None:
         s["end"] = s["start"] if s["end"] is None else s["end"]
 
 
-def _usage(a: dict[str, Any], stats: ImportStats) -> tuple[int | None, int | None]:
+def usage(a: dict[str, Any], stats: ImportStats) -> tuple[int | None, int | None]:
     tin = a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))
     tout = a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
     return _tokens(tin, stats), _tokens(tout, stats)
@@ -225,7 +254,7 @@ def _tokens(value: Any, stats: ImportStats) -> int | None:
 
 def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
     for s in spans:
-        _normalize(s)
+        normalize(s)
     by_id = {s["id"]: s for s in spans}
     children: dict[str, list[dict[str, Any]]] = defaultdict(list)
     roots = []
@@ -241,10 +270,9 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
             return
         seen.add(id(s))
         a = s["attrs"]
-        name = _agent_name(s)
-        op = a.get("gen_ai.operation.name")
-        op = op if isinstance(op, str) and op else s["name"].split(" ", 1)[0]
-        error = s["status"] in (2, "STATUS_CODE_ERROR") or "error.type" in a
+        name = agent_name(s)
+        op = operation(s)
+        error = is_error(s)
         me = agent
         after: tuple[str, str, str] | None = None  # a tool result comes after what the tool did
         if name is not None:
@@ -253,9 +281,8 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
                 b.spawn(agent, name, s["start"], attrs={"span_id": s["id"], "span_name": s["name"]})
         elif op == "execute_tool":
             who = agent or "agent"
-            tool = str(a.get("gen_ai.tool.name") or s["name"].split(" ", 1)[-1])
-            cid = str(a.get("gen_ai.tool.call.id") or s["id"])
-            tin, tout = _usage(a, b.stats)
+            tool, cid = tool_of(s)
+            tin, tout = usage(a, b.stats)
             b.tool_call(
                 who,
                 s["start"],
@@ -268,8 +295,8 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
                 content=a.get("gen_ai.tool.call.arguments"),
             )
             after = (who, tool, cid)
-        elif op in _LLM_OPS or any(k.startswith("gen_ai.usage.") for k in a):
-            tin, tout = _usage(a, b.stats)
+        elif op in LLM_OPS or any(k.startswith("gen_ai.usage.") for k in a):
+            tin, tout = usage(a, b.stats)
             b.add(
                 "orchestrator_decision",
                 agent or str(a.get("gen_ai.system") or a.get("gen_ai.provider.name") or "llm"),

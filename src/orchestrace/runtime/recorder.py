@@ -199,12 +199,14 @@ class Recorder:
         edge_type: str | None = None,
         chain: bool = True,
         start: float | None = None,
+        at: tuple[float, float | None] | None = None,
         **fields: Any,
     ) -> str:
         """Append one event; returns its id. ``after`` adds edges from those events, and
         ``chain`` an edge from this context's previous event. ``start`` (a ``now()`` reading)
-        makes the event span from then to now. Fields are Event fields (``from_``, ``to``,
-        ``content``, ``tokens_in``, ``attrs``...)."""
+        makes the event span from then to now; ``at`` = (t, t_end) on the wall clock places an
+        event learned of afterwards (a span that reports a past tool call) where it happened.
+        Fields are Event fields (``from_``, ``to``, ``content``, ``tokens_in``, ``attrs``...)."""
         agent = agent or self._agent.get()
         srcs: list[str] = []
         if chain and (c := self._cursor.get()) is not None:
@@ -219,6 +221,8 @@ class Recorder:
             t_end: float | None = None
             if self.clock == "logical":
                 t = float(i)
+            elif at is not None:
+                t, t_end = at
             else:
                 t = round(time.perf_counter() - self._t0, 6) if self.reference is None else self.now()
                 if start is not None:

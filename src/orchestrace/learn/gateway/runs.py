@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,19 @@ class AgentState:
     spawn: str
     last: str  # its latest event (spawn or return)
     calls: int = 0
+    parent: str = ROOT_AGENT  # who spawned it (the root, or the agent whose span invoked it first)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call this run recorded: what a framework's LLM span is joined to (``otel``)."""
+
+    agent: str
+    completion_id: str | None  # the id the gateway answered with
+    event: str  # its return event
+    t: float
+    t_end: float
+    tool_call_ids: tuple[str, ...] = ()  # the tool calls the completion asked for
 
 
 @dataclass(frozen=True)
@@ -126,6 +140,8 @@ class GatewayRun:
     sdk_tool: dict[str, tuple[str, str, str | None]] = field(
         default_factory=dict
     )  # span -> (agent, tool_call, nested)
+    call_log: list[Call] = field(default_factory=list)
+    otel_spans: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (trace, span) -> span
 
     def __post_init__(self) -> None:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -139,8 +155,9 @@ class GatewayRun:
         ).open()
         self.cache = CallCache(cache_path(self.path))
         self._occurrence: dict[str, int] = {}
+        self.wall0 = time.time() - self.rec.now()  # the Unix time of the trace's t = 0 (span times)
 
-    def _content(self, text: str | None) -> str | None:
+    def content_of(self, text: str | None) -> str | None:
         if not self.keep_content or text is None:
             return None
         return redact(text)
@@ -199,7 +216,7 @@ class GatewayRun:
         st = self._agent(agent, role)
         flows = self.inbox.pop(agent, []) + self.data_flow(agent, call.prompt_text())
         mid = self.rec.message(
-            self._content(call.messages[-1]["content"]),
+            self.content_of(call.messages[-1]["content"]),
             to=agent,
             frm=ROOT_AGENT,
             after=st.last,
@@ -221,9 +238,11 @@ class GatewayRun:
         start: float,
         out: Completion | BaseException,
         replayed: bool = False,
+        completion_id: str | None = None,
     ) -> str:
         """Record the call's outcome: the cache entry and the agent's ``return`` event
-        (``replayed``: a fork's call answered from the recording)."""
+        (``replayed``: a fork's call answered from the recording; ``attrs.completion_id``: the id
+        the call is answered with, which spans report)."""
         st = self.agents[agent]
         key = request_key(req)
         n = self._occurrence.get(key, 0)
@@ -271,6 +290,8 @@ class GatewayRun:
             ok["tool_calls"] = out.tool_calls
         self.cache.put(key, n, "chat", normalise(req), {"ok": ok})
         attrs: dict[str, Any] = {"call": ref, "attempt": 0}
+        if completion_id is not None:
+            attrs["completion_id"] = completion_id
         if out.token_sample is not None:
             attrs["adapter"] = out.token_sample.adapter
         if out.tool_calls:
@@ -283,7 +304,7 @@ class GatewayRun:
         eid = self.rec.emit(
             "return",
             agent,
-            content=self._content(shown),
+            content=self.content_of(shown),
             tokens_in=out.tokens_in,
             tokens_out=out.tokens_out,
             model=out.model or None,
@@ -293,6 +314,9 @@ class GatewayRun:
         for f in flows:
             self.rec.edge(f["from"], eid, "message")
         st.last = eid
+        ev = self.rec.event(eid)
+        tool_ids = tuple(str(c["id"]) for c in out.tool_calls or () if isinstance(c, dict) and c.get("id"))
+        self.call_log.append(Call(agent, completion_id, eid, ev.t, ev.t_end or ev.t, tool_ids))
         if out.text:
             self.said.append(Said(eid, agent, out.text, normalised(out.text)))
         return eid
@@ -366,7 +390,7 @@ class GatewayRun:
                 agent,
                 tool=str(data.get("name") or "function"),
                 call_id=sid,
-                content=self._content(_text(data.get("input"))),
+                content=self.content_of(_text(data.get("input"))),
                 after=st.last,
                 chain=False,
                 attrs={"source": "openai-agents"},
@@ -384,7 +408,7 @@ class GatewayRun:
                 agent,
                 tool=str(data.get("name") or "function"),
                 call_id=sid,
-                content=self._content(_text(data.get("output"))),
+                content=self.content_of(_text(data.get("output"))),
                 status="error" if span.get("error") else None,
                 after=after,
                 chain=False,
@@ -423,7 +447,7 @@ class GatewayRun:
             after = [src.event]
         last = None
         if final is not None and after:
-            last = rec.aggregate(self._content(final), inputs=after, agent=ROOT_AGENT, chain=False)
+            last = rec.aggregate(self.content_of(final), inputs=after, agent=ROOT_AGENT, chain=False)
         status = "error" if error is not None else "ok"
         stop = rec.stop(
             "error" if error is not None else "done",
@@ -433,9 +457,9 @@ class GatewayRun:
             **({"status": "error"} if error is not None else {}),
         )
         for name, st in self.agents.items():
-            rec.despawn(name, parent=ROOT_AGENT, after=[stop, st.last], chain=False)
+            rec.despawn(name, parent=st.parent, after=[stop, st.last], chain=False)
         outcome: dict[str, Any] = {"status": status, "stop_reason": "error" if error else "done"}
-        outcome["final"] = self._content(final)
+        outcome["final"] = self.content_of(final)
         outcome["calls"] = self.calls
         if error is not None:
             outcome["error"] = error

@@ -8,6 +8,10 @@ Routes (``<run>``: a run id; without one, the ``X-Orchestrace-Run`` header or th
 - ``POST /runs/<run>/end`` (optional JSON ``{"answer": "..."}``): close the run's trace
 - ``POST /runs/<run>/agents-sdk/spans`` (``{"phase": "start"|"end", "span": {...}}``): an Agents
   SDK span (``spans.PostSpans`` sends them) whose tool calls and handoffs join the run's trace
+- ``POST /runs/<run>/v1/traces``, ``POST /v1/traces``: OpenTelemetry spans (OTLP/HTTP, protobuf
+  or JSON, as an ``OTLPSpanExporter`` sends them), merged into the run's trace as it ends
+  (``otel``); answered and refused in OTLP's shapes (``ExportTraceServiceResponse``, a
+  ``google.rpc.Status``)
 
 Safe by default: it listens on 127.0.0.1 unless told otherwise; a ``Host`` header that is not
 this server's address gets a 421 (DNS rebinding, as ``view --serve``); a body is at most
@@ -31,12 +35,14 @@ from urllib.parse import urlsplit
 import orjson
 
 from ...viewer.serve import allowed_hosts
+from . import otel
 from .protocol import GatewayError, models_body, new_id, parse_call, response_body, stream_events
 from .service import Gateway
 
 ROUTE = re.compile(r"^(?:/runs/(?P<run>[^/]+))?/v1/(?P<what>chat/completions|models)/?$")
 END = re.compile(r"^/runs/(?P<run>[^/]+)/end/?$")
 SPANS = re.compile(r"^/runs/(?P<run>[^/]+)/agents-sdk/spans/?$")
+TRACES = re.compile(r"^(?:/runs/(?P<run>[^/]+))?/v1/traces/?$")
 AGENT_HEADER = "X-Orchestrace-Agent"
 RUN_HEADER = "X-Orchestrace-Run"
 DEFAULT_RUN = "default"
@@ -164,6 +170,10 @@ class Handler(BaseHTTPRequestHandler):
         if not self._host_ok():
             return
         path = urlsplit(self.path).path
+        tr = TRACES.match(path)
+        if tr is not None:
+            self._traces(tr["run"])
+            return
         try:
             body = self._body()
             m = ROUTE.match(path)
@@ -182,12 +192,7 @@ class Handler(BaseHTTPRequestHandler):
         except GatewayError as err:
             self._error(err)
         except Exception as err:  # a bug: answered as one, never as a traceback
-            tb = err.__traceback__
-            while tb is not None and tb.tb_next is not None:
-                tb = tb.tb_next
-            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "?"
-            sys.stderr.write(f"gateway: internal error {type(err).__name__} at {where}\n")
-            self._error(GatewayError(500, f"internal error ({type(err).__name__})", type="server_error"))
+            self._error(_internal(err))
 
     def _chat(self, run: str | None, body: bytes) -> None:
         gw = self.server.gateway
@@ -208,15 +213,32 @@ class Handler(BaseHTTPRequestHandler):
                 type="rate_limit_error",
                 code="too_many_calls",
             )
+        cid = new_id()
         try:
-            out = gw.call(run_id, agent, call)
+            out = gw.call(run_id, agent, call, cid)
         finally:
             self.server.slots.release()
-        cid = new_id()
         if call.stream:
             self._send(200, b"".join(stream_events(out, call, cid)), "text/event-stream")
         else:
             self._send(200, response_body(out, call, cid))
+
+    def _traces(self, run: str | None) -> None:
+        """OTLP/HTTP spans of a run; answers and errors in OTLP's shapes, in the request's encoding."""
+        ctype = self.headers.get("Content-Type") or ""
+        try:
+            body = self._body()
+            spans = otel.decode_request(
+                body, ctype, self.headers.get("Content-Encoding") or "", self.server.limits.max_body
+            )
+            run_id = run or self.headers.get(RUN_HEADER) or DEFAULT_RUN
+            refused, why = self.server.gateway.otel_spans(run_id, spans)
+            self._send(200, otel.response_body(ctype, refused, why), _otlp_type(ctype))
+        except GatewayError as err:
+            self._send(err.status, otel.error_body(ctype, err), _otlp_type(ctype))
+        except Exception as err:  # a bug: answered as one, never as a traceback
+            e = _internal(err)
+            self._send(e.status, otel.error_body(ctype, e), _otlp_type(ctype))
 
     def _span(self, run: str, body: bytes) -> None:
         try:
@@ -240,6 +262,20 @@ class Handler(BaseHTTPRequestHandler):
             answer = d.get("answer")
         path = self.server.gateway.finish_run(run, answer)
         self._send(200, orjson.dumps({"run": run, "trace": path}))
+
+
+def _internal(err: Exception) -> GatewayError:
+    """A bug, logged by its type and source line (never its message, which may quote a prompt)."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "?"
+    sys.stderr.write(f"gateway: internal error {type(err).__name__} at {where}\n")
+    return GatewayError(500, f"internal error ({type(err).__name__})", type="server_error")
+
+
+def _otlp_type(content_type: str) -> str:
+    return otel.PROTOBUF if content_type.split(";", 1)[0].strip().lower() == otel.PROTOBUF else otel.JSON
 
 
 def start_in_thread(server: GatewayServer) -> threading.Thread:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from ..team.program import ADAPTER_MODES, adapter_of
 from .completers import Completer
+from .otel import merge_spans
 from .protocol import CallSpec, Completion, GatewayError
 from .replay import ReplayPlan
 from .runs import GatewayRun, check_run_id
@@ -26,6 +27,7 @@ CURRENT_RUN: contextvars.ContextVar[tuple[Any, str] | None] = contextvars.Contex
     "orchestrace_gateway_run", default=None
 )
 AGENT_NAME_MAX = 128
+MAX_SPANS_PER_RUN = 100_000
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,13 @@ class Gateway:
             if run_id in self.finished:
                 return self.finished[run_id]
             raise GatewayError(404, f"no open run {run_id!r}", code="run_not_found")
+        if run.otel_spans:
+            gw = run.rec.metadata.setdefault("gateway", {})
+            try:
+                merged = merge_spans(run, list(run.otel_spans.values()), lambda a: self.team.roles.get(a, a))
+                gw["otel"] = merged.to_dict()
+            except Exception as e:  # a bug in the merge must not lose the run's own trace
+                gw["otel"] = {"spans": len(run.otel_spans), "error": type(e).__name__}
         path = run.finish(answer, error=error)
         self.finished[run_id] = path
         return path
@@ -229,13 +238,43 @@ class Gateway:
 
         self.on_loop(go())
 
+    def otel_spans(self, run_id: str, spans: list[dict[str, Any]]) -> tuple[int, str]:
+        """OpenTelemetry spans of a run (from any thread), kept to merge when the run ends.
+        Returns (spans refused, why): all of them for a run that has ended (its trace is closed)
+        or is not open under training; those past ``MAX_SPANS_PER_RUN``."""
+
+        async def go() -> tuple[int, str]:
+            run = self.runs.get(run_id)
+            if run is None:
+                if run_id in self.finished:
+                    return len(spans), (
+                        f"run {run_id!r} has ended and its trace is closed: flush the span exporter "
+                        "before the run ends (TracerProvider.force_flush())"
+                    )
+                if not self.auto_runs:
+                    return len(spans), f"no open run {run_id!r}"
+                run = self._open(run_id, None, 0, "gateway", {})
+            refused = 0
+            for s in spans:
+                key = (s["trace"], s["id"])
+                if key in run.otel_spans or len(run.otel_spans) < MAX_SPANS_PER_RUN:
+                    run.otel_spans[key] = s
+                else:
+                    refused += 1
+            return refused, (f"a run keeps at most {MAX_SPANS_PER_RUN} spans" if refused else "")
+
+        check_run_id(run_id)
+        return self.on_loop(go())
+
     # ------------------------------------------------------------------ calls
 
-    def call(self, run_id: str, agent: str, call: CallSpec) -> Completion:
-        """Answer and record one call (from any thread)."""
-        return self.on_loop(self.acall(run_id, agent, call), timeout=self.call_timeout + 5)
+    def call(self, run_id: str, agent: str, call: CallSpec, completion_id: str | None = None) -> Completion:
+        """Answer and record one call (from any thread); ``completion_id``: the id it is answered with."""
+        return self.on_loop(self.acall(run_id, agent, call, completion_id), timeout=self.call_timeout + 5)
 
-    async def acall(self, run_id: str, agent: str, call: CallSpec) -> Completion:
+    async def acall(
+        self, run_id: str, agent: str, call: CallSpec, completion_id: str | None = None
+    ) -> Completion:
         if not agent or len(agent) > AGENT_NAME_MAX or not agent.isprintable():
             raise GatewayError(400, "the agent name must be 1-128 printable characters", param="model")
         role = self.team.role(agent)
@@ -269,7 +308,17 @@ class Gateway:
             except Exception as e:  # recorded as the call's error event, then answered as an error
                 out = e
         if not run.closed:
-            run.end(agent, req, turn, mid, flows, start, out, replayed=recorded is not None)
+            run.end(
+                agent,
+                req,
+                turn,
+                mid,
+                flows,
+                start,
+                out,
+                replayed=recorded is not None,
+                completion_id=completion_id,
+            )
         if isinstance(out, GatewayError):
             raise out
         if isinstance(out, BaseException):

@@ -1,0 +1,295 @@
+"""OpenTelemetry spans into a gateway run: the real opentelemetry-sdk and its OTLP/HTTP exporter
+(protobuf) sending to a real gateway on 127.0.0.1 with a scripted backend. Hand-made OTel GenAI
+spans (``invoke_agent``, ``execute_tool``, ``gen_ai.caller.*``, ``gen_ai.transfer.*``) around
+real openai-client calls are merged into the run's trace: the LLM spans joined to the calls the
+gateway recorded (never twice), the tools and the invocations as events and edges, checked by
+hand; and every malformed export refused in OTLP's shape."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from orchestrace.core.io import load_one
+from orchestrace.learn.gateway.completers import BackendCompleter
+from orchestrace.learn.gateway.launch import ServeOptions, build
+from orchestrace.learn.gateway.server import GatewayServer, start_in_thread
+from orchestrace.runtime.backends.scripted import ScriptedBackend
+
+pytest.importorskip("opentelemetry.sdk.trace")
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+
+RULES = {
+    "Plan": "Look it up, then ask the researcher.",
+    "Research": "Vienna has been Austria's capital since 1918.",
+    "Decide": "Hand over to the writer.",
+    "Write": "Vienna, capital since 1918.",
+}
+
+
+def _serve(tmp_path: Path, **kw) -> GatewayServer:
+    opts = ServeOptions(port=0, runs=str(tmp_path / "runs"), **kw)
+    server = build(opts, BackendCompleter(ScriptedBackend(rules=RULES), None, batch_window=0))
+    start_in_thread(server)
+    return server
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[GatewayServer]:
+    server = _serve(tmp_path, agents="planner,researcher,writer")
+    yield server
+    server.shutdown()
+    server.server_close()
+    server.gateway.close()
+
+
+def _provider(endpoint: str | None = None) -> TracerProvider:
+    tp = TracerProvider()
+    exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    return tp
+
+
+def team(base_url: str, tp: TracerProvider) -> str:
+    """A planner that uses a tool, asks a researcher through a tool (an agent as a tool) and hands
+    over to a writer, each step a span as an OTel GenAI instrumentation would make it."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    tracer = tp.get_tracer("hand-made")
+
+    def chat(agent: str, prompt: str, *, with_id: bool = True) -> str:
+        with tracer.start_as_current_span(f"chat {agent}") as span:
+            span.set_attribute("gen_ai.operation.name", "chat")
+            span.set_attribute("gen_ai.request.model", agent)
+            reply = client.chat.completions.create(
+                model=agent, messages=[{"role": "user", "content": prompt}]
+            )
+            if with_id:  # the researcher's span leaves it out: joined by model and time
+                span.set_attribute("gen_ai.response.id", reply.id)
+            return reply.choices[0].message.content or ""
+
+    def agent_span(name: str, **attrs: str):
+        span = tracer.start_as_current_span(f"invoke_agent {name}")
+        return span, {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name, **attrs}
+
+    def tool_span(name: str, call_id: str, **attrs: str):
+        span = tracer.start_as_current_span(f"execute_tool {name}")
+        return span, {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.call.arguments": '{"q": "capital of Austria"}',
+            **attrs,
+        }
+
+    cm, attrs = agent_span("Planner")
+    with cm as planner:
+        planner.set_attributes(attrs)
+        chat("planner", "Plan: what is the capital of Austria?")
+        cm, attrs = tool_span("search", "call_1")
+        with cm as s:
+            s.set_attributes(attrs)
+            s.set_attribute("gen_ai.tool.call.result", "Vienna")
+        cm, attrs = tool_span(
+            "ask_researcher",
+            "call_2",
+            **{"gen_ai.transfer.mode": "return_to_caller", "gen_ai.transfer.target.name": "Researcher"},
+        )
+        with cm as s:
+            s.set_attributes(attrs)
+            cm2, attrs2 = agent_span("Researcher")
+            with cm2 as r:
+                r.set_attributes(attrs2)
+                facts = chat("researcher", "Research: since when?", with_id=False)
+            s.set_attribute("gen_ai.tool.call.result", facts)
+        with tracer.start_as_current_span("chat gpt-elsewhere") as other:  # a model the gateway never saw
+            other.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-elsewhere"})
+            other.set_attribute("gen_ai.usage.input_tokens", 7)
+        chat("planner", f"Decide: {facts}")
+        cm, attrs = tool_span(
+            "transfer_to_writer",
+            "call_3",
+            **{"gen_ai.transfer.mode": "pass_control", "gen_ai.transfer.target.name": "Writer"},
+        )
+        with cm as s:
+            s.set_attributes(attrs)
+    # the writer's own span names its caller (gen_ai.caller.*), as a framework in another process would
+    cm, attrs = agent_span("Writer", **{"gen_ai.caller.type": "agent", "gen_ai.caller.name": "Planner"})
+    with cm as w:
+        w.set_attributes(attrs)
+        return chat("writer", f"Write: {facts}")
+
+
+def test_hand_made_genai_spans_merge_into_the_run_as_tools_and_invocations(gateway):
+    base = f"{gateway.url}/runs/r1/v1"
+    tp = _provider(f"{base}/traces")  # the standard exporter, protobuf over HTTP
+    try:
+        answer = team(base, tp)
+    finally:
+        tp.shutdown()
+    assert answer == RULES["Write"]
+    tr = load_one(gateway.gateway.finish_run("r1"))  # validated
+    ev = {e.id: e for e in tr.events}
+    edges = {(e.src, e.dst): e.type for e in tr.edges}
+    merged = tr.metadata["gateway"]["otel"]
+    # 11 spans: every LLM span but one joined to its call (3 by id, the researcher's by model and time)
+    assert merged["spans"] == 11 and merged["joined"] == {"response_id": 3, "model_and_time": 1}
+    assert merged["llm_not_joined"] == 1 and merged["tools"] == 3
+    assert merged["agents"] == {"Planner": "planner", "Researcher": "researcher", "Writer": "writer"}
+    # the calls are the gateway's own: one return each, none recorded again from a span
+    returns = [e for e in tr.events if e.type == "return" and "call" in (e.attrs or {})]
+    assert [e.agent for e in returns] == ["planner", "researcher", "planner", "writer"]
+    assert all(e.attrs["completion_id"].startswith("chatcmpl-") for e in returns)
+    p1, r1, p2, w1 = (e.id for e in returns)
+    # the planner's tools, after the call that asked for them
+    calls = {e.tool: e for e in tr.events if e.type == "tool_call"}
+    results = {e.tool: e for e in tr.events if e.type == "tool_result"}
+    assert set(calls) == set(results) == {"search", "ask_researcher", "transfer_to_writer"}
+    assert all(e.agent == "planner" for e in [*calls.values(), *results.values()])
+    assert (p1, calls["search"].id) in edges and (calls["search"].id, results["search"].id) in edges
+    assert calls["search"].content == '{"q": "capital of Austria"}' and results["search"].content == "Vienna"
+    # the researcher run as a tool: a delegation into its call, its answer back into the tool's result
+    delegate = next(
+        e for e in tr.events if e.type == "message" and (e.attrs or {}).get("kind") == "delegation"
+    )
+    assert (delegate.agent, delegate.to) == ("planner", "researcher")
+    assert (calls["ask_researcher"].id, delegate.id) in edges and edges[(delegate.id, r1)] == "message"
+    back = next(e for e in tr.events if e.type == "message" and (e.attrs or {}).get("kind") == "result")
+    assert (back.agent, back.to) == ("researcher", "planner")
+    assert (r1, back.id) in edges and (back.id, results["ask_researcher"].id) in edges
+    assert (results["ask_researcher"].id, p2) in edges  # and the planner's next call comes after it
+    # the handoff: once (the writer's gen_ai.caller.* says the same), into the writer's call, no way back
+    handoffs = [e for e in tr.events if e.type == "message" and (e.attrs or {}).get("kind") == "handoff"]
+    assert [(e.agent, e.to) for e in handoffs] == [("planner", "writer")]
+    assert (calls["transfer_to_writer"].id, handoffs[0].id) in edges and edges[
+        (handoffs[0].id, w1)
+    ] == "message"
+    assert not any(e.type == "message" and e.agent == "writer" for e in tr.events)
+    # the call the gateway never saw: an llm_call of the planner
+    other = [e for e in tr.events if (e.attrs or {}).get("kind") == "llm_call"]
+    assert [(e.agent, e.model, e.tokens_in, e.attrs["joined"]) for e in other] == [
+        ("planner", "gpt-elsewhere", 7, False)
+    ]
+    # every merged event is placed where its span says, inside the run
+    assert all(ev[s].t <= ev[d].t for s, d in edges)
+
+
+def _otlp_json(span_id: str = "00f067aa0ba902b7", **attrs: str) -> dict:
+    """One ``execute_tool`` span in OTLP/JSON (hex ids, times as strings, as the spec writes them)."""
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "team"}}]},
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "4bf92f3577b34da6a3ce929d0e0e4736",
+                                "spanId": span_id,
+                                "name": "execute_tool lookup",
+                                "startTimeUnixNano": "1",
+                                "endTimeUnixNano": "2",
+                                "attributes": [
+                                    {"key": k, "value": {"stringValue": v}}
+                                    for k, v in {
+                                        "gen_ai.operation.name": "execute_tool",
+                                        "gen_ai.tool.name": "lookup",
+                                        **attrs,
+                                    }.items()
+                                ],
+                            }
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+
+
+def post(url: str, body: bytes, ctype: str = "application/json", **headers: str) -> httpx.Response:
+    return httpx.post(url, content=body, headers={"Content-Type": ctype, **headers})
+
+
+def test_otlp_json_and_gzip_are_read_and_a_closed_run_refuses_its_spans_in_otlp_shape(gateway):
+    url = f"{gateway.url}/runs/j1/v1/traces"
+    r = post(url, orjson.dumps(_otlp_json()))
+    assert r.status_code == 200 and r.json() == {} and r.headers["Content-Type"] == "application/json"
+    again = gzip.compress(orjson.dumps(_otlp_json("00f067aa0ba902b8")))
+    assert post(url, again, **{"Content-Encoding": "gzip"}).status_code == 200
+    tr = load_one(gateway.gateway.finish_run("j1"))  # a run of spans only: the tools of no agent's
+    tools = [e for e in tr.events if e.type == "tool_call"]
+    assert [(e.agent, e.tool) for e in tools] == [("orchestrator", "lookup")] * 2
+    # the run has ended: its trace is closed, the spans are refused (and said so), not lost silently
+    late = post(url, orjson.dumps(_otlp_json("00f067aa0ba902b9")))
+    assert late.status_code == 200
+    partial = late.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "1" and "has ended" in partial["errorMessage"]
+
+
+def test_the_standard_exporter_env_vars_name_the_run(gateway, monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{gateway.url}/runs/env1")  # + /v1/traces
+    tp = _provider()
+    with tp.get_tracer("t").start_as_current_span("execute_tool lookup") as s:
+        s.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"})
+    tp.shutdown()
+    assert len(gateway.gateway.runs["env1"].otel_spans) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype", "headers", "status", "says"),
+    [
+        (b"\xff\xff\xff", "application/x-protobuf", {}, 400, "not an ExportTraceServiceRequest"),
+        (b"{not json", "application/json", {}, 400, "not JSON"),
+        (b"[]", "application/json", {}, 400, "ExportTraceServiceRequest"),
+        (orjson.dumps(_otlp_json("")), "application/json", {}, 400, "spanId"),
+        (b"{}", "text/plain", {}, 415, "Content-Type"),
+        (b"{}", "application/json", {"Content-Encoding": "br"}, 415, "Content-Encoding"),
+        (b"not gzip", "application/json", {"Content-Encoding": "gzip"}, 400, "not valid gzip"),
+        (
+            gzip.compress(b" " * (5 * 1024 * 1024)),
+            "application/json",
+            {"Content-Encoding": "gzip"},
+            413,
+            "inflates",
+        ),
+    ],
+)
+def test_a_malformed_export_is_refused_in_otlp_shape(gateway, body, ctype, headers, status, says):
+    r = post(f"{gateway.url}/runs/bad/v1/traces", body, ctype, **headers)
+    assert r.status_code == status
+    if ctype == "application/x-protobuf":
+        from google.rpc.status_pb2 import Status
+
+        err = Status.FromString(r.content)
+        assert err.code == 3 and says in err.message
+    else:
+        assert says in r.json()["message"]
+    assert "bad" not in gateway.gateway.runs  # nothing kept, no run opened
+
+
+def test_a_foreign_host_is_refused_before_the_body_is_read(gateway):
+    r = post(f"{gateway.url}/runs/h1/v1/traces", orjson.dumps(_otlp_json()), Host="evil.example")
+    assert r.status_code == 421 and "h1" not in gateway.gateway.runs
+
+
+def test_without_content_the_tool_arguments_stay_out_of_the_trace(tmp_path):
+    server = _serve(tmp_path, agents="planner", keep_content=False)
+    try:
+        url = f"{server.url}/runs/n1/v1/traces"
+        secret = {"gen_ai.tool.call.arguments": '{"q": "the secret plan"}', "gen_ai.tool.call.result": "42"}
+        assert post(url, orjson.dumps(_otlp_json(**secret))).status_code == 200
+        path = server.gateway.finish_run("n1")
+    finally:
+        server.shutdown()
+        server.server_close()
+        server.gateway.close()
+    text = Path(path).read_text()
+    assert "secret plan" not in text and '"tool":"lookup"' in text.replace(" ", "")
