@@ -36,7 +36,7 @@ def train_team_cmd(
         "grpo",
         "--credit",
         help="broadcast, grpo, drmas, loo, shapley, c3, loo-fork or shapley-fork (by re-runs "
-        "without some answers; agent unit)",
+        "without some answers, or for a --program with an agent's call resampled; agent unit)",
     ),
     unit: str = typer.Option("agent", "--unit", help="credit unit: agent, role, turn, message, token, ..."),
     iterations: int = typer.Option(3, "--iterations", "-k", min=0),
