@@ -1,13 +1,21 @@
 """Teams for the gateway tests, written as a user would with the openai client: ``chain`` (a
 solver, then a checker that reads the solver's answer), its async twin, and programs that fail
-in each way a run can fail (raise, hang, never call the gateway) for the runs named in FAIL."""
+in each way a run can fail (raise, hang, never call the gateway) for the runs named in FAIL; and
+a capable model stood in by a scripted OpenAI-compatible server (``upstream``), for tool calls
+behind ``--server``."""
 
 from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import openai
+import orjson
+
+from orchestrace.learn.gateway.server import start_in_thread
 
 AGENTS = ["solver", "checker"]
 SHOTS = [
@@ -88,3 +96,49 @@ def reward_by_seed(trace) -> float:
 def reward_france(trace) -> float:
     """A verifier for tests: 1 when the team answered France."""
     return float(trace.metadata["outcome"].get("final") == "France")
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": f"call_{name}",
+        "type": "function",
+        "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+    }
+
+
+def completion(model: str, message: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion answering ``message`` (its finish reason from its tool calls)."""
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def upstream(reply: Callable[[dict[str, Any]], dict[str, Any]], seen: list[dict]) -> ThreadingHTTPServer:
+    """A scripted OpenAI-compatible server on 127.0.0.1, serving in a thread: ``reply`` maps each
+    request body to its response body; each body is appended to ``seen``."""
+
+    class Scripted(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            out = orjson.dumps(reply(body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    start_in_thread(server)  # type: ignore[arg-type]
+    return server

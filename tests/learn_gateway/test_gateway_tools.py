@@ -8,11 +8,10 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import orjson
 import pytest
+from gateway_teams import completion, tool_call, upstream
 
 from orchestrace.core.io import load_one
 from orchestrace.learn.gateway.launch import ServeOptions, build
@@ -20,14 +19,6 @@ from orchestrace.learn.gateway.server import GatewayServer, start_in_thread
 
 FACTS = "Paris has been the capital of France since 987."
 ESSAY = "Paris, capital since 987, is France's heart."
-
-
-def tool_call(name: str, arguments: dict) -> dict:
-    return {
-        "id": f"call_{name}",
-        "type": "function",
-        "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
-    }
 
 
 def scripted_reply(body: dict) -> dict:
@@ -47,45 +38,21 @@ def scripted_reply(body: dict) -> dict:
         message = {"role": "assistant", "content": ESSAY}
     else:
         message = {"role": "assistant", "content": FACTS}
-    finish = "tool_calls" if message.get("tool_calls") else "stop"
-    return {
-        "id": "chatcmpl-scripted",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    }
+    return completion(model, message)
 
 
-class Scripted(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    seen: list[dict] = []
-
-    def do_POST(self) -> None:  # noqa: N802
-        body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        Scripted.seen.append(body)
-        out = orjson.dumps(scripted_reply(body))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, *a: object) -> None:
-        pass
+SEEN: list[dict] = []  # the requests the scripted model was sent, this test's
 
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[GatewayServer]:
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    start_in_thread(upstream)  # type: ignore[arg-type]
-    Scripted.seen.clear()
+    SEEN.clear()
+    model = upstream(scripted_reply, SEEN)
     opts = ServeOptions(
         port=0,
         runs=str(tmp_path),
         agents="triage,writer,researcher",
-        server=f"http://127.0.0.1:{upstream.server_address[1]}",
+        server=f"http://127.0.0.1:{model.server_address[1]}",
     )
     server = build(opts)
     start_in_thread(server)
@@ -93,8 +60,8 @@ def gateway(tmp_path: Path) -> Iterator[GatewayServer]:
     server.shutdown()
     server.server_close()
     server.gateway.close()
-    upstream.shutdown()
-    upstream.server_close()
+    model.shutdown()
+    model.server_close()
 
 
 async def sdk_team(base_url: str) -> str:
@@ -134,8 +101,8 @@ def test_handoffs_and_agents_as_tools_work_and_join_the_trace(gateway):
     finally:
         set_trace_processors([])
         set_tracing_disabled(os.environ.get("OPENAI_AGENTS_DISABLE_TRACING", "").lower() in ("1", "true"))
-    assert [b["model"] for b in Scripted.seen] == ["triage", "writer", "researcher", "writer"]
-    assert {t["function"]["name"] for t in Scripted.seen[1]["tools"]} == {"ask_researcher"}
+    assert [b["model"] for b in SEEN] == ["triage", "writer", "researcher", "writer"]
+    assert {t["function"]["name"] for t in SEEN[1]["tools"]} == {"ask_researcher"}
     tr = load_one(gateway.gateway.finish_run("essay"))  # validated
     ev = {e.id: e for e in tr.events}
     returns = [e for e in tr.events if e.type == "return"]
@@ -186,4 +153,4 @@ def test_tool_calls_stream_in_the_shape_the_openai_client_reads(gateway):
         model="triage", messages=[{"role": "user", "content": "hi"}], tools=tools
     )
     assert whole.choices[0].message.tool_calls[0].function.name == "transfer_to_writer"
-    assert Scripted.seen[-1]["tools"] == tools  # passed through as given
+    assert SEEN[-1]["tools"] == tools  # passed through as given

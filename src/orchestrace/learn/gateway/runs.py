@@ -12,7 +12,8 @@ records, so ``train team`` reads both alike:
 - data flow: when the prompt of a call contains an earlier completion of another agent of the same
   run (verbatim, or after lower-casing and collapsing whitespace, as a whole word sequence), a
   ``message`` edge from that completion's ``return`` to the call's ``return``
-  (``attrs.data_flow`` says how each was found);
+  (``attrs.data_flow`` says how each was found); a completion's text and each string in its tool
+  calls' arguments count (a structured output or a delegation passes its content there);
 - the end of the run: an ``aggregate`` of the answer (the program's, or the last completion), a
   ``stop`` decision, a ``despawn`` of every agent, ``metadata.outcome``.
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import orjson
 
 from ...importers.redact import redact
 from ...runtime.backends.base import BackendError, ChatRequest, ChatResponse, normalise, request_key
@@ -85,6 +87,34 @@ def _contains(haystack: str, needle: str) -> bool:
     return False
 
 
+def _strings(value: Any) -> list[str]:
+    """The non-blank strings in a JSON value, depth first."""
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def argument_texts(tool_calls: list[dict[str, Any]]) -> list[str]:
+    """The strings a completion's tool calls pass on: each string in their JSON arguments (an
+    argument that is not JSON, whole). A framework's structured output (pydantic-ai's
+    ``final_result`` tool) and an agent delegating to another through a tool put the content
+    that later prompts quote there, not in the completion's text."""
+    out: list[str] = []
+    for c in tool_calls:
+        args = (c.get("function") or {}).get("arguments")
+        if not isinstance(args, str):
+            continue
+        try:
+            out += _strings(orjson.loads(args))
+        except orjson.JSONDecodeError:
+            out += _strings(args)
+    return out
+
+
 @dataclass
 class AgentState:
     role: str
@@ -114,6 +144,7 @@ class Said:
     agent: str
     text: str
     norm: str
+    in_tool_call: bool = False  # a string of the completion's tool-call arguments, not its text
 
 
 @dataclass
@@ -170,7 +201,8 @@ class GatewayRun:
         return st
 
     def data_flow(self, agent: str, prompt: str) -> list[dict[str, str]]:
-        """Earlier completions of other agents found in ``prompt``: the latest one per agent and text."""
+        """Earlier completions of other agents found in ``prompt``: the latest one per agent and
+        text, each completion once."""
         norm = None
         found: dict[tuple[str, str], dict[str, str]] = {}
         for s in self.said:
@@ -185,7 +217,10 @@ class GatewayRun:
                     how = "normalised"
             if how is not None:
                 found[(s.agent, s.norm)] = {"from": s.event, "match": how}
-        return list(found.values())
+        once: dict[str, dict[str, str]] = {}
+        for f in found.values():
+            once.setdefault(f["from"], f)
+        return list(once.values())
 
     def request(
         self, agent: str, adapter: str, call: CallSpec, temperature: float, max_tokens: int
@@ -319,6 +354,8 @@ class GatewayRun:
         self.call_log.append(Call(agent, completion_id, eid, ev.t, ev.t_end or ev.t, tool_ids))
         if out.text:
             self.said.append(Said(eid, agent, out.text, normalised(out.text)))
+        for text in argument_texts(out.tool_calls or []):
+            self.said.append(Said(eid, agent, text, normalised(text), in_tool_call=True))
         return eid
 
     def fork_call(self, agent: str, turn: int, req: ChatRequest) -> tuple[ChatRequest, Completion | None]:
@@ -439,7 +476,8 @@ class GatewayRun:
             return self.path
         self.closed = True
         rec = self.rec
-        final = answer if answer is not None else (self.said[-1].text if self.said else None)
+        texts = [s for s in self.said if not s.in_tool_call]
+        final = answer if answer is not None else (texts[-1].text if texts else None)
         after: list[str] = []
         if final is not None and self.said:
             want = normalised(final)
