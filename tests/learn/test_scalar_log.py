@@ -9,7 +9,7 @@ import pytest
 
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.learn.loop import IterationRecord, Panel, _panel_lines
-from orchestrace.learn.scalar_log import log_scalars, open_log
+from orchestrace.learn.scalar_log import child_run, log_scalars, open_log
 
 
 def read_events(folder: Path) -> dict[str, list[tuple[int, float]]]:
@@ -49,8 +49,8 @@ def test_ppo_policy_of_train_stop_logs_kl_clip_and_entropy(tmp_path: Path) -> No
     from orchestrace.learn.stopping.training import train_policy
 
     bank = default_bank("countries").subset(range(30))
-    _, hist = train_policy(bank, 0.01, algo="ppo", iterations=3, perms=2, log_dir=str(tmp_path / "tb"))
-    ev = read_events(tmp_path / "tb" / "learned-c=0.01")
+    _, hist = train_policy(bank, 0.01, algo="ppo", iterations=3, perms=2, log="tensorboard", log_out=tmp_path)
+    ev = read_events(tmp_path / "tensorboard" / "learned-c=0.01")
     assert [s for s, _ in ev["train/reward"]] == [1, 2, 3]
     assert [v for _, v in ev["train/reward"]] == pytest.approx([h["batch_reward"] for h in hist])
     for tag in ("train/approx_kl", "train/clip_fraction", "train/entropy"):
@@ -76,6 +76,57 @@ def test_target_kl_stops_the_epochs() -> None:
     assert not np.allclose(free.stop_prob(x), stopped.stop_prob(x))
     with pytest.raises(OrchestraceError, match="applies to ppo and grpo"):
         train_policy(bank, 0.01, algo="exact", iterations=2, perms=2, target_kl=0.01)
+
+
+def read_mlflow(out: Path) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """Every run of ``out/mlflow/mlflow.db`` by name: its metrics' (step, value) histories, read
+    with MLflow's own client."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("orchestrace")
+    runs = {}
+    for run in client.search_runs([exp.experiment_id]):
+        hist = {k: client.get_metric_history(run.info.run_id, k) for k in run.data.metrics}
+        runs[run.info.run_name] = {k: sorted((m.step, m.value) for m in h) for k, h in hist.items()}
+    return runs
+
+
+def test_loop_stop_logs_to_a_local_mlflow_store(tmp_path: Path) -> None:
+    """--log mlflow: the same figures as curves.json, in a SQLite file under OUT, with MLflow's
+    telemetry off (no network). Each policy a command trains (train stop's cost sweep, train
+    retry's families) is its own run of the command's one store, and a run that logged nothing
+    leaves none; non-finite figures are left out, as for TensorBoard."""
+    import json
+
+    from mlflow.telemetry.utils import is_telemetry_disabled
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import app
+
+    out = tmp_path / "loop"
+    args = ["loop", "stop", "--backend", "scripted", "--questions", "3", "--budget", "4", "-o", str(out)]
+    r = CliRunner().invoke(app, [*args, "--iterations", "2", "--log", "mlflow"])
+    assert r.exit_code == 0, r.output
+    assert is_telemetry_disabled() and not (out / "tensorboard").exists()
+    runs = read_mlflow(out)
+    assert list(runs) == ["loop"]  # one run, named after OUT
+    ev = runs["loop"]
+    recs = {x["iteration"]: x for x in json.loads((out / "curves.json").read_text())}
+    assert [s for s, _ in ev["heldout/accuracy"]] == [0, 1, 2]
+    for step, value in ev["heldout/accuracy"]:
+        assert value == pytest.approx(recs[step]["eval_accuracy"])
+    assert [s for s, _ in ev["train/approx_kl"]] == [1, 2] and len(ev["time/seconds_per_iteration"]) == 3
+
+    with open_log("mlflow", out):  # the same store again: its runs are kept
+        for name, reward in (("learned-c=0.01", 0.5), ("learned+agg-c=0.01", 0.75)):
+            with child_run(name):
+                for step in (1, 2):
+                    log_scalars(step, {"reward": reward * step, "loss": float("nan")}, prefix="train/")
+    runs = read_mlflow(out)
+    assert set(runs) == {"loop", "learned-c=0.01", "learned+agg-c=0.01"}
+    assert runs["learned+agg-c=0.01"]["train/reward"] == [(1, 0.75), (2, 1.5)]
+    assert "train/loss" not in runs["learned-c=0.01"]
 
 
 def test_unknown_log_is_a_clear_error(tmp_path: Path) -> None:

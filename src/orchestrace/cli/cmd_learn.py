@@ -119,7 +119,8 @@ def train_stop_cmd(
     log: str = typer.Option(
         None,
         "--log",
-        help="tensorboard: each policy's training iterations as event files in <folder of -o>/tensorboard",
+        help="tensorboard or mlflow: each policy's training iterations in <folder of -o>/tensorboard (event files) "
+        "or <folder of -o>/mlflow/mlflow.db, one run per policy",
     ),
     target_kl: float = typer.Option(
         None, "--target-kl", help="ppo, grpo: stop an update's epochs once the approximate KL passes this"
@@ -472,7 +473,9 @@ def loop_stop_cmd(
         None, "--target-kl", help="stop an update's gradient steps once PPO's approximate KL passes this"
     ),
     log: str = typer.Option(
-        None, "--log", help="tensorboard: every iteration's figures as event files in OUT/tensorboard"
+        None,
+        "--log",
+        help="tensorboard or mlflow: every iteration's figures in OUT/tensorboard (event files) or OUT/mlflow/mlflow.db",
     ),
 ) -> None:
     """Learn the stop decision from the vote runs it drives; resumable; curves in OUT/curves.png.

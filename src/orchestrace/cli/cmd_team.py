@@ -65,7 +65,9 @@ def train_team_cmd(
     start: str = typer.Option(None, "--start", help="start from these adapters (a policy folder)"),
     out: str = typer.Option("runs/team", "-o", "--out", help="loop folder (resumed if it exists)"),
     log: str = typer.Option(
-        None, "--log", help="tensorboard: every iteration's figures as event files in OUT/tensorboard"
+        None,
+        "--log",
+        help="tensorboard or mlflow: every iteration's figures in OUT/tensorboard (event files) or OUT/mlflow/mlflow.db",
     ),
     ray: RayOption = None,
     ray_workers: int = typer.Option(2, "--ray-workers", help="Ray actors running rollouts (with --ray)"),

@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 _FORMAT = typer.Option("table", "--format", help="table or json")
 _SEED = typer.Option(0, "--seed", help="training/bootstrap seed (the data split is fixed)")
 _LOG = typer.Option(
-    None, "--log", help="tensorboard: every training iteration's figures as event files in OUT/tensorboard"
+    None,
+    "--log",
+    help="tensorboard or mlflow: every training iteration's figures in OUT/tensorboard (event files) or "
+    "OUT/mlflow/mlflow.db (a local MLflow store)",
 )
 _TARGET_KL = typer.Option(
     None,
@@ -135,10 +138,10 @@ def train_retry_cmd(
       orchestrace train retry -f game24 --cost 0.005 -o runs/g24 --format json
     """
     from ..learn.experiments import train_retry, write_trained
-    from ..learn.scalar_log import LOG_DIR, open_log
+    from ..learn.scalar_log import open_log
 
     _check_format(fmt)
-    with open_log(log, out / LOG_DIR):
+    with open_log(log, out):
         r = write_trained(
             out,
             train_retry(
@@ -242,7 +245,7 @@ def train_delegate_cmd(
       orchestrace train delegate --traces 'runs/routed/*.events.jsonl' --logged --start runs/delegate/delegate-mmlu
     """
     from ..learn.experiments import train_delegate, train_delegate_logged, write_trained
-    from ..learn.scalar_log import LOG_DIR, open_log
+    from ..learn.scalar_log import open_log
 
     _check_format(fmt)
     if logged:
@@ -260,7 +263,7 @@ def train_delegate_cmd(
         for path in logged_run.files_written or []:
             console.print(f"wrote {path}", highlight=False)
         return
-    with open_log(log, out / LOG_DIR):
+    with open_log(log, out):
         r = write_trained(out, train_delegate(
             source, lam, seed=seed, iters=iters, mode=mode, algo=algo, data=data, traces=traces or None,
             target_kl=target_kl, progress=fmt != "json",
@@ -367,7 +370,7 @@ def train_swarm_cmd(
       orchestrace train swarm --parallel --credit loo  # each lead rewarded by its LOO credit
     """
     from ..learn.experiments import train_swarm, train_swarm_parallel, write_trained
-    from ..learn.scalar_log import LOG_DIR, open_log
+    from ..learn.scalar_log import open_log
 
     _check_format(fmt)
     if parallel and traces:
@@ -375,7 +378,7 @@ def train_swarm_cmd(
 
         raise OrchestraceError("OT606", "--traces trains the single-orchestrator Swarm; drop --parallel")
     if parallel:
-        with open_log(log, out / LOG_DIR):
+        with open_log(log, out):
             rp = write_trained(out, train_swarm_parallel(seed=seed, iters=iters or 200, branches=branches, l1=l1,
                                l2=l2, algo=algo, eval_tasks=eval_tasks or 100, credit=credit,
                                target_kl=target_kl, progress=fmt != "json"))  # fmt: skip
@@ -383,7 +386,7 @@ def train_swarm_cmd(
         if fmt != "json":
             _comparisons(rp, "r_perf")
         return
-    with open_log(log, out / LOG_DIR):
+    with open_log(log, out):
         r = write_trained(out, train_swarm(seed=seed, iters=iters or 300, l1=l1, l2=l2, algo=algo,
                                            eval_tasks=eval_tasks or 200, traces=traces or None,
                                            target_kl=target_kl, progress=fmt != "json"))  # fmt: skip

@@ -460,7 +460,7 @@ def train_program(
     log: str | None = None,
 ) -> list[IterationRecord]:
     """Run (or resume) the loop on a gateway program; every check that can refuse runs first.
-    ``log``: ``tensorboard`` writes every iteration's figures under ``out/tensorboard``."""
+    ``log``: ``tensorboard`` or ``mlflow`` logs every iteration's figures under ``out/<log>``."""
     out = Path(out)
     check_log(log)
     adapters = check_program(cfg, opts)

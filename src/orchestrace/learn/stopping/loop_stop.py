@@ -31,7 +31,7 @@ from ...core.stats import majority
 from ...credit import FnGame, leave_one_out
 from ...reward.stop import stop_reward
 from ..loop import IterationRecord, completed, run_loop
-from ..scalar_log import LOG_DIR, check_log, open_log
+from ..scalar_log import check_log, open_log
 from .adapters import LearnedStop
 from .families import family as get_family
 from .features import feature_names, prefix_features
@@ -268,7 +268,7 @@ def loop_stop(
     cfg: StopLoopConfig, out: str, progress: Any = None, log: str | None = None
 ) -> list[IterationRecord]:
     """Run or resume the stop loop under ``out`` (``iter-NNN/`` folders, curves.json/png); ``log``:
-    ``tensorboard`` writes every iteration's figures under ``out/tensorboard``."""
+    ``tensorboard`` or ``mlflow`` logs every iteration's figures under ``out/<log>``."""
     check_log(log)
     if cfg.target_kl is not None and not cfg.target_kl > 0:
         raise OrchestraceError("OT630", f"--target-kl must be > 0, got {cfg.target_kl}")
@@ -278,5 +278,5 @@ def loop_stop(
     start_path = str(start) + ".safetensors"
     if not Path(start_path).exists():
         step.start_policy(start)
-    with open_log(log, Path(out) / LOG_DIR):
+    with open_log(log, out):
         return run_loop(step, out, cfg.iterations, start_policy=start_path, progress=progress)

@@ -21,7 +21,7 @@ from ...core.errors import OrchestraceError
 from ...core.outputs import Place, claim_outputs, record_outputs, remove_files
 from ...core.stats import pareto_front
 from ..rl import algorithm, check_target_kl
-from ..scalar_log import LOG_DIR, check_log, open_log, safe_name
+from ..scalar_log import check_log, open_log, prepare_log
 from .aggregate import Aggregator, answer_prior, fit_aggregator, priors_to_json, save_aggregator
 from .banks import Bank, calibrate, load_bank
 from .evaluation import (
@@ -136,15 +136,16 @@ def train_policy(
     aggregator: Aggregator | None = None,
     confidence: bool = False,
     weighted: bool = False,
-    log_dir: str | None = None,
+    log: str | None = None,
+    log_out: str | Path = ".",
     target_kl: float | None = None,
 ) -> tuple[StopPolicy, list[dict[str, float]]]:
     """Train one policy with one algorithm (module ``learn.rl.<algo>``); with an
     ``aggregator`` the policy also sees its features and is rewarded for its answers; with
     ``confidence`` it also sees the token-confidence features (a bank with log-probabilities), with
-    ``weighted`` it answers (and is rewarded for) the confidence-weighted leader. ``log_dir``:
-    TensorBoard events of every iteration under ``log_dir/<learned or learned+agg>-c=<cost>``
-    (opened here, so a Ray worker writes its own). ``target_kl`` (ppo, grpo): no further epoch of an
+    ``weighted`` it answers (and is rewarded for) the confidence-weighted leader. ``log``
+    (``tensorboard`` or ``mlflow``): every iteration's figures under ``log_out/<log>``, in the run
+    ``<learned or learned+agg>-c=<cost>`` (opened here, so a Ray worker writes its own). ``target_kl`` (ppo, grpo): no further epoch of an
     update once its approximate KL passed this."""
     from .pool import build_pool
     from .task import PoolTask
@@ -171,7 +172,7 @@ def train_policy(
         aggregator=None if aggregator is None else list(aggregator.weights),
     )
     name = f"{'learned' if aggregator is None else 'learned+agg'}-c={cost:g}"
-    with open_log(None if log_dir is None else "tensorboard", Path(log_dir or ".") / safe_name(name)):
+    with open_log(log, log_out, run=name):
         res = mod.train(PoolTask(pool, cost, cfg), args, progress)
     return res.policy, res.history
 
@@ -396,8 +397,8 @@ def train_stop(
     The policies and the report belong to one run (``core.outputs``): ``out`` or the report folder
     holding another run's files is refused (OT632) before anything is trained, unless ``force``,
     which removes that run's files first; the same call again rewrites its own. ``log``:
-    ``tensorboard`` writes each policy of the cost sweep's iterations under
-    ``<folder of out>/tensorboard/<policy>``."""
+    ``tensorboard`` or ``mlflow`` logs each policy of the cost sweep's iterations under
+    ``<folder of out>/<log>``, one run per policy."""
     from .pool import build_pool
     from .traces import bank_from_traces
 
@@ -405,7 +406,7 @@ def train_stop(
         raise OrchestraceError("OT631", "give training data as --bank or as --traces, not both")
     check_log(log)
     check_target_kl(target_kl, algo)
-    log_dir = str(Path(out).parent / LOG_DIR) if log else None
+    log_out = str(Path(out).parent)
     t0 = time.time()
     if train_traces:
         train_banks = [bank_from_traces(train_traces)]
@@ -454,6 +455,7 @@ def train_stop(
     curves: dict[str, list[dict[str, float]]] = {}
     # per policy family, the calibration fields of its GoalFigures
     calibrations: dict[str, dict[str, float | bool | None]] = {}
+    prepare_log(log, log_out)  # one store for the policies that Ray workers train at once
     for prefix, aggregator in [("learned", None)] + ([("learned+agg", agg)] if agg else []):
         pool = build_pool(train_bank, budget, 16, seed, aggregator=aggregator, confidence=confidence)
         common: dict[str, Any] = dict(
@@ -463,9 +465,14 @@ def train_stop(
             bar = (
                 (lambda c, p=prefix: progress(f"{p} {algo} c={c:g}", 0, 0)) if progress else (lambda c: None)
             )
-            trained = [train_policy(train_bank, c, progress=bar(c), log_dir=log_dir, **common) for c in costs]
+            trained = [
+                train_policy(train_bank, c, progress=bar(c), log=log, log_out=log_out, **common)
+                for c in costs
+            ]
         else:
-            trained = list(map_fn(partial(train_policy, train_bank, log_dir=log_dir, **common), costs))
+            trained = list(
+                map_fn(partial(train_policy, train_bank, log=log, log_out=log_out, **common), costs)
+            )
         for c, (pol, hist) in zip(costs, trained, strict=True):
             name = prefix if c == cost else f"{prefix}(c={c:g})"
             pol.config.trained_on = [b.name for b in train_banks]

@@ -31,7 +31,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..loop import IterationRecord, run_loop
-from ..scalar_log import LOG_DIR, check_log, open_log
+from ..scalar_log import check_log, open_log
 from ..tasks import resolve_ref
 from .checkpoints import check_policy_file, load_policy
 from .config import CONFIG_FILE, TeamConfig, check_resume, reward_spec
@@ -54,7 +54,7 @@ def train_team(
 ) -> list[IterationRecord]:
     """Run (or resume) the loop; every check that can refuse runs before anything is written.
     ``step``: a loaded model to reuse (back to its starting adapters); ``place``: where rollouts
-    run; ``log``: ``tensorboard`` writes every iteration's figures under ``out/tensorboard``."""
+    run; ``log``: ``tensorboard`` or ``mlflow`` logs every iteration's figures under ``out/<log>``."""
     out = Path(out)
     cfg = replace(cfg, family=resolve_ref(cfg.family))  # a task file by absolute path
     check_log(log)
@@ -90,7 +90,7 @@ def run_in_folder(
     cfg_path = out / CONFIG_FILE
     if not cfg_path.is_file():
         cfg_path.write_text(json.dumps(asdict(cfg), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    with open_log(log, out / LOG_DIR):
+    with open_log(log, out):
         return run_loop(step, out, iterations, start_policy=start, progress=progress)
 
 
