@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -293,3 +294,151 @@ def test_without_content_the_tool_arguments_stay_out_of_the_trace(tmp_path):
         server.gateway.close()
     text = Path(path).read_text()
     assert "secret plan" not in text and '"tool":"lookup"' in text.replace(" ", "")
+
+
+# ---------------------------------------------------------------- a LangGraph team, OpenInference spans
+
+FACTS = "Vienna has been the capital of Austria since 1918."
+ESSAY = "Vienna: Austria's capital since 1918."
+
+
+def upstream_reply(body: dict) -> dict:
+    """A capable model behind --server: the researcher calls its tool, then answers from it; the
+    writer writes from the researcher's answer."""
+    model, messages = body["model"], body["messages"]
+    looked_up = any(m["role"] == "tool" for m in messages)
+    if model == "researcher" and not looked_up:
+        call = {
+            "id": "call_lookup_1",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": '{"q": "Vienna"}'},
+        }
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    else:
+        message = {"role": "assistant", "content": FACTS if model == "researcher" else ESSAY}
+    return {
+        "id": "chatcmpl-upstream",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+class Upstream(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        out = orjson.dumps(upstream_reply(body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+def langgraph_team(question: str, base_url: str) -> str:
+    """``research`` (a ChatOpenAI with a tool, looped through a ToolNode) then ``write``."""
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look a place up."""
+        return "Vienna: capital of Austria (1918)."
+
+    def llm(agent: str) -> ChatOpenAI:
+        return ChatOpenAI(model=agent, base_url=base_url, api_key="unused", max_retries=0)
+
+    researcher, writer = llm("researcher").bind_tools([lookup]), llm("writer")
+
+    def research(state: MessagesState) -> dict:
+        return {"messages": [researcher.invoke(state["messages"])]}
+
+    def write(state: MessagesState) -> dict:
+        facts = state["messages"][-1].content
+        return {"messages": [writer.invoke([HumanMessage(f"Write one line from: {facts}")])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("research", research)
+    graph.add_node("tools", ToolNode([lookup]))
+    graph.add_node("write", write)
+    graph.add_edge(START, "research")
+    graph.add_conditional_edges("research", tools_condition, {"tools": "tools", END: "write"})
+    graph.add_edge("tools", "research")
+    graph.add_edge("write", END)
+    out = graph.compile().invoke({"messages": [HumanMessage(question)]})
+    return str(out["messages"][-1].content)
+
+
+@pytest.mark.parametrize("hide_outputs", [False, True])
+def test_a_langgraph_team_instrumented_with_openinference_merges_its_tool_into_the_run(
+    tmp_path, hide_outputs
+):
+    """Hand-checked: research asks for ``lookup`` (call 1), the ToolNode runs it, research answers
+    from it (call 2), write writes from that (call 3). Hiding OpenInference's outputs (no completion
+    id, no ToolMessage in the spans) leaves the joins to model, time and tool name."""
+    pytest.importorskip("langgraph")
+    instrumentation = pytest.importorskip("openinference.instrumentation.langchain")
+    from openinference.instrumentation import TraceConfig
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    start_in_thread(upstream)  # type: ignore[arg-type]
+    opts = ServeOptions(
+        port=0,
+        runs=str(tmp_path / "runs"),
+        agents="researcher,writer",
+        server=f"http://127.0.0.1:{upstream.server_address[1]}",
+    )
+    server = build(opts)
+    start_in_thread(server)
+    base = f"{server.url}/runs/lg1/v1"
+    tp = _provider(f"{base}/traces")
+    instrumentor = instrumentation.LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=tp, config=TraceConfig(hide_outputs=hide_outputs))
+    try:
+        assert langgraph_team("What is the capital of Austria?", base) == ESSAY
+        tp.force_flush()
+        path = server.gateway.finish_run("lg1")
+    finally:
+        instrumentor.uninstrument()
+        tp.shutdown()
+        server.shutdown()
+        server.server_close()
+        server.gateway.close()
+        upstream.shutdown()
+        upstream.server_close()
+    tr = load_one(path)  # validated
+    edges = {(e.src, e.dst): e.type for e in tr.edges}
+    merged = tr.metadata["gateway"]["otel"]
+    # the graph, its 3 nodes' runs (research twice), 3 LLM spans, the tool: all joined, none twice
+    how = "model_and_time" if hide_outputs else "response_id"
+    assert merged["joined"][how] == 3 and merged["llm_not_joined"] == 0
+    assert merged["agents"] == {"research": "researcher", "write": "writer"}  # "tools" is no agent
+    returns = [e for e in tr.events if e.type == "return"]
+    assert [e.agent for e in returns] == ["researcher", "researcher", "writer"]
+    asked, answered, wrote = (e.id for e in returns)
+    assert returns[0].attrs["tool_calls"] == ["lookup"]
+    # the tool is the researcher's: after the call that asked for it, before the call that read it
+    (call,) = [e for e in tr.events if e.type == "tool_call"]
+    (result,) = [e for e in tr.events if e.type == "tool_result"]
+    assert (call.agent, call.tool, call.call_id) == ("researcher", "lookup", "call_lookup_1")
+    assert (result.agent, result.call_id) == ("researcher", "call_lookup_1")
+    assert (asked, call.id) in edges and (call.id, result.id) in edges and (result.id, answered) in edges
+    # research -> write: the data flow the gateway found in the writer's prompt
+    assert edges[(answered, wrote)] == "message"
+    assert not [e for e in tr.events if e.type == "message" and e.agent != "orchestrator"]

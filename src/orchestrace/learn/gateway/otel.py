@@ -56,6 +56,7 @@ from .runs import AgentState, Call, GatewayRun
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 COMPLETION_ID = re.compile(r"chatcmpl-[0-9a-f]{24}")
+TOOL_CALL_ID = re.compile(r'"tool_call_id":\s*"([^"]{1,200})"')  # a LangChain ToolMessage's
 #: a gateway call inside an LLM span, allowing for the two clocks' rounding (s)
 SLACK = 0.05
 
@@ -230,7 +231,8 @@ class _Merger:
         self.m = Merge()
         self.calls = run.call_log
         self.by_cid = {c.completion_id: c for c in self.calls if c.completion_id}
-        self.by_tool_id = {i: c for c in self.calls for i in c.tool_call_ids}
+        self.by_tool_id = {i: c for c in self.calls for i, _ in c.tool_calls if i}
+        self.tool_ids_used: set[str] = set()
         self.used: set[str] = set()
         self.span_call: dict[str, Call] = {}
         self.timeline: dict[str, list[tuple[float, str]]] = defaultdict(list)  # agent -> (t, event)
@@ -435,7 +437,7 @@ class _Merger:
         a = s["attrs"]
         t0, t1 = self.t(s["start"]), self.t(s["end"])
         tool_name, call_id = tool_of(s)
-        asked = self.by_tool_id.get(call_id)  # the call whose completion asked for this tool
+        asked, call_id = self.asked_for(s, tool_name, call_id, t0)
         who = asked.agent if asked is not None else agent or ROOT_AGENT
         self.ensure(who, t0, ROOT_AGENT)
         src = asked.event if asked is not None else self.before(who, t0)
@@ -476,6 +478,29 @@ class _Merger:
         for e in here.into_result:
             self.edge(e, result, "return" if self.rec.event(e).type == "return" else "message")
         self.edge(result, self.after(who, t1))
+
+    def asked_for(self, s: dict[str, Any], name: str, call_id: str, t0: float) -> tuple[Call | None, str]:
+        """The gateway call whose completion asked for this tool (and the tool call's id): by the
+        id (``gen_ai.tool.call.id``, or a LangChain ToolMessage's ``tool_call_id`` in
+        ``output.value``), else the latest call before the span that asked for a tool of this name
+        and whose request for it no other tool span took."""
+        ids = [call_id]
+        out = s["attrs"].get("output.value")
+        if isinstance(out, str):
+            ids += TOOL_CALL_ID.findall(out)
+        for i in ids:
+            if i in self.by_tool_id:
+                self.tool_ids_used.add(i)
+                return self.by_tool_id[i], i
+        for c in sorted(self.calls, key=lambda c: c.t_end, reverse=True):
+            if c.t_end > t0 + SLACK:
+                continue
+            for i, n in c.tool_calls:
+                key = i or f"{c.event}:{n}"
+                if n == name and key not in self.tool_ids_used:
+                    self.tool_ids_used.add(key)
+                    return c, i or call_id
+        return None, call_id
 
     def llm_not_joined(self, s: dict[str, Any], who: str) -> None:
         """A model call the gateway did not answer (another provider): the importer's llm_call."""

@@ -133,7 +133,7 @@ class Call:
     event: str  # its return event
     t: float
     t_end: float
-    tool_call_ids: tuple[str, ...] = ()  # the tool calls the completion asked for
+    tool_calls: tuple[tuple[str, str], ...] = ()  # (id, name) of the tools the completion asked for
 
 
 @dataclass(frozen=True)
@@ -350,8 +350,12 @@ class GatewayRun:
             self.rec.edge(f["from"], eid, "message")
         st.last = eid
         ev = self.rec.event(eid)
-        tool_ids = tuple(str(c["id"]) for c in out.tool_calls or () if isinstance(c, dict) and c.get("id"))
-        self.call_log.append(Call(agent, completion_id, eid, ev.t, ev.t_end or ev.t, tool_ids))
+        asked = tuple(
+            (str(c.get("id") or ""), str((c.get("function") or {}).get("name") or ""))
+            for c in out.tool_calls or ()
+            if isinstance(c, dict)
+        )
+        self.call_log.append(Call(agent, completion_id, eid, ev.t, ev.t_end or ev.t, asked))
         if out.text:
             self.said.append(Said(eid, agent, out.text, normalised(out.text)))
         for text in argument_texts(out.tool_calls or []):
