@@ -442,3 +442,8 @@ def test_a_langgraph_team_instrumented_with_openinference_merges_its_tool_into_t
     # research -> write: the data flow the gateway found in the writer's prompt
     assert edges[(answered, wrote)] == "message"
     assert not [e for e in tr.events if e.type == "message" and e.agent != "orchestrator"]
+
+
+def test_without_a_run_in_the_path_the_header_names_it(gateway):
+    r = post(f"{gateway.url}/v1/traces", orjson.dumps(_otlp_json()), **{"X-Orchestrace-Run": "hdr1"})
+    assert r.status_code == 200 and len(gateway.gateway.runs["hdr1"].otel_spans) == 1
