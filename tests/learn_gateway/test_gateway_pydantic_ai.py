@@ -4,7 +4,8 @@ The example team (examples/teams/pydantic_ai_team.py, a solver then a checker ch
 against a scripted backend and against the real local model; and a Pydantic AI team whose writer
 delegates to a researcher through a tool and answers with a structured output (its
 ``final_result`` tool), against a scripted capable model behind ``--server``: the content those
-pass in tool-call arguments is data flow too."""
+pass in tool-call arguments is data flow too; and the same team's own OpenTelemetry spans
+(Pydantic AI's instrumentation, the real OTLP exporter) joined to the run."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ from orchestrace.runtime.cache import cache_path
 pytest.importorskip("pydantic_ai")
 from pydantic import BaseModel  # noqa: E402
 from pydantic_ai import Agent, RunContext  # noqa: E402
+from pydantic_ai.capabilities import Instrumentation  # noqa: E402
+from pydantic_ai.models.instrumented import InstrumentationSettings  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider  # noqa: E402
 
@@ -154,17 +157,19 @@ class Essay(BaseModel):
     text: str
 
 
-async def delegating_team(base_url: str) -> str:
+async def delegating_team(base_url: str, instrument: InstrumentationSettings | None = None) -> str:
     """Pydantic AI's agent delegation (the writer's tool runs the researcher) with a structured
-    output, then a programmatic hand-off to the editor."""
+    output, then a programmatic hand-off to the editor; ``instrument``: its OpenTelemetry spans."""
     provider = OpenAICompatibleProvider("orchestrace", base_url=base_url, api_key="unused")
-    researcher = Agent(OpenAIChatModel("researcher", provider=provider), instructions="Find facts.")
-    writer = Agent(
-        OpenAIChatModel("writer", provider=provider),
-        instructions="Write one sentence; ask the researcher first.",
-        output_type=Essay,
-    )
-    editor = Agent(OpenAIChatModel("editor", provider=provider), instructions="Give the essay a title.")
+
+    def agent(name: str, instructions: str, **kw: object) -> Agent:
+        model = OpenAIChatModel(name, provider=provider)
+        traced = [Instrumentation(settings=instrument)] if instrument is not None else []
+        return Agent(model, instructions=instructions, capabilities=traced, **kw)  # type: ignore[call-overload]
+
+    researcher = agent("researcher", "Find facts.")
+    writer = agent("writer", "Write one sentence; ask the researcher first.", output_type=Essay)
+    editor = agent("editor", "Give the essay a title.")
 
     @writer.tool
     async def ask_researcher(ctx: RunContext[None], question: str) -> str:
@@ -207,6 +212,48 @@ def test_delegation_and_structured_output_are_data_flow(forwarding):
     assert editor.attrs["data_flow"] == [{"from": writer_writes.id, "match": "verbatim"}]
     # the run's last completion is the answer: the editor's title, not a tool call's argument
     assert tr.metadata["outcome"]["final"] == TITLE
+
+
+@pytest.mark.timeout(120)
+def test_pydantic_ais_own_opentelemetry_spans_join_the_run(forwarding):
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    base = f"{forwarding.url}/runs/otel/v1"
+    spans = TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/traces")))
+    try:
+        assert asyncio.run(delegating_team(base, InstrumentationSettings(tracer_provider=spans))) == TITLE
+    finally:
+        spans.shutdown()
+    tr = load_one(forwarding.gateway.finish_run("otel"))  # validated
+    ev = {e.id: e for e in tr.events}
+    into = {e.id: [(ev[x.src], x.type) for x in tr.edges if x.dst == e.id] for e in tr.events}
+    # the model calls are the gateway's, never recorded twice from the chat spans
+    writer_asks, researcher, writer_writes, editor = (e for e in tr.events if e.type == "return")
+    assert not [
+        e for e in tr.events if e.type == "orchestrator_decision" and e.attrs.get("kind") == "llm_call"
+    ]
+    # checked by hand: the writer's execute_tool span is its tool call and result, the researcher's
+    # run inside it a delegation there and back; the tool's result comes before the writer's next call
+    (call,) = (e for e in tr.events if e.type == "tool_call")
+    (result,) = (e for e in tr.events if e.type == "tool_result")
+    assert (call.agent, call.tool, result.agent, result.tool) == (
+        "writer",
+        "ask_researcher",
+        "writer",
+        "ask_researcher",
+    )
+    assert (writer_asks, "causal") in into[call.id] and (call, "return") in into[result.id]
+    there = next(e for e in tr.events if e.type == "message" and e.attrs.get("kind") == "delegation")
+    back = next(e for e in tr.events if e.type == "message" and e.attrs.get("kind") == "result")
+    assert (there.agent, there.to, back.agent, back.to) == ("writer", "researcher", "researcher", "writer")
+    assert (there, "message") in into[researcher.id] and (researcher, "message") in into[back.id]
+    assert (back, "message") in into[result.id] and (result, "causal") in into[writer_writes.id]
+    # the content's edges stay beside the spans'
+    assert (writer_asks, "message") in into[researcher.id] and (writer_writes, "message") in into[editor.id]
 
 
 def test_each_string_of_a_tool_calls_arguments_is_data_flow_and_each_completion_one_edge(tmp_path: Path):
