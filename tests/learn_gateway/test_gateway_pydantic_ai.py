@@ -214,6 +214,27 @@ def test_delegation_and_structured_output_are_data_flow(forwarding):
     assert tr.metadata["outcome"]["final"] == TITLE
 
 
+def test_streamed_tool_calls_and_structured_output_in_the_shape_pydantic_ai_reads(forwarding):
+    provider = OpenAICompatibleProvider("orchestrace", base_url=f"{forwarding.url}/runs/s/v1", api_key="x")
+    writer = Agent(OpenAIChatModel("writer", provider=provider), output_type=Essay)
+
+    @writer.tool_plain
+    def ask_researcher(question: str) -> str:
+        return FACTS if question == ASK else "?"
+
+    async def streamed() -> Essay:
+        async with writer.run_stream("Write about Paris.") as run:
+            return await run.get_output()
+
+    assert asyncio.run(streamed()) == Essay(text=ESSAY)
+    assert [b["model"] for b in SEEN] == ["writer", "writer"]
+    tr = load_one(forwarding.gateway.finish_run("s"))
+    assert [e.attrs["tool_calls"] for e in tr.events if e.type == "return"] == [
+        ["ask_researcher"],
+        ["final_result"],
+    ]
+
+
 @pytest.mark.timeout(120)
 def test_pydantic_ais_own_opentelemetry_spans_join_the_run(forwarding):
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
