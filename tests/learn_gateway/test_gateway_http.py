@@ -256,6 +256,28 @@ def test_limits_body_size_prompt_length_and_foreign_host(tmp_path):
         server.gateway.close()
 
 
+def test_many_runs_connecting_at_once_all_connect_before_the_server_accepts(tmp_path):
+    """The runs of a batch connect at once; the kernel must complete their connections while the
+    server thread is busy (here: never accepting). With socketserver's backlog of 5, 6 of 40 did."""
+    opts = ServeOptions(
+        port=0, runs=str(tmp_path / "runs"), agents="researcher,writer=editor", adapters="role"
+    )
+    server = build(opts, BackendCompleter(ScriptedBackend(rules=RULES), None, batch_window=0))
+    clients = []
+    try:
+        for _ in range(40):
+            c = socket.socket()
+            c.settimeout(0.5)
+            c.connect(server.server_address)
+            clients.append(c)
+    finally:
+        for c in clients:
+            c.close()
+        server.server_close()
+        server.gateway.close()
+    assert len(clients) == 40
+
+
 def test_calls_beyond_the_concurrency_bound_get_a_429(tmp_path):
     release = threading.Event()
 

@@ -59,6 +59,11 @@ class Limits:
 
 class GatewayServer(ThreadingHTTPServer):
     daemon_threads = True
+    # connections the kernel completes before the server thread accepts them: socketserver's 5
+    # dropped the others' SYNs, and a loaded machine (the accept thread waiting for the GIL while
+    # a batch samples) held them past the client's connect timeout: 2 of 16 runs of a
+    # train team --program iteration failed with "Connection error"
+    request_queue_size = 256
 
     def __init__(
         self,
