@@ -8,15 +8,14 @@ import re
 import signal
 import subprocess
 import sys
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
-from test_gateway_tools import Scripted
+from gateway_teams import upstream as scripted_server
+from test_gateway_tools import scripted_reply
 
 from orchestrace.core.io import load_one
-from orchestrace.learn.gateway.server import start_in_thread
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -24,8 +23,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_serve_records_until_interrupted_then_closes_its_runs(tmp_path, stop):
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    start_in_thread(upstream)  # type: ignore[arg-type]
+    upstream = scripted_server(scripted_reply, [])
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     cmd = [sys.executable, "-m", "orchestrace", "serve", "--port", "0", "--runs", str(tmp_path / "runs")]
     cmd += ["--agents", "researcher", "--server", f"http://127.0.0.1:{upstream.server_address[1]}"]
@@ -38,6 +36,11 @@ def test_serve_records_until_interrupted_then_closes_its_runs(tmp_path, stop):
         assert (
             r.json()["choices"][0]["message"]["content"] == "Paris has been the capital of France since 987."
         )
+        # a span of the run (OTLP/JSON): merged as the server stops and closes the run
+        span = {"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00f067aa0ba902b7"}
+        span |= {"name": "execute_tool lookup", "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+        export = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+        assert httpx.post(f"{url}/runs/cli-1/v1/traces", json=export, timeout=30).json() == {}
         proc.send_signal(stop)  # Ctrl-C, or a service manager's stop
         out, err = proc.communicate(timeout=60)
     finally:
@@ -49,6 +52,7 @@ def test_serve_records_until_interrupted_then_closes_its_runs(tmp_path, stop):
     tr = load_one(tmp_path / "runs" / "cli-1.events.jsonl")  # closed on Ctrl-C: a whole trace
     assert tr.metadata["outcome"]["status"] == "ok"
     assert [e.agent for e in tr.events if e.type == "return"] == ["researcher"]
+    assert [e.tool for e in tr.events if e.type == "tool_call"] == ["lookup"]
 
 
 def test_serve_on_another_address_warns(tmp_path, capsys):

@@ -39,6 +39,8 @@ def serve_cmd(
     A call names its agent in `model` (or the X-Orchestrace-Agent header) and its run in the base
     URL (http://HOST:PORT/runs/RUN/v1) or the X-Orchestrace-Run header; POST /runs/RUN/end closes a
     run. Each run is RUNS/RUN.events.jsonl with its call cache (token ids, log-probs, adapter).
+    A team's OpenTelemetry spans (OTLP/HTTP; OTEL_EXPORTER_OTLP_ENDPOINT=http://HOST:PORT/runs/RUN)
+    join its run's trace when the run ends: tools, agents invoking agents, handoffs (docs/gateway.md).
 
     Example:
       orchestrace serve --agents researcher,writer --port 8000
@@ -74,7 +76,8 @@ def serve_cmd(
     written = serve(
         opts,
         lambda url: console.print(
-            f"gateway on {url}/runs/RUN/v1 (agents: {agents or 'any'}; traces in {runs}); Ctrl-C stops",
+            f"gateway on {url}/runs/RUN/v1 (agents: {agents or 'any'}; traces in {runs}; "
+            f"OpenTelemetry spans to {url}/runs/RUN/v1/traces); Ctrl-C stops",
             highlight=False,
         ),
     )
