@@ -8,6 +8,7 @@ hand; and every malformed export refused in OTLP's shape."""
 from __future__ import annotations
 
 import gzip
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -447,3 +448,65 @@ def test_a_langgraph_team_instrumented_with_openinference_merges_its_tool_into_t
 def test_without_a_run_in_the_path_the_header_names_it(gateway):
     r = post(f"{gateway.url}/v1/traces", orjson.dumps(_otlp_json()), **{"X-Orchestrace-Run": "hdr1"})
     assert r.status_code == 200 and len(gateway.gateway.runs["hdr1"].otel_spans) == 1
+
+
+def _span(span_id: str, parent: str, name: str, start: str, end: str, **attrs) -> dict:
+    values = {k: {"intValue": v} if isinstance(v, int) else {"stringValue": v} for k, v in attrs.items()}
+    return {
+        "traceId": "4bf92f3577b34da6a3ce929d0e0e4736",
+        "spanId": span_id,
+        "parentSpanId": parent,
+        "name": name,
+        "startTimeUnixNano": start,
+        "endTimeUnixNano": end,
+        "attributes": [{"key": k, "value": v} for k, v in values.items()],
+    }
+
+
+def test_hostile_spans_are_merged_into_a_valid_trace_or_counted(gateway):
+    """Parent cycles, a span its own parent, times out of range or reversed, an agent that invokes
+    itself or hands over to itself, negative token counts: the run's trace still validates."""
+    import openai
+
+    base = f"{gateway.url}/runs/x1/v1"
+    client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
+    client.chat.completions.create(model="planner", messages=[{"role": "user", "content": "Plan: go"}])
+    now = str(time.time_ns())
+    spans = [
+        _span("a1", "a2", "invoke_agent planner", now, now, **{"gen_ai.agent.name": "planner"}),
+        _span("a2", "a1", "execute_tool t", now, now, **{"gen_ai.transfer.target.name": "planner"}),
+        _span(
+            "a3",
+            "a3",
+            "invoke_agent writer",
+            "-5",
+            "99999999999999999999999",
+            **{"gen_ai.caller.name": "writer"},
+        ),
+        _span(
+            "a4",
+            "",
+            "chat writer",
+            now,
+            "1",
+            **{"gen_ai.request.model": "writer", "gen_ai.usage.input_tokens": -3},
+        ),
+        _span(
+            "a5",
+            "a4",
+            "execute_tool x",
+            "1",
+            now,
+            **{"gen_ai.transfer.mode": "pass_control", "gen_ai.transfer.target.name": "ghost"},
+        ),
+        _span("a6", "", "GET /health", now, now),
+    ]
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+    assert post(f"{base}/traces", orjson.dumps(export)).json() == {}
+    tr = load_one(gateway.gateway.finish_run("x1"))  # validated: no cycle, nothing back in time
+    merged = tr.metadata["gateway"]["otel"]
+    assert "error" not in merged and merged["spans"] == 6 and merged["other_spans"] == 1
+    # the tool in the cycle is the planner's; the one under a model span of no agent the root's
+    assert {e.agent for e in tr.events if e.type == "tool_call"} == {"planner", "orchestrator"}
+    assert not [e for e in tr.events if e.type == "message" and e.agent == e.to]  # no agent calls itself
+    assert "ghost" in {e.to for e in tr.events if e.type == "spawn"}  # handed over to, never seen

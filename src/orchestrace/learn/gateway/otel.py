@@ -269,25 +269,12 @@ class _Merger:
         if src is None or dst is None or src == dst:
             return
         ts, td = self.rec.event(src).t, self.rec.event(dst).t
-        if ts > td or (ts == td and self._reaches(dst, src)):
-            self.m.edges_skipped += 1  # it would point back in time, or close a cycle
+        if ts > td or (ts == td and self.rec.index_of(src) > self.rec.index_of(dst)):
+            # back in time; or at one time against the order recorded, where it could close a
+            # cycle (every other edge of one time goes forward in that order)
+            self.m.edges_skipped += 1
             return
         self.rec.edge(src, dst, type)
-
-    def _reaches(self, a: str, b: str) -> bool:
-        """Whether ``b`` is reachable from ``a`` (only asked of two events of the same time)."""
-        out: dict[str, list[str]] = defaultdict(list)
-        for e in self.rec.edges:
-            out[e.src].append(e.dst)
-        seen, todo = {a}, [a]
-        while todo:
-            for n in out.get(todo.pop(), ()):
-                if n == b:
-                    return True
-                if n not in seen:
-                    seen.add(n)
-                    todo.append(n)
-        return False
 
     def ensure(self, agent: str, t: float, spawner: str) -> bool:
         """The agent is known to the run by time ``t``; True when it was spawned here (by ``spawner``)."""
@@ -325,7 +312,7 @@ class _Merger:
         for s in spans:
             normalize(s)
             s["start"] = s["start"] if s["start"] is not None else (s["end"] or self.run.wall0)
-            s["end"] = s["end"] if s["end"] is not None else s["start"]
+            s["end"] = max(s["end"], s["start"]) if s["end"] is not None else s["start"]  # none reversed
         by_id = {s["id"]: s for s in spans}
         self.children: dict[str, list[dict[str, Any]]] = defaultdict(list)
         roots = []
@@ -456,8 +443,8 @@ class _Merger:
         target = a.get("gen_ai.transfer.target.name")
         if target is not None and str(a.get("gen_ai.transfer.target.type") or "agent") == "agent":
             nested = any(self.framework_agent(c) == target for c in self._descendants(s))
-            if not nested:  # the target's own span is elsewhere (or not exported): the tool says it
-                callee = self.agent_of(str(target))
+            callee = self.agent_of(str(target))
+            if not nested and callee != who:  # its own span is elsewhere (or not exported): the tool says it
                 self.handed.add((who, callee))
                 invoked = self.invoke(who, callee, t0, t1, here.mode, here)
                 if here.mode != "pass_control":
