@@ -201,7 +201,12 @@ def test_loop_stop_is_reproducible_by_seed(tmp_path: Path) -> None:
         return completed(out)
 
     first, second = run("a"), run("b")
-    assert [r.train for r in first] == [r.train for r in second]
+    timing = {"rollout_s", "rollout_tokens_per_s"}  # wall-clock figures: never the same twice
+
+    def figures(recs: list) -> list[dict]:
+        return [{k: v for k, v in r.train.items() if k not in timing} for r in recs]
+
+    assert figures(first) == figures(second) and timing <= set(first[1].train)
     assert [r.eval for r in first] == [r.eval for r in second]
     assert first[2].train["replayed_runs"] == 6
     for r1, r2 in zip(first[1:], second[1:], strict=True):

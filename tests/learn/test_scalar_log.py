@@ -36,6 +36,8 @@ def test_loop_stop_logs_each_iteration(tmp_path: Path) -> None:
     assert [v for _, v in ev["train/replayed_runs"]] == [3, 6] and len(ev["train/mean_weight"]) == 2
     assert [s for s, _ in ev["train/approx_kl"]] == [1, 2] and len(ev["train/clip_fraction"]) == 2
     assert [v for _, v in ev["train/steps"]] == [20, 20]  # every epoch: no --target-kl
+    assert all(0 < v < 0.7 for _, v in ev["train/entropy"])  # of P(stop), at most ln 2
+    assert len(ev["train/rollout_tokens_per_s"]) == 2
     assert len(ev["time/seconds_per_iteration"]) == 3 and all(
         v >= 0 for _, v in ev["time/seconds_per_iteration"]
     )

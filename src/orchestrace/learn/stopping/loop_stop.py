@@ -19,6 +19,7 @@ offline.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,7 @@ class UpdateFigures:
     effective_fraction: float  # Kish effective sample size of the weights / decisions
     approx_kl: float  # KL(pi_k || new) at the last step, on the update's decisions
     clip_fraction: float
+    entropy: float  # mean entropy of P(stop) over the update's decisions at its last step
     steps: float  # gradient steps taken (fewer than the epochs when the KL passed target_kl)
 
 
@@ -182,6 +184,7 @@ class StopLoop:
             keep = [k for k, q in enumerate(full.questions) if q.id in ids][: cfg.eval_questions]
             self.bank = full.subset(keep, f"{cfg.family}-heldout")
         self._backend: Any = None
+        self.collect_s: float | None = None  # seconds the last collect took (tokens per second)
 
     def start_policy(self, path: Path) -> str:
         if self.cfg.start is not None:
@@ -215,6 +218,7 @@ class StopLoop:
         from ...runtime.runner import execute
 
         assert policy is not None
+        t0 = time.perf_counter()
         pol = StopPolicy.load(policy)
         rng = np.random.default_rng([self.cfg.seed, iteration])
         picks = rng.choice(self.train_idx, size=min(self.cfg.questions, len(self.train_idx)), replace=False)
@@ -231,6 +235,7 @@ class StopLoop:
                         backend=self._live_backend(), trace_id=f"loop-i{iteration}-{k}", trace_policies={"stop": learned})
             )  # fmt: skip
             paths.append(out)
+        self.collect_s = time.perf_counter() - t0
         return paths
 
     def update(
@@ -245,12 +250,17 @@ class StopLoop:
 
         first = 1 if self.cfg.window <= 0 else iteration - self.cfg.window + 1
         earlier = [p for r in completed(out_dir.parent) if first <= r.iteration < iteration for p in r.traces]
+        runs = read(traces)
         new, figures = importance_weighted_update(
-            StopPolicy.load(policy), read(traces), read(earlier), self.cfg.cost, self.cfg.lr,
+            StopPolicy.load(policy), runs, read(earlier), self.cfg.cost, self.cfg.lr,
             self.cfg.epochs, self.cfg.clip, self.cfg.max_weight, self.cfg.target_kl,
         )  # fmt: skip
         new.save(str(out_dir / "policy"))
-        return str(out_dir / "policy.safetensors"), asdict(figures)
+        out = asdict(figures)
+        if self.collect_s:  # this process collected the runs (always: a resumed iteration is redone)
+            tokens = sum(e.tokens_out or 0 for trace, _ in runs for e in trace.events)
+            out |= {"rollout_s": self.collect_s, "rollout_tokens_per_s": tokens / self.collect_s}
+        return str(out_dir / "policy.safetensors"), out
 
     def evaluate(self, policy: str | None, out_dir: Path) -> dict[str, float]:
         """Greedy accuracy and mean samples on the held-out questions of the embedded bank."""

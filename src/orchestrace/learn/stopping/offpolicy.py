@@ -35,6 +35,7 @@ class WeightedStepFigures:
     effective_fraction: float  # Kish effective sample size of the weights / decisions
     approx_kl: float  # KL(pi_k || new) at the last step
     clip_fraction: float
+    entropy: float  # mean entropy of P(stop) over the decisions at the last step
     steps: float  # gradient steps taken (fewer than the epochs when the KL passed its target)
 
 
@@ -80,17 +81,21 @@ def weighted_clipped_steps(
     xt, at, adv = torch.from_numpy(x), torch.from_numpy(act), torch.from_numpy(credit)
     weight = torch.from_numpy((w / len(w)).astype(np.float32))
 
-    def logp() -> torch.Tensor:
+    def logp() -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability of each recorded action, and the entropy of P(stop) there."""
         z = actor(xt).squeeze(-1)
-        return at * logsigmoid(z) + (1 - at) * logsigmoid(-z)
+        stop, go = logsigmoid(z), logsigmoid(-z)
+        p = torch.sigmoid(z)
+        return at * stop + (1 - at) * go, -(p * stop + (1 - p) * go).detach()
 
     with torch.no_grad():
-        old_logp = logp()
-    kl = clipped = 0.0
+        old_logp = logp()[0]
+    kl = clipped = entropy = 0.0
     steps = 0
     for _ in range(epochs):
-        s = clipped_surrogate(logp(), old_logp, adv, clip, weight=weight)
-        kl, clipped = s.approx_kl, s.clip_fraction
+        now, ent = logp()
+        s = clipped_surrogate(now, old_logp, adv, clip, weight=weight, entropy=ent)
+        kl, clipped, entropy = s.approx_kl, s.clip_fraction, s.entropy or 0.0
         if target_kl is not None and kl > target_kl:
             break
         steps += 1
@@ -100,5 +105,5 @@ def weighted_clipped_steps(
                 p -= lr * g
     effective = float(w.sum() ** 2 / (len(w) * (w**2).sum())) if w.any() else 0.0
     return StopPolicy.from_torch(policy.config, actor), WeightedStepFigures(
-        float(w.mean()), effective, kl, clipped, float(steps)
+        float(w.mean()), effective, kl, clipped, entropy, float(steps)
     )
