@@ -97,3 +97,28 @@ def test_spans_in_a_parent_cycle_are_imported(tmp_path):
     tr = _load(tmp_path, spans)
     assert [e.type for e in tr.events] == ["orchestrator_decision", "tool_call", "tool_result"]
     assert tr.metadata["import"]["bad_values"] == {"span in or under a parent cycle": 3}
+
+
+def test_caller_and_transfer_attributes_are_spawns_and_handoffs(tmp_path):
+    """``gen_ai.transfer.*`` on a tool span (semantic-conventions-genai) spawns its target, once;
+    ``gen_ai.caller.*`` on an agent span names its spawner, or none for a workflow."""
+    tool = {"gen_ai.operation.name": "execute_tool"}
+    P, T1, T2, W, AU = (f"b00000000000000{i}" for i in range(1, 6))
+    spans = [
+        _span(P, None, "invoke_agent planner", 0, 10, {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"}),
+        _span(T1, P, "execute_tool ask", 1, 3, {**tool, "gen_ai.tool.name": "ask", "gen_ai.transfer.target.name": "researcher", "gen_ai.transfer.mode": "return_to_caller"}),
+        _span(AU, P, "invoke_agent auditor", 4, 5, {"gen_ai.agent.name": "auditor", "gen_ai.caller.type": "workflow"}),
+        _span(T2, P, "execute_tool transfer_to_writer", 6, 7, {**tool, "gen_ai.tool.name": "transfer_to_writer", "gen_ai.transfer.target.name": "writer", "gen_ai.transfer.mode": "pass_control"}),
+        _span(W, None, "invoke_agent writer", 8, 9, {"gen_ai.agent.name": "writer", "gen_ai.caller.type": "agent", "gen_ai.caller.name": "planner"}),
+    ]  # fmt: skip
+    tr = _load(tmp_path, spans)
+    shown = [
+        (e.type, e.agent, e.to, (e.attrs or {}).get("kind"))
+        for e in tr.events
+        if e.type in ("spawn", "return")
+    ]
+    assert shown == [
+        ("spawn", "planner", "researcher", "delegation"),
+        ("return", "researcher", "planner", None),
+        ("spawn", "planner", "writer", "handoff"),  # once: the writer's own span says the same
+    ]

@@ -11,6 +11,12 @@ come back exactly. Other spans follow the GenAI semantic conventions:
   span becomes a ``spawn`` by the enclosing agent at its start and a ``return`` at its end;
 - ``execute_tool`` -> ``tool_call`` at start and ``tool_result`` at end (``gen_ai.tool.name``,
   ``gen_ai.tool.call.id``; span status error or ``error.type`` -> status error);
+- an agent span's ``gen_ai.caller.name`` (``gen_ai.caller.type`` agent) names its spawner in place
+  of the enclosing agent (another type: no spawn); an ``execute_tool`` span's
+  ``gen_ai.transfer.target.name`` is a ``spawn`` of the target by the tool's agent (``kind``
+  ``delegation`` with a ``return`` at the tool's end, or ``handoff`` for ``gen_ai.transfer.mode =
+  pass_control``: a ``message`` when the target is spawned already), unless the target's own
+  span is inside the tool's;
 - ``chat`` / ``text_completion`` / ``generate_content`` / any span with ``gen_ai.usage.*`` ->
   an ``orchestrator_decision`` (kind ``llm_call``) with model and token usage.
 
@@ -213,6 +219,27 @@ def tool_of(s: dict[str, Any]) -> tuple[str, str]:
     )
 
 
+def caller_of(s: dict[str, Any], enclosing: str | None) -> str | None:
+    """Who invoked an agent span: ``gen_ai.caller.name`` when the caller is an agent
+    (``gen_ai.caller.type`` ``agent`` or unset), None for a workflow or any other caller type,
+    else the agent whose span encloses it."""
+    a = s["attrs"]
+    if str(a.get("gen_ai.caller.type") or "agent") != "agent":
+        return None
+    name = a.get("gen_ai.caller.name")
+    return str(name) if name else enclosing
+
+
+def transfer_of(s: dict[str, Any]) -> tuple[str, str] | None:
+    """An ``execute_tool`` span's transfer to another agent: (target, mode), mode
+    ``return_to_caller`` (the default: an agent used as a tool) or ``pass_control`` (a handoff)."""
+    a = s["attrs"]
+    target = a.get("gen_ai.transfer.target.name")
+    if not target or str(a.get("gen_ai.transfer.target.type") or "agent") != "agent":
+        return None
+    return str(target), str(a.get("gen_ai.transfer.mode") or "return_to_caller")
+
+
 def _seconds(value: Any, stats: ImportStats) -> float | None:
     """A span time in seconds; None (noted) for one that is no positive int64 of nanoseconds,
     which read as 0 put that span at 1970 and every other event ~1.7e9 s after it."""
@@ -264,6 +291,28 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
         else:
             roots.append(s)
     seen: set[int] = set()
+    handed: set[tuple[str, str]] = set()  # (caller, target) a tool span's transfer recorded
+
+    def handover(who: str, s: dict[str, Any]) -> None:
+        """A tool span's ``gen_ai.transfer.*``, unless the target's own span is inside it."""
+        transfer = transfer_of(s)
+        if transfer is None or transfer[0] == who:
+            return
+        target, mode = transfer
+        todo = list(children.get(s["id"], ()))
+        while todo:
+            c = todo.pop()
+            if agent_name(c) == target:
+                return
+            todo.extend(children.get(c["id"], ()))
+        handed.add((who, target))
+        attrs = {"span_id": s["id"], "kind": "handoff" if mode == "pass_control" else "delegation"}
+        if mode == "pass_control" and b.is_spawned(target):
+            b.add("message", who, s["start"], to=target, attrs=attrs)
+            return
+        b.spawn(who, target, s["start"], attrs=attrs)
+        if mode != "pass_control":
+            b.ret(target, s["end"], status="error" if is_error(s) else "ok", attrs={"span_id": s["id"]})
 
     def visit(s: dict[str, Any], agent: str | None) -> None:
         if id(s) in seen:  # a span that is its own ancestor (a parent cycle): once only
@@ -275,10 +324,15 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
         error = is_error(s)
         me = agent
         after: tuple[str, str, str] | None = None  # a tool result comes after what the tool did
+        spawned = False
         if name is not None:
             me = name
-            if agent is not None and agent != name:
-                b.spawn(agent, name, s["start"], attrs={"span_id": s["id"], "span_name": s["name"]})
+            caller = caller_of(s, agent)
+            if (caller, name) in handed:  # its caller's tool span said it already
+                handed.discard((caller, name))
+            elif caller is not None and caller != name:
+                b.spawn(caller, name, s["start"], attrs={"span_id": s["id"], "span_name": s["name"]})
+                spawned = True
         elif op == "execute_tool":
             who = agent or "agent"
             tool, cid = tool_of(s)
@@ -294,6 +348,7 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
                 attrs={"span_id": s["id"]},
                 content=a.get("gen_ai.tool.call.arguments"),
             )
+            handover(who, s)
             after = (who, tool, cid)
         elif op in LLM_OPS or any(k.startswith("gen_ai.usage.") for k in a):
             tin, tout = usage(a, b.stats)
@@ -312,7 +367,7 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
             b.stats.unknown[f"span {s['name'][:40]}"] += 1
         for c in children.get(s["id"], ()):
             visit(c, me)
-        if name is not None and agent is not None and agent != name:
+        if spawned:
             b.ret(name, s["end"], status="error" if error else "ok", attrs={"span_id": s["id"]})
         if after is not None:
             who, tool, cid = after

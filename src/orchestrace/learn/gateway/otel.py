@@ -40,11 +40,13 @@ import orjson
 from ...importers.otlp import (
     LLM_OPS,
     agent_name,
+    caller_of,
     is_error,
     normalize,
     operation,
     spans_of_request,
     tool_of,
+    transfer_of,
     usage,
 )
 from ...importers.reading import ImportStats
@@ -402,11 +404,11 @@ class _Merger:
     def visit_agent(self, s: dict[str, Any], me: str, enclosing: str | None, tool: _Tool | None) -> None:
         a = s["attrs"]
         t0, t1 = self.t(s["start"]), self.t(s["end"])
-        caller = enclosing
         if str(a.get("gen_ai.caller.type") or "agent") != "agent":
-            caller = ROOT_AGENT  # a workflow or a program invoked it
-        elif a.get("gen_ai.caller.name"):
-            caller = self.agent_of(str(a["gen_ai.caller.name"]))
+            caller: str | None = ROOT_AGENT  # a workflow or a program invoked it
+        else:
+            named = caller_of(s, None)
+            caller = self.agent_of(named) if named is not None else enclosing
         via = tool if tool is not None and tool.agent == caller else None
         invoked = None
         if via is None and (caller, me) in self.handed:  # a tool span of the caller's said it
@@ -439,11 +441,12 @@ class _Merger:
         )
         self.edge(src, call)
         self.m.tools += 1
-        here = _Tool(who, call, str(a.get("gen_ai.transfer.mode") or "return_to_caller"))
-        target = a.get("gen_ai.transfer.target.name")
-        if target is not None and str(a.get("gen_ai.transfer.target.type") or "agent") == "agent":
+        transfer = transfer_of(s)
+        here = _Tool(who, call, transfer[1] if transfer is not None else "return_to_caller")
+        if transfer is not None:
+            target = transfer[0]
             nested = any(self.framework_agent(c) == target for c in self._descendants(s))
-            callee = self.agent_of(str(target))
+            callee = self.agent_of(target)
             if not nested and callee != who:  # its own span is elsewhere (or not exported): the tool says it
                 self.handed.add((who, callee))
                 invoked = self.invoke(who, callee, t0, t1, here.mode, here)
