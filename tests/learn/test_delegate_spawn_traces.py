@@ -7,6 +7,7 @@ written."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -288,8 +289,19 @@ def test_on_policy_route_runs_train_a_router(tmp_path: Path, capsys: pytest.Capt
     assert sorted({r.prob for r in runs}) == [0.5, 1.0]  # drawn from a uniform router; the default run: 1
     assert {r.action for r in runs} == {0, 1}  # both models were tried
     code, text = _cli(capsys, ["train", "delegate", "--traces", str(tmp_path / "runs" / "*.events.jsonl"), "--logged",
-                               "--start", str(start), "--lambda", "0.5", "-o", str(tmp_path / "out")])  # fmt: skip
+                               "--start", str(start), "--lambda", "0.5", "-o", str(tmp_path / "out"),
+                               "--log", "tensorboard"])  # fmt: skip
     assert code == 0, text
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "out" / "tensorboard"))  # --log: the one update, at step 1
+    acc.Reload()
+    ev = {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+    result = json.loads((tmp_path / "out" / "delegate-logged-result.json").read_text())
+    assert ev["train/reward"] == [(1, pytest.approx(result["logged_reward"]))]
+    assert {"train/approx_kl", "train/clip_fraction", "train/entropy", "time/seconds_per_iteration"} <= set(
+        ev
+    )
     new = NumpyPolicy.load(tmp_path / "out" / "delegate-logged")
     routed = new.probs(DelegateEnv(table).feats).argmax(axis=1)
     assert [MODELS[a] for a in routed] == ["small" if g == "history" else "large" for g in table.groups]

@@ -220,3 +220,30 @@ def test_target_kl_without_epochs_is_refused_before_training(
     err = " ".join(capsys.readouterr().err.split())
     assert e.value.code == 2 and "OT630" in err and match in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_gym_trainers_log_heldout_figures_and_train_the_same(tmp_path: Path, public_excerpt: Path) -> None:
+    """train retry (as delegate and swarm, through rl.train_gym): with a log open, the greedy
+    policy's held-out figures every tenth of the run (here every iteration) under heldout/, the
+    last one equal to the report's; one run per family (two families once wrote into one); and
+    the same policies as without a log (measuring draws nothing from the training)."""
+    import numpy as np
+
+    from orchestrace.learn.experiments import train_retry
+
+    def train() -> object:
+        return train_retry(["humaneval", "alfworld"], 0.1, iters=3, batch=16, algo="ppo", data=public_excerpt)
+
+    plain = train()
+    with open_log("tensorboard", tmp_path):
+        logged = train()
+    for name, policy in plain.policies.items():
+        pairs = zip(policy.weights, logged.policies[name].weights, strict=True)
+        assert all(np.array_equal(w1, w2) and np.array_equal(b1, b2) for (w1, b1), (w2, b2) in pairs), name
+    runs = sorted(p.name for p in (tmp_path / "tensorboard").iterdir())
+    assert runs == ["RetryStop-alfworld-ppo", "RetryStop-humaneval-ppo"]
+    ev = read_events(tmp_path / "tensorboard" / "RetryStop-humaneval-ppo")
+    assert [s for s, _ in ev["heldout/reward"]] == [1, 2, 3] and len(ev["heldout/success"]) == 3
+    assert ev["heldout/reward"][-1][1] == pytest.approx(
+        logged.result.families["humaneval"].learned.reward.mean
+    )

@@ -253,9 +253,10 @@ def train_delegate_cmd(
             from ..core.errors import OrchestraceError
 
             raise OrchestraceError("OT606", "--logged learns from recorded runs: give them with --traces")
-        logged_run = write_trained(
-            out, train_delegate_logged(traces, lam, start=start, seed=seed, target_kl=target_kl)
-        )
+        with open_log(log, out):
+            logged_run = write_trained(
+                out, train_delegate_logged(traces, lam, start=start, seed=seed, target_kl=target_kl)
+            )
         if fmt == "json":
             console.print_json(json.dumps(msgspec.to_builtins(logged_run)))
             return

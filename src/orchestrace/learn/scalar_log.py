@@ -163,6 +163,11 @@ def child_run(name: str) -> Iterator[None]:
             run.sink.close()
 
 
+def is_logging() -> bool:
+    """Whether figures logged here go anywhere (a trainer may skip measuring what only a log shows)."""
+    return _run.get() is not None
+
+
 def safe_name(name: str) -> str:
     """A run name as one folder name (``learned+agg(c=0.01)`` -> ``learned+agg_c=0.01``)."""
     return re.sub(r"[^\w.+=-]+", "_", name).strip("_") or "run"

@@ -13,6 +13,7 @@ from ...core.errors import OrchestraceError
 from ..rl import check_target_kl
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
+from ..scalar_log import log_scalars
 from .protocol import (
     SPLIT_SEED,
     AlgoSettings,
@@ -144,6 +145,18 @@ def _run_env(
     return out[0], out[1], out[2], out[3]
 
 
+def _heldout_figures(env: DelegateEnv | CascadeEnv, n: int) -> Callable[[NumpyPolicy], dict[str, float]]:
+    """A router's mean reward, quality and price on the ``n`` held-out queries of ``env``: what
+    ``--log`` shows under ``heldout/`` while a router trains."""
+
+    def measure(policy: NumpyPolicy) -> dict[str, float]:
+        reward, quality, cost, _ = _run_env(env, n, policy.act)
+        return {"reward": float(reward.mean()), "quality": float(quality.mean()),
+                "usd_per_1k_queries": float(cost.mean() * 1000)}  # fmt: skip
+
+    return measure
+
+
 def _delegate_report(train: RouteData, test: RouteData, lam: float, scale: float, policy: NumpyPolicy | None,
                      test_env: DelegateEnv | CascadeEnv, seed: int) -> DelegateReport:  # fmt: skip
     from ..envs.delegate import CascadeEnv, route_rewards, rule_cascade
@@ -265,11 +278,13 @@ def train_delegate(
     make = CascadeEnv if mode == "cascade" else DelegateEnv
     env = make(train_d, lam=lam, scale=None)
     scale = env.scale
+    held_env = make(test_d, lam=lam, scale=scale)  # its own: the report's env starts fresh, log or not
     res = train_policy(
         algo, env, [{"query": i} for i in range(len(train_d.ids))], env_name="Delegate", iters=iters,
         batch=batch, seed=seed, hidden=hidden, progress=progress, **kw,
         init_bias=(1.0, 0.0) if mode == "cascade" else None,  # cascade: start cheap, accept (P = 0.73)
         extra={"source": source, "lambda": lam, "models": full.models, "cost_scale": scale, "mode": mode},
+        heldout=_heldout_figures(held_env, len(test_d.ids)),
     )  # fmt: skip
     suffix = "-cascade" if mode == "cascade" else ""
     test_env = make(test_d, lam=lam, scale=scale)
@@ -343,7 +358,7 @@ def train_delegate_logged(
         else:
             actor[-1].weight.mul_(0.01)  # near-uniform start
     batch = Batch(obs, act, reward, reward, np.ones(len(runs)), np.zeros(len(runs)), [])
-    clipped_update(actor, None, optimiser(actor, None, lr, None), batch, reward - reward.mean(), None,
+    figures = clipped_update(actor, None, optimiser(actor, None, lr, None), batch, reward - reward.mean(), None,
                    np.random.default_rng(seed), epochs=epochs, minibatches=1, clip=clip, ent_coef=0.0, vf_coef=0.0,
                    norm_adv=False, old_logp=np.log(mu), target_kl=target_kl)  # fmt: skip
     policy = to_numpy(actor, meta)
@@ -356,6 +371,9 @@ def train_delegate_logged(
         runs_agreeing_with_new_router=int((greedy == act).sum()),
         share={m: float(np.mean(greedy == j)) for j, m in enumerate(models)},
     )  # fmt: skip
+    # one update, one step of the open log (--log): the runs' reward, the estimate, PPO's figures
+    log_scalars(1, {"reward": res.logged_reward, "snips_reward_new_router": res.snips_reward_new_router,
+                    **figures}, prefix="train/")  # fmt: skip
     return Trained(res, "delegate-logged-result.json", {"delegate-logged": policy})
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,12 +96,6 @@ def _retry_eval(
     """Greedy policy and every fixed cap (by cap) on the same held-out episodes."""
     from ..envs.retry import fixed_cap_reward
 
-    rew, succ, att = [], [], []
-    for opt in episodes:
-        _, _, r, info = run_episode(env, policy.act, opt)
-        rew.append(r)
-        succ.append(info["success"])
-        att.append(info["attempts"])
     fam = env.tasks[episodes[0]["task"]].family
     budget = env.budget[fam]
     caps = {}
@@ -115,7 +109,32 @@ def _retry_eval(
             np.array([s for _, s, _ in res]),
             np.array([n for _, _, n in res]),
         )
-    return (np.array(rew), np.array(succ), np.array(att)), caps
+    return _retry_learned(env, episodes, policy), caps
+
+
+def _retry_learned(env: RetryStopEnv, episodes: list[dict[str, int]], policy: NumpyPolicy) -> Outcomes:
+    """The greedy policy's outcomes, episode by episode."""
+    rew, succ, att = [], [], []
+    for opt in episodes:
+        _, _, r, info = run_episode(env, policy.act, opt)
+        rew.append(r)
+        succ.append(info["success"])
+        att.append(info["attempts"])
+    return np.array(rew), np.array(succ), np.array(att)
+
+
+def _heldout_figures(
+    env: RetryStopEnv, episodes: list[dict[str, int]]
+) -> Callable[[NumpyPolicy], dict[str, float]]:
+    """A give-up policy's mean reward, success and attempts on held-out episodes: what ``--log``
+    shows under ``heldout/`` while it trains."""
+
+    def measure(policy: NumpyPolicy) -> dict[str, float]:
+        reward, success, attempts = _retry_learned(env, episodes, policy)
+        return {"reward": float(reward.mean()), "success": float(success.mean()),
+                "attempts": float(attempts.mean())}  # fmt: skip
+
+    return measure
 
 
 def _by_task(episodes: list[dict[str, int]], x: np.ndarray) -> np.ndarray:
@@ -173,9 +192,11 @@ def train_retry(
         env = RetryStopEnv(tasks, cost=c)
         tr, te = split(len(tasks))
         train_eps = _retry_episodes(env, tr, perms)
+        held_env = RetryStopEnv(tasks, cost=c)  # its own: measuring never touches the training env
         res = train_policy(
             algo, env, train_eps, env_name="RetryStop", iters=iters, batch=batch, seed=seed, progress=progress,
             hidden=hidden, init_bias=(0.0, -2.0), baseline="stop-now", extra={"family": fam, "cost": c}, **kw,
+            heldout=_heldout_figures(held_env, _retry_episodes(held_env, te, perms)), run=f"RetryStop-{fam}-{algo}",
         )  # fmt: skip
         policies[f"retry-{fam}"] = res.policy
         # cap chosen on the training split

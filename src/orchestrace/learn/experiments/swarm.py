@@ -190,10 +190,12 @@ SWARM_ALGO: dict[str, AlgoSettings] = {
 
 
 def _swarm_train(env: SwarmEnv | SwarmParallelEnv, algo: str, kw: AlgoSettings, *, seed: int, iters: int, batch: int, l1: float,
-                 l2: float, anneal_frac: float, train_tasks: int, progress: bool,
-                 extra: dict[str, str | int]) -> tuple[TrainResult, list[tuple[float, float]]]:  # fmt: skip
+                 l2: float, anneal_frac: float, train_tasks: int, progress: bool, extra: dict[str, str | int],
+                 heldout: Callable[[NumpyPolicy], dict[str, float]],
+                 ) -> tuple[TrainResult, list[tuple[float, float]]]:  # fmt: skip
     """Train on PARL rewards with l1 (r_parallel) and l2 (r_finish) decaying linearly to 0 over the
-    first ``anneal_frac`` of the iterations (Swarm and the PettingZoo Parallel Swarm alike)."""
+    first ``anneal_frac`` of the iterations (Swarm and the PettingZoo Parallel Swarm alike);
+    ``heldout``: the figures ``--log`` shows under ``heldout/``."""
     from ...reward.schedule import Schedule
 
     steps = max(1, int(iters * anneal_frac))
@@ -208,7 +210,8 @@ def _swarm_train(env: SwarmEnv | SwarmParallelEnv, algo: str, kw: AlgoSettings, 
     res = train_policy(
         algo, env, [{"task": i} for i in range(train_tasks)], env_name="Swarm", iters=iters, batch=batch, seed=seed,
         hidden=(32,), on_iter=anneal, progress=progress,
-        extra={"l1": l1, "l2": l2, "anneal_frac": anneal_frac, "config": vars(env.cfg), **extra}, **kw,
+        extra={"l1": l1, "l2": l2, "anneal_frac": anneal_frac, "config": vars(env.cfg), **extra}, heldout=heldout,
+        **kw,
     )  # fmt: skip
     return res, weights[:: max(1, iters // 20)]
 
@@ -249,8 +252,16 @@ def train_swarm(
     if tasks is not None:
         train_tasks = len(tasks)
     env = SwarmEnv(task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2, tasks=tasks)
+    held_env = SwarmEnv(task_seed=SWARM_TEST_SEED)  # its own: the report's env starts fresh, log or not
+
+    def heldout(policy: NumpyPolicy) -> dict[str, float]:
+        m = _swarm_eval(held_env, eval_tasks, {"learned": policy.act}, seed)["learned"][0]
+        return {"r_perf": m.r_perf.mean, "finish_rate": m.finish_rate, "on_budget": m.on_budget,
+                "critical_over_serial": m.critical_over_serial.mean}  # fmt: skip
+
     res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
-                                anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress, extra={})  # fmt: skip
+                                anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress, extra={},
+                                heldout=heldout)  # fmt: skip
     r = _swarm_report(SwarmEnv(task_seed=SWARM_TEST_SEED), res.policy, eval_tasks, seed)
     result = SwarmTraining(
         **msgspec.structs.asdict(r), env="Swarm", seed=seed,
@@ -288,14 +299,22 @@ def train_swarm_parallel(
     leads' rewards sum to R: :func:`~..envs.swarm_parallel.lead_rewards`). ``batch`` counts
     env episodes (each gives ``branches`` agent trajectories). Evaluated with
     :func:`eval_swarm_parallel` on held-out tasks against the per-lead fixed rules."""
-    from ..envs.swarm_parallel import check_credit, parallel_env
+    from ..envs.swarm_parallel import SwarmParallelEnv, check_credit, parallel_env
 
     check_credit(credit)
     kw = algo_kwargs(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef, target_kl=target_kl)
     env = parallel_env(branches=branches, task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2, credit=credit)
+    held_env = SwarmParallelEnv(branches=branches, task_seed=SWARM_TEST_SEED)  # eval_swarm_parallel's own
+
+    def heldout(policy: NumpyPolicy) -> dict[str, float]:
+        a = _parallel_rows(held_env, lambda _a, o: policy.act(o), eval_tasks)
+        return {"r_perf": float(a[:, 0].mean()), "finish_rate": float(a[:, 1].mean()),
+                "critical_over_serial": float(a[:, 2].mean()), "on_budget": float(a[:, 3].mean())}  # fmt: skip
+
     res, weights = _swarm_train(env, algo, kw, seed=seed, iters=iters, batch=batch, l1=l1, l2=l2,
                                 anneal_frac=anneal_frac, train_tasks=train_tasks, progress=progress,
-                                extra={"trained_on": "SwarmParallel", "branches": branches, "credit": credit})  # fmt: skip
+                                extra={"trained_on": "SwarmParallel", "branches": branches, "credit": credit},
+                                heldout=heldout)  # fmt: skip
     r = eval_swarm_parallel(res.policy, branches=branches, eval_tasks=eval_tasks, seed=seed)
     result = SwarmParallelTraining(
         **msgspec.structs.asdict(r), seed=seed, train_task_seed=SWARM_TRAIN_SEED, test_task_seed=SWARM_TEST_SEED,
@@ -330,14 +349,36 @@ def eval_swarm(policy: str | Path | None = None, *, eval_tasks: int = 200, seed:
     return SwarmEval(**msgspec.structs.asdict(r), env="Swarm", seed=seed, test_task_seed=SWARM_TEST_SEED)
 
 
+def _parallel_rows(
+    env: SwarmParallelEnv, choose: Callable[[str, np.ndarray], int], eval_tasks: int
+) -> np.ndarray:
+    """Per held-out task 0..eval_tasks-1, every lead choosing with ``choose(agent, obs)``: r_perf,
+    r_finish, Critical Steps / (serial + 1), on budget."""
+    from ..envs.swarm import swarm_reward
+    from ..envs.swarm_parallel import hier_stage_critical
+
+    rows = []
+    for i in range(eval_tasks):
+        obs, _ = env.reset(options={"task": i})
+        while env.agents:
+            obs, _, _, _, infos = env.step({a: choose(a, obs[a]) for a in env.agents})
+        info = next(iter(infos.values()))
+        m = swarm_reward(info["trace"], parallel_cap=env.cfg.parallel_cap, measure=True)
+        serial = sum(
+            hier_stage_critical([t.stages[s] for t in env._tasks], [0] * env.branches) for s in range(env._n)
+        )
+        rows.append([m["r_perf"], m["r_finish"], m["critical_steps"] / (serial + 1), float(not info["late"])])
+    return np.array(rows)
+
+
 def eval_swarm_parallel(
     policy: str | Path | NumpyPolicy | None = None, *, branches: int = 3, eval_tasks: int = 100, seed: int = 0
 ) -> SwarmParallelEval:
     """PettingZoo Parallel Swarm on held-out tasks: every lead acts at once, each running the same
     policy (trained on the single-agent Swarm, or shared by the leads in :func:`train_swarm_parallel`)
     on its own observation, against per-lead baselines."""
-    from ..envs.swarm import baseline_ks, swarm_reward
-    from ..envs.swarm_parallel import SwarmParallelEnv, hier_stage_critical
+    from ..envs.swarm import baseline_ks
+    from ..envs.swarm_parallel import SwarmParallelEnv
 
     pol = _load_swarm_policy(policy) if isinstance(policy, str | Path) else policy
     env = SwarmParallelEnv(branches=branches, task_seed=SWARM_TEST_SEED)
@@ -356,20 +397,7 @@ def eval_swarm_parallel(
     by_method: dict[str, SwarmParallelMethod] = {}
     r_perf: dict[str, np.ndarray] = {}
     for name, choose in methods.items():
-        rows = []
-        for i in range(eval_tasks):
-            obs, _ = env.reset(options={"task": i})
-            while env.agents:
-                obs, _, _, _, infos = env.step({a: choose(a, obs[a]) for a in env.agents})
-            info = next(iter(infos.values()))
-            m = swarm_reward(info["trace"], parallel_cap=env.cfg.parallel_cap, measure=True)
-            serial = sum(
-                hier_stage_critical([t.stages[s] for t in env._tasks], [0] * branches) for s in range(env._n)
-            )
-            rows.append(
-                [m["r_perf"], m["r_finish"], m["critical_steps"] / (serial + 1), float(not info["late"])]
-            )
-        a = np.array(rows)
+        a = _parallel_rows(env, choose, eval_tasks)
         r_perf[name] = a[:, 0]
         by_method[name] = SwarmParallelMethod(
             summary(a[:, 0], seed), float(a[:, 1].mean()), float(a[:, 2].mean()), float(a[:, 3].mean())

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from ...core.errors import OrchestraceError
+from ..scalar_log import is_logging
 from .rollouts import Batch, NumpyPolicy, PolicyMeta, collect, collect_parallel, mlp, to_numpy
 from .tree import ActionTree, replay_tree
 
@@ -82,7 +83,8 @@ def check_outcome_table(task: Task) -> None:
 class GymTask:
     """A Gymnasium env or a PettingZoo ParallelEnv (one policy shared by every agent: each agent's
     trajectory is an episode of the batch) over the episode starts ``options``. ``init_bias``:
-    initial action logits. ``on_iter(i)`` runs before iteration i draws (reward annealing)."""
+    initial action logits. ``on_iter(i)`` runs before iteration i draws (reward annealing).
+    ``heldout(policy)``: the greedy policy's held-out figures, measured for an open scalar log."""
 
     env: Any
     options: Sequence[dict[str, Any]]
@@ -91,6 +93,7 @@ class GymTask:
     init_bias: Sequence[float] | None = None
     on_iter: Callable[[int], None] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    heldout: Callable[[NumpyPolicy], dict[str, float]] | None = None
     _tables: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, init=False, repr=False)
     _trees: dict[int, ActionTree] = field(default_factory=dict, init=False, repr=False)
 
@@ -188,7 +191,11 @@ class GymTask:
         return OutcomeTable(obs, reward, stop_action=1, ends=np.array([len(r) - 1 for _, r in rows]))
 
     def evaluate(self, actor: nn.Module) -> dict[str, float]:
-        return {}  # held-out evaluation is the experiment drivers' (after training)
+        """Only for a log (``--log``): the experiment drivers report held-out results after
+        training, so without one nothing is measured here."""
+        if self.heldout is None or not is_logging():
+            return {}
+        return self.heldout(to_numpy(actor, self.meta))
 
     def policy(self, actor: nn.Module, algo: str, seed: int) -> NumpyPolicy:
         m = self.meta

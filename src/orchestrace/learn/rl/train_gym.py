@@ -32,6 +32,7 @@ from typing import Any
 from ..scalar_log import child_run
 from . import algorithm, check_target_kl
 from .curve import TrainResult
+from .rollouts import NumpyPolicy
 from .tasks import GymTask
 
 
@@ -60,6 +61,8 @@ def train_policy(
     on_iter: Callable[[int], None] | None = None,
     progress: bool = False,
     extra: dict[str, Any] | None = None,
+    heldout: Callable[[NumpyPolicy], dict[str, float]] | None = None,
+    run: str | None = None,
 ) -> TrainResult:
     """Train a softmax policy with ``algo`` on episodes drawn (with replacement) from
     ``train_options``; ``group`` rollouts per drawn start (GRPO's group size; REINFORCE's
@@ -67,11 +70,14 @@ def train_policy(
     critic (critic loss weighted by ``vf_coef``), gradient norm clipped to 1 (REINFORCE) or 0.5.
     ``init_bias``: initial action logits. ``on_iter(i)`` runs before iteration i collects (used to
     anneal reward weights). ``target_kl`` (ppo, grpo): no further epoch of an update once its
-    approximate KL passed this. Same seed, same policy."""
+    approximate KL passed this. ``heldout(policy)``: the greedy policy's held-out figures, measured
+    only when a scalar log is open (``--log``; at the first and last iteration and every tenth of
+    the run), under ``heldout/``; ``run``: the log's run name (default ``<env_name>-<algo>``).
+    Same seed, same policy (a log changes nothing the training draws)."""
     mod = algorithm(algo)
     check_target_kl(target_kl, algo)
-    task = GymTask(env, train_options, env_name, hidden, init_bias, on_iter, dict(extra or {}))
-    common = dict(iterations=iters, batch=batch, lr=lr, seed=seed, eval_every=iters + 1)
+    task = GymTask(env, train_options, env_name, hidden, init_bias, on_iter, dict(extra or {}), heldout)
+    common = dict(iterations=iters, batch=batch, lr=lr, seed=seed, eval_every=max(1, iters // 10))
     if algo == "reinforce":
         args: Any = mod.Args(**common, group=group, critic_lr=None, vf_coef=vf_coef, entropy=ent_coef,
                              baseline=baseline, max_grad_norm=1.0)  # fmt: skip
@@ -90,7 +96,7 @@ def train_policy(
 
         # piped stderr: no bar (its redraws would make one endless line), one line at the end
         bar = tqdm(total=iters, desc=f"train {env_name} ({algo})", unit="it", disable=None)
-    with child_run(f"{env_name}-{algo}"):  # its own TensorBoard run when a log is open (--log)
+    with child_run(run or f"{env_name}-{algo}"):  # its own TensorBoard run when a log is open (--log)
         res = mod.train(task, args, bar.update if bar is not None else None)
     if bar is not None:
         bar.close()
