@@ -27,7 +27,7 @@ def test_loop_stop_logs_each_iteration(tmp_path: Path) -> None:
 
     out = tmp_path / "loop"
     args = ["loop", "stop", "--backend", "scripted", "--questions", "3", "--budget", "4", "-o", str(out)]
-    r = CliRunner().invoke(app, [*args, "--iterations", "2", "--log", "tensorboard"])
+    r = CliRunner().invoke(app, [*args, "--iterations", "2", "--log", "tensorboard", "--update", "weighted"])
     assert r.exit_code == 0, r.output
     ev = read_events(out / "tensorboard")
     assert [s for s, _ in ev["heldout/accuracy"]] == [0, 1, 2]

@@ -125,6 +125,16 @@ def train_stop_cmd(
     target_kl: float = typer.Option(
         None, "--target-kl", help="ppo, grpo: stop an update's epochs once the approximate KL passes this"
     ),
+    logged: bool = typer.Option(
+        False,
+        "--logged",
+        help="--traces as they happened (loop stop's runs: they stop early and repeat questions): "
+        "--iterations of loop stop's update on all of them, no report",
+    ),
+    start: str = typer.Option(
+        None, "--start", help="--logged: start from this stop policy (its budget and cost)"
+    ),
+    update: str = typer.Option("model", "--update", help="--logged: loop stop's update, model or weighted"),
     ray: RayOption = None,
 ) -> None:
     """Train a stopping policy and write a report (Pareto + learning curves, PNG and JSON).
@@ -136,6 +146,8 @@ def train_stop_cmd(
       orchestrace train stop --algo ppo --sweep ''
       orchestrace train stop --ray                 # the cost sweep's policies trained as Ray tasks
       orchestrace train stop --bank lp.jsonl --confidence --budget 24   # also read log-probabilities
+      orchestrace train stop --traces 'runs/loop/iter-*/run-*.events.jsonl' --logged \
+          --start runs/loop/start-policy.safetensors --iterations 4 -o runs/loop-offline
     """
     from importlib import import_module
 
@@ -146,6 +158,8 @@ def train_stop_cmd(
         costs = list(SWEEP_COSTS) if sweep is None else [float(x) for x in sweep.split(",") if x.strip()]
     except ValueError:
         raise OrchestraceError("OT631", f"--sweep must be comma-separated numbers, got {sweep!r}") from None
+    if logged or start:
+        return _train_stop_logged(traces, out, start, budget, cost, seed, iterations, update, logged)
     check_algorithm(algo)  # before any bar is drawn
     with _bars() as bars:
         its = iterations or import_module(f"orchestrace.learn.rl.{algo}").Args().iterations
@@ -219,6 +233,35 @@ def train_stop_cmd(
     for path in rep.files_written:
         console.print(f"wrote {path}", highlight=False)
     console.print(f"policy {rep.policy}  report {rep.report_dir}  ({rep.seconds} s)")
+
+
+def _train_stop_logged(
+    traces: list[str] | None,
+    out: str,
+    start: str | None,
+    budget: int,
+    cost: float,
+    seed: int,
+    iterations: int | None,
+    update: str,
+    logged: bool,
+) -> None:
+    from ..learn.stopping.loop_stop import train_stop_logged
+
+    if not logged or not traces:
+        raise OrchestraceError(
+            "OT631", "--start and --logged go together, with --traces (the runs to learn from)"
+        )
+    res = train_stop_logged(
+        traces, out, start=start, budget=budget, cost=cost, seed=seed, updates=iterations or 4, update=update
+    )
+    console.print(
+        f"{res.updates} {res.update} updates on {res.runs} recorded runs ({res.decisions} stop decisions; "
+        f"budget {res.budget}, cost {res.cost:g})",
+        highlight=False,
+    )
+    for path in res.files:
+        console.print(f"wrote {path}", highlight=False)
 
 
 def _print_results(rows: list[ResultRow]) -> None:
@@ -456,12 +499,19 @@ def loop_stop_cmd(
     budget: int = typer.Option(8, "--budget", min=2, help="most answers per run"),
     width: int = typer.Option(1, "--width", min=1, help="workers sampling at once (parallel waves)"),
     cost: float = typer.Option(0.01, "--cost", help="price of one answer in units of one correct answer"),
-    lr: float = typer.Option(0.3, "--lr", help="plain gradient step size"),
+    update: str = typer.Option(
+        "model",
+        "--update",
+        help="model: the policy's value under the answer process the runs show (no weights); "
+        "weighted: importance-weighted clipped steps on each decision's credit",
+    ),
+    kl: float = typer.Option(0.1, "--kl", min=0.0, help="model: penalty on the KL to the current policy"),
+    lr: float = typer.Option(0.3, "--lr", help="weighted: plain gradient step size"),
     window: int = typer.Option(
-        0, "--window", min=0, help="iterations whose runs each update reuses, importance-weighted (0: all)"
+        0, "--window", min=0, help="iterations whose runs each update reuses (0: all)"
     ),
     max_weight: float = typer.Option(
-        2.0, "--max-weight", min=1.0, help="truncation of the importance weights"
+        2.0, "--max-weight", min=1.0, help="weighted: truncation of the importance weights"
     ),
     seed: int = typer.Option(0, "--seed"),
     backend: str = typer.Option("local", "--backend", help="local (SmolLM2-135M) or scripted"),
@@ -484,17 +534,18 @@ def loop_stop_cmd(
       orchestrace loop stop --tasks antonyms --iterations 3
       orchestrace loop stop --tasks capitals --width 2 --base-url http://127.0.0.1:8000/v1
     """
-    from ..learn.stopping.loop_stop import StopLoopConfig, loop_stop
+    from ..learn.stopping.loop_stop import StopLoopConfig, check_update, loop_stop
     from ..runtime.runner import backend_spec
 
+    check_update(update)
     spec = (
         None
         if backend == "local" and not base_url
         else backend_spec(backend, base_url=base_url, model=model, seed=seed)
     )
     cfg = StopLoopConfig(
-        tasks, iterations, questions, budget, width, cost, lr, seed=seed, backend=spec, start=start,
-        window=window, max_weight=max_weight, target_kl=target_kl,
+        tasks, iterations, questions, budget, width, cost, update=update, kl=kl, lr=lr, seed=seed,
+        backend=spec, start=start, window=window, max_weight=max_weight, target_kl=target_kl,
     )  # fmt: skip
     with _bars() as bars:
         advance = bars(f"loop stop ({tasks})", iterations)

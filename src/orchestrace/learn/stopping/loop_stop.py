@@ -4,16 +4,17 @@ Each iteration (``learn.loop.run_loop``): run the ``vote`` program on training q
 family with the current stop policy, sampling its actions (recorded as ``should_stop`` events);
 read every run back from its trace (the answers, the decisions, the gold in the config); reward
 (``reward.stop.stop_reward``, as StopVote's) = 1 if the majority at the stop is the gold, minus
-``cost`` per sample; credit each decision leave-one-out (``credit.leave_one_out``): the run's
-reward minus what stopping right there would have earned (the same reward of the trace prefix
-before the decision), a baseline that depends on the state only, so the policy gradient stays
-unbiased while the question's difficulty and the sunk cost drop out (a stop gets 0, a "continue"
-what the later answers bought); recompute each decision's features from the trace prefix (the
-function training, offline evaluation and the runtime share); a few plain gradient steps on PPO's
-clipped surrogate (``rl.surrogate``) over this iteration's runs and, importance-weighted, every
-earlier one in the window (``offpolicy.importance_weighted_update``); save. The new policy is evaluated
-greedily on the family's held-out questions from its embedded bank (real SmolLM2-135M samples),
-offline.
+``cost`` per sample; update; save. The new policy is evaluated greedily on the family's held-out
+questions from its embedded bank (real SmolLM2-135M samples), offline.
+
+Two updates (``StopLoopConfig.update``). ``model`` (the default since 28 Nov, ``answer_model.py``):
+every run so far is a sample of the answer process, which the stop decisions do not change; the
+policy's exact value under that fitted process is maximised, near the current policy.
+``weighted``: credit each decision leave-one-out (``credit.leave_one_out``): the run's reward minus
+what stopping right there would have earned, read from the trace prefix (a state-only baseline: a
+stop gets 0, a "continue" what the later answers bought); recompute each decision's features from
+the trace prefix; plain gradient steps on PPO's clipped surrogate (``rl.surrogate``) over this
+iteration's runs and, importance-weighted, every earlier one in the window (``offpolicy.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ...reward.stop import stop_reward
 from ..loop import IterationRecord, completed, run_loop
 from ..scalar_log import check_log, open_log
 from .adapters import LearnedStop
+from .answer_model import fit_answer_model, model_update
 from .families import family as get_family
 from .features import feature_names, prefix_features
 from .offpolicy import weighted_clipped_steps
@@ -49,12 +51,16 @@ class StopLoopConfig:
     budget: int = 8
     width: int = 1
     cost: float = 0.01
-    lr: float = 0.3  # plain gradient step (offpolicy.py): cost-only credits barely move it
+    # "model": the policy's value under the answer process every run so far shows (answer_model.py);
+    # "weighted": importance-weighted clipped steps on each decision's credit (offpolicy.py)
+    update: str = "model"
+    kl: float = 0.1  # model: penalty on KL(current || new) per explored state
+    lr: float = 0.3  # weighted: plain gradient step (offpolicy.py): cost-only credits barely move it
     epochs: int = 20
     clip: float = 0.2  # trust region: P(recorded action) moves by at most this factor per update
-    window: int = 0  # iterations whose runs each update reuses (offpolicy.py); 0: every one so far
-    max_weight: float = 2.0  # truncation of the importance weights of reused runs
-    target_kl: float | None = None  # no further step of an update once its approximate KL passed it
+    window: int = 0  # iterations whose runs each update reuses; 0: every one so far
+    max_weight: float = 2.0  # weighted: truncation of the importance weights of reused runs
+    target_kl: float | None = None  # weighted: no further step of an update once its approximate KL passed it
     seed: int = 0
     backend: dict[str, Any] | None = None  # None: the local SmolLM2 (see runtime.runner.backend_spec)
     eval_questions: int = 60  # held-out questions of the embedded bank evaluated each iteration
@@ -168,6 +174,124 @@ def importance_weighted_update(
     )
 
 
+UPDATES = ("model", "weighted")
+
+
+def check_update(name: str) -> None:
+    if name not in UPDATES:
+        raise OrchestraceError(
+            "OT631", f"unknown stop loop update {name!r}; expected one of {', '.join(UPDATES)}"
+        )
+
+
+def update_policy(
+    policy: StopPolicy,
+    runs: list[tuple[Trace, VoteEpisode]],
+    replayed: list[tuple[Trace, VoteEpisode]],
+    cfg: StopLoopConfig,
+) -> tuple[StopPolicy, dict[str, float]]:
+    """One update of the loop (``cfg.update``) on this iteration's ``runs`` and the earlier ones
+    still in the window (``replayed``); its figures for ``iteration.json``."""
+    check_update(cfg.update)
+    if cfg.update == "weighted":
+        new, figures = importance_weighted_update(
+            policy, runs, replayed, cfg.cost, cfg.lr, cfg.epochs, cfg.clip, cfg.max_weight, cfg.target_kl
+        )
+        return new, asdict(figures)
+    outcomes = [run_reward(trace, ep, cfg.cost) for trace, ep in runs]
+    model = fit_answer_model([ep for _, ep in runs + replayed], policy.config.budget, cfg.cost)
+    new, steps = model_update(policy, model, kl_coef=cfg.kl)
+    return new, {
+        "reward": float(np.mean([r for r, _ in outcomes])),
+        "accuracy": float(np.mean([ok for _, ok in outcomes])),
+        "mean_samples": float(np.mean([len(ep.answers) for _, ep in runs])),
+        "decisions": float(sum(len(ep.decisions) for _, ep in runs)),
+        "replayed_runs": float(len(runs) + len(replayed)),
+        **asdict(steps),
+    }
+
+
+def train_on_runs(
+    policy: StopPolicy, runs: list[tuple[Trace, VoteEpisode]], cfg: StopLoopConfig, updates: int
+) -> StopPolicy:
+    """Offline on recorded runs: ``updates`` of the loop's updates, each on all of ``runs``, no new
+    run in between (``train stop --traces --logged``: the loop against training on its own runs)."""
+    for _ in range(updates):
+        policy = update_policy(policy, runs, [], cfg)[0]
+    return policy
+
+
+def check_start(pol: StopPolicy, budget: int, path: str) -> None:
+    """A loop (or its offline comparison) starts from a single majority-vote policy of its budget."""
+    if pol.config.budget != budget or pol.aggregator is not None or pol.alt is not None:
+        raise OrchestraceError(
+            "OT617",
+            f"the starting policy must be a single majority-vote stop policy with budget {budget} "
+            f"(this one: budget {pol.config.budget}, aggregator {pol.aggregator is not None}, "
+            f"mixture {pol.alt is not None})",
+            path=path,
+        )
+
+
+@dataclass(frozen=True)
+class LoggedTraining:
+    """``train stop --traces --logged``: what it read and wrote."""
+
+    runs: int
+    decisions: int
+    updates: int
+    update: str
+    budget: int
+    cost: float
+    files: list[str]
+
+
+def train_stop_logged(
+    traces: list[str],
+    out: str,
+    *,
+    start: str | None = None,
+    budget: int = 8,
+    cost: float = 0.01,
+    seed: int = 0,
+    updates: int = 4,
+    update: str = "model",
+    kl: float = StopLoopConfig.kl,
+) -> LoggedTraining:
+    """Train a stop policy on recorded vote runs as they happened (``loop stop``'s runs, which stop
+    early and draw a question more than once, so they are no bank): ``updates`` of the loop's
+    updates on all of them, from ``start`` (its budget and cost) or a random policy of ``seed``."""
+    from ...core.io import load_one
+    from .traces import trace_paths
+
+    check_update(update)
+    if start is not None:
+        pol = StopPolicy.load(start)
+        check_start(pol, pol.config.budget, start)
+        budget, cost = pol.config.budget, pol.config.cost
+    else:
+        config = PolicyConfig(features=feature_names(False), budget=budget, cost=cost,
+                              algorithm="logged-traces", seed=seed)  # fmt: skip
+        pol = StopPolicy.init(config, seed)
+    runs = []
+    for p in trace_paths(traces):
+        trace = load_one(p)
+        ep = episode_from_trace(trace, p)
+        if ep.budget is not None and ep.budget != budget:
+            raise OrchestraceError(
+                "OT617",
+                f"the run was recorded with budget {ep.budget}, the policy trained has budget {budget}",
+                path=p,
+            )
+        runs.append((trace, ep))
+    cfg = StopLoopConfig(budget=budget, cost=cost, seed=seed, update=update, kl=kl)
+    new = train_on_runs(pol, runs, cfg, updates)
+    new.config.trained_on = sorted({ep.family or "traces" for _, ep in runs})
+    files = list(new.save(out.removesuffix(".safetensors")))
+    decisions = sum(len(ep.decisions) for _, ep in runs)
+    return LoggedTraining(len(runs), decisions, updates, update, budget, cost, files)
+
+
 class StopLoop:
     """The :class:`~orchestrace.learn.loop.LoopStep` of the stop decision on the vote program."""
 
@@ -189,14 +313,7 @@ class StopLoop:
     def start_policy(self, path: Path) -> str:
         if self.cfg.start is not None:
             pol = StopPolicy.load(self.cfg.start)
-            if pol.config.budget != self.cfg.budget or pol.aggregator is not None or pol.alt is not None:
-                raise OrchestraceError(
-                    "OT617",
-                    f"the starting policy must be a single majority-vote stop policy with budget {self.cfg.budget} "
-                    f"(this one: budget {pol.config.budget}, aggregator {pol.aggregator is not None}, "
-                    f"mixture {pol.alt is not None})",
-                    path=self.cfg.start,
-                )
+            check_start(pol, self.cfg.budget, self.cfg.start)
             pol.save(str(path))
             return str(path) + ".safetensors"
         config = PolicyConfig(features=feature_names(False), budget=self.cfg.budget, cost=self.cfg.cost,
@@ -251,16 +368,12 @@ class StopLoop:
         first = 1 if self.cfg.window <= 0 else iteration - self.cfg.window + 1
         earlier = [p for r in completed(out_dir.parent) if first <= r.iteration < iteration for p in r.traces]
         runs = read(traces)
-        new, figures = importance_weighted_update(
-            StopPolicy.load(policy), runs, read(earlier), self.cfg.cost, self.cfg.lr,
-            self.cfg.epochs, self.cfg.clip, self.cfg.max_weight, self.cfg.target_kl,
-        )  # fmt: skip
+        new, figures = update_policy(StopPolicy.load(policy), runs, read(earlier), self.cfg)
         new.save(str(out_dir / "policy"))
-        out = asdict(figures)
         if self.collect_s:  # this process collected the runs (always: a resumed iteration is redone)
             tokens = sum(e.tokens_out or 0 for trace, _ in runs for e in trace.events)
-            out |= {"rollout_s": self.collect_s, "rollout_tokens_per_s": tokens / self.collect_s}
-        return str(out_dir / "policy.safetensors"), out
+            figures |= {"rollout_s": self.collect_s, "rollout_tokens_per_s": tokens / self.collect_s}
+        return str(out_dir / "policy.safetensors"), figures
 
     def evaluate(self, policy: str | None, out_dir: Path) -> dict[str, float]:
         """Greedy accuracy and mean samples on the held-out questions of the embedded bank."""

@@ -165,7 +165,8 @@ def bank_from_episodes(episodes: Sequence[VoteEpisode], name: str) -> Bank:
             raise BadInput(
                 "OT616",
                 f"question {ep.question_id!r} appears in two traces ({seen[ep.question_id]}); "
-                "a bank holds one sample sequence per question",
+                "a bank holds one sample sequence per question (runs that draw a question again, as "
+                "loop stop's do, are read as they happened with train stop --logged)",
                 path=ep.path,
             )
         seen[ep.question_id] = ep.path

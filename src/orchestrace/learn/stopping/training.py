@@ -414,7 +414,15 @@ def train_stop(
         train_banks = [load_bank(p) for p in bank_paths or DEFAULT_TRAIN]
     for b in train_banks:
         if b.min_samples < budget:
-            raise OrchestraceError("OT612", f"bank {b.name!r} has questions with fewer than {budget} samples")
+            hint = (
+                " (runs that stopped early, as a stop policy's do in loop stop: train on them as they "
+                "happened with --logged)"
+                if train_traces
+                else ""
+            )
+            raise OrchestraceError(
+                "OT612", f"bank {b.name!r} has questions with fewer than {budget} samples{hint}"
+            )
     if eval_traces or eval_paths or not (bank_paths or train_traces):
         test_banks = (
             [bank_from_traces(eval_traces)]
