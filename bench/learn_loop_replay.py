@@ -43,6 +43,8 @@ from orchestrace.learn.stopping.loop_stop import (
     decision_batch,
     importance_weighted_update,
     majority_right,
+    train_on_runs,
+    update_policy,
 )
 from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
 from orchestrace.learn.stopping.traces import VoteEpisode, episode_from_trace, record_question
@@ -112,24 +114,26 @@ def paired(diff: np.ndarray, seed: int = 0) -> str:
     return f"{diff.mean():+.4f} [{lo:+.4f}, {hi:+.4f}]"
 
 
+def loop_config(args: argparse.Namespace, seed: int) -> StopLoopConfig:
+    """The loop's settings for ``--update model`` or ``weighted`` (and offline training on runs)."""
+    update = args.update if args.update in ("model", "weighted") else "weighted"
+    return StopLoopConfig(family=args.family, budget=args.budget, cost=args.cost, seed=seed, update=update,
+                          lr=args.lr, epochs=args.epochs, max_weight=args.max_weight, kl=args.kl)  # fmt: skip
+
+
 def live(args: argparse.Namespace) -> None:
     """Paired held-out figures of recorded ``loop stop`` folders (``--live``)."""
     from orchestrace.learn.loop import completed
 
     gains, offline_gains, versus = [], [], []
     for folder, seed in zip(args.live.split(","), (int(s) for s in args.seeds.split(",")), strict=True):
-        cfg = StopLoopConfig(family=args.family, budget=args.budget, cost=args.cost, seed=seed)
-        step = StopLoop(cfg)
+        step = StopLoop(loop_config(args, seed))
         recs = completed(folder)
         start = StopPolicy.load(f"{folder}/start-policy.safetensors")
         last = StopPolicy.load(recs[-1].policy)
         paths = [p for r in recs for p in r.traces]
         runs = [(tr, episode_from_trace(tr, p)) for p, tr in ((p, load_one(p)) for p in paths)]
-        off = start
-        for _ in range(len(recs) - 1):
-            off = importance_weighted_update(
-                off, runs, [], args.cost, args.lr, args.epochs, cfg.clip, args.max_weight
-            )[0]
+        off = train_on_runs(start, runs, loop_config(args, seed), len(recs) - 1)
         r0, r1, r2 = (heldout_rewards(step, p, args.cost, args.orders) for p in (start, last, off))
         gains.append(r1 - r0)
         offline_gains.append(r2 - r0)
@@ -144,6 +148,8 @@ def live(args: argparse.Namespace) -> None:
         print(f"pooled ({sum(len(g) for g in gains)} seed x question pairs): loop - start "
               f"{paired(np.concatenate(gains))}; offline - start {paired(np.concatenate(offline_gains))}; "
               f"loop - offline {paired(np.concatenate(versus))}")  # fmt: skip
+        print(f"over seeds (t, {len(gains)} seeds): loop - start {over_seeds(gains)}; offline - start "
+              f"{over_seeds(offline_gains)}; loop - offline {over_seeds(versus)}")  # fmt: skip
 
 
 def main() -> None:
@@ -154,9 +160,10 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=8)
     ap.add_argument("--cost", type=float, default=0.01)
     ap.add_argument("--seeds", default="1", help="replay seeds (the policy starts from seed 0, as the loop)")
-    ap.add_argument("--update", choices=("clipped", "adam", "weighted"), default="clipped",
-                    help="weighted: loop stop's update now, every run in the --window reused with "
-                         "importance weights (stopping/offpolicy.py)")  # fmt: skip
+    ap.add_argument("--update", choices=("clipped", "adam", "weighted", "model"), default="model",
+                    help="model: loop stop's update since 28 Nov (stopping/answer_model.py); weighted: "
+                         "every run in the --window reused with importance weights (stopping/offpolicy.py)")  # fmt: skip
+    ap.add_argument("--kl", type=float, default=StopLoopConfig.kl, help="model: KL penalty")
     ap.add_argument("--window", type=int, default=StopLoopConfig.window,
                     help="weighted: iterations whose runs an update reuses (0: all so far)")  # fmt: skip
     ap.add_argument("--max-weight", type=float, default=StopLoopConfig.max_weight)
@@ -173,6 +180,9 @@ def main() -> None:
                          "held-out reward of the start, the last policy, and offline training from the "
                          "start on the same N recorded runs (as many weighted updates, no redeployment)")  # fmt: skip
     ap.add_argument("--orders", type=int, default=16, help="orders per held-out question for the paired CIs")
+    ap.add_argument("--evaluate-on", choices=("heldout", "train"), default="heldout",
+                    help="train: every figure on the loop's training questions instead (choosing an "
+                         "update without reading the held-out questions)")  # fmt: skip
     args = ap.parse_args()
     if args.live:
         return live(args)
@@ -182,6 +192,12 @@ def main() -> None:
     by_id = {q.id: q for q in bank.questions}
     train = [by_id[step.fam.questions[i].id] for i in step.train_idx if step.fam.questions[i].id in by_id]
     assert step.bank is not None
+    if args.evaluate_on == "train":
+        ids = {q.id for q in train}
+        step.bank = bank.subset(
+            [k for k, q in enumerate(bank.questions) if q.id in ids], f"{args.family}-train"
+        )
+    where = "held-out" if args.evaluate_on == "heldout" else "train"
     for name, qs in (("train", train), ("held-out", step.bank.questions)):
         row = []
         for k in range(1, args.budget + 1):
@@ -197,16 +213,17 @@ def main() -> None:
         px, pxx, pxy = pol.stop_prob(np.stack(probes))
         r = e["accuracy"] - args.cost * e["mean_samples"]
         many = heldout_rewards(step, pol, args.cost, args.orders).mean()
-        return (f"held-out acc {e['accuracy']:.3f} samples {e['mean_samples']:.2f} reward {r:.3f} "
+        return (f"{where} acc {e['accuracy']:.3f} samples {e['mean_samples']:.2f} reward {r:.3f} "
                 f"({args.orders} orders {many:.4f}) | P(stop) x {px:.2f} xx {pxx:.2f} xy {pxy:.2f}")  # fmt: skip
 
     def update(pol: StopPolicy, runs: list, earlier: list) -> StopPolicy:
         if args.update == "adam":
             return adam_update(pol, runs, args.cost)
-        reused = [] if args.update == "clipped" else earlier
-        return importance_weighted_update(
-            pol, runs, reused, args.cost, args.lr, args.epochs, cfg.clip, args.max_weight
-        )[0]
+        if args.update == "clipped":
+            return importance_weighted_update(
+                pol, runs, [], args.cost, args.lr, args.epochs, cfg.clip, args.max_weight
+            )[0]
+        return update_policy(pol, runs, earlier, loop_config(args, 0))[0]
 
     def start_policy(seed: int) -> StopPolicy:
         config = PolicyConfig(features=feature_names(False), budget=args.budget, cost=args.cost)
@@ -217,10 +234,10 @@ def main() -> None:
         pool = merge([default_bank(n) for n in DEFAULT_TRAIN], "+".join(DEFAULT_TRAIN))
         offline_start = train_policy(pool, args.cost, algo="exact", budget=args.budget, seed=0)[0]
         print(f"offline exact PG on {'+'.join(DEFAULT_TRAIN)}: {evaluate(offline_start)}")
-    label = {"adam": "adam (before)", "clipped": f"clipped lr {args.lr}"}.get(
+    label = {"adam": "adam (before)", "clipped": f"clipped lr {args.lr}", "model": f"model kl {args.kl}"}.get(
         args.update, f"weighted window {args.window or 'all'} max-weight {args.max_weight} lr {args.lr}"
     )
-    gains, offline_gains, versus = [], [], []
+    gains, offline_gains, versus, own_gains, versus_own = [], [], [], [], []
     for seed in (int(s) for s in args.seeds.split(",")):
         rng = np.random.default_rng(seed)
         pol = start = offline_start or start_policy(seed)
@@ -238,28 +255,51 @@ def main() -> None:
         r1 = heldout_rewards(step, pol, args.cost, args.orders)
         gains.append(r1 - r0)
         print(
-            f"seed {seed} loop ({args.runs * args.iterations} runs) - start, held-out reward: {paired(r1 - r0)}"
+            f"seed {seed} loop ({args.runs * args.iterations} runs) - start, {where} reward: {paired(r1 - r0)}"
         )
         if args.offline:  # the same number of runs, all from the start policy, no redeployment
             rng = np.random.default_rng([seed, 1])
             out = tempfile.mkdtemp()
             runs = [replay(start, train[i], args.budget, rng, out, k)
                     for k, i in enumerate(rng.choice(len(train), args.runs * args.iterations))]  # fmt: skip
-            off = start
-            for _ in range(args.iterations):
-                off = importance_weighted_update(
-                    off, runs, [], args.cost, args.lr, args.epochs, cfg.clip, args.max_weight
-                )[0]
+            off = train_on_runs(start, runs, loop_config(args, 0), args.iterations)
             r2 = heldout_rewards(step, off, args.cost, args.orders)
             offline_gains.append(r2 - r0)
             versus.append(r1 - r2)
             print(f"seed {seed} offline on {len(runs)} start-policy runs: {evaluate(off)}")
             print(f"seed {seed} offline - start: {paired(r2 - r0)}; loop - offline: {paired(r1 - r2)}")
+            # and on the loop's own runs (what train stop --traces --logged does with a loop folder)
+            own = train_on_runs(
+                start, [r for batch in history for r in batch], loop_config(args, 0), args.iterations
+            )
+            r3 = heldout_rewards(step, own, args.cost, args.orders)
+            own_gains.append(r3 - r0)
+            versus_own.append(r1 - r3)
+            print(f"seed {seed} offline on the loop's own runs: {evaluate(own)}")
+            print(
+                f"seed {seed} offline (own runs) - start: {paired(r3 - r0)}; loop - offline (own runs): {paired(r1 - r3)}"
+            )
     if len(gains) > 1:
         print(f"pooled over seeds (per question, mean over seeds): loop - start {paired(np.mean(gains, 0))}")
         if args.offline:
             print(f"pooled: offline - start {paired(np.mean(offline_gains, 0))}; "
                   f"loop - offline {paired(np.mean(versus, 0))}")  # fmt: skip
+        print(f"over seeds (t, {len(gains)} seeds): loop - start {over_seeds(gains)}"
+              + (f"; offline - start {over_seeds(offline_gains)}; loop - offline {over_seeds(versus)}"
+                 if args.offline else ""))  # fmt: skip
+        if args.offline:
+            print(f"the loop's own runs: offline - start {paired(np.mean(own_gains, 0))}, over seeds "
+                  f"{over_seeds(own_gains)}; loop - offline {paired(np.mean(versus_own, 0))}, over seeds "
+                  f"{over_seeds(versus_own)}")  # fmt: skip
+
+
+def over_seeds(diffs: list[np.ndarray]) -> str:
+    """Mean of the per-seed mean differences with a 95% t interval over seeds (the seed the unit)."""
+    from scipy.stats import t
+
+    m = np.array([d.mean() for d in diffs])
+    half = t.ppf(0.975, len(m) - 1) * m.std(ddof=1) / np.sqrt(len(m))
+    return f"{m.mean():+.4f} [{m.mean() - half:+.4f}, {m.mean() + half:+.4f}]"
 
 
 if __name__ == "__main__":
