@@ -510,3 +510,59 @@ def test_hostile_spans_are_merged_into_a_valid_trace_or_counted(gateway):
     assert {e.agent for e in tr.events if e.type == "tool_call"} == {"planner", "orchestrator"}
     assert not [e for e in tr.events if e.type == "message" and e.agent == e.to]  # no agent calls itself
     assert "ghost" in {e.to for e in tr.events if e.type == "spawn"}  # handed over to, never seen
+
+
+# ---------------------------------------------------------------- in the trainer's process
+
+TRAINER_TP = TracerProvider()
+
+
+def traced_chain(question: str, base_url: str) -> str | None:
+    """``gateway_teams.chain`` inside an agent span, then a tool: spans on a provider whose
+    processors include the run processor, as the trainer adds it to the global provider."""
+    import gateway_teams
+
+    tracer = TRAINER_TP.get_tracer("team")
+    with tracer.start_as_current_span("invoke_agent team") as s:
+        s.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "team"})
+        answer = gateway_teams.chain(question, base_url)
+        with tracer.start_as_current_span("execute_tool lookup") as t:
+            t.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"})
+    return answer
+
+
+def test_a_program_in_the_trainers_process_sends_each_run_its_own_spans(tmp_path, monkeypatch):
+    from opentelemetry import trace
+
+    from orchestrace.learn.gateway import otel_run
+    from orchestrace.learn.gateway.service import CallDefaults, Team
+    from orchestrace.learn.gateway.train import GatewayRollouts, ProgramStep
+    from orchestrace.learn.team.config import TeamConfig, reward_spec, split
+
+    # the trainer adds its processor to the global SDK provider (here the test's own, not the
+    # process's global one, which other tests must not inherit)
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: TRAINER_TP)
+    monkeypatch.setattr(otel_run, "_processor", None)
+    backend = ScriptedBackend(rules={"teammate answered": "France", "Answer with": "france"})
+    remote = GatewayRollouts(
+        BackendCompleter(backend, None, batch_window=0),
+        Team("agent", {"solver": "solver", "checker": "checker"}),
+        traced_chain,
+        defaults=CallDefaults(max_tokens=8),
+        timeout=30.0,
+    )
+    cfg = TeamConfig(program="x:traced_chain", group=3, questions=1, train_pool=2, heldout=1)
+    step = ProgramStep(cfg, None, None, None, reward_spec(cfg), remote=remote)  # type: ignore[arg-type]
+    step.train_ids, step.heldout_ids = split(cfg)
+    try:
+        kept = step.collect(1, None, tmp_path / "iter-001")  # 3 runs at once, a thread each
+    finally:
+        remote.close()
+    assert len(kept) == 3
+    for path in kept:
+        tr = load_one(path)
+        merged = tr.metadata["gateway"]["otel"]
+        assert merged["spans"] == 2 and merged["tools"] == 1  # its own two spans, no other run's
+        (call,) = [e for e in tr.events if e.type == "tool_call"]
+        checker = [e for e in tr.events if e.type == "return" and e.agent == "checker"][-1]
+        assert call.tool == "lookup" and call.t >= checker.t

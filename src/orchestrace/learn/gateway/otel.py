@@ -61,6 +61,7 @@ COMPLETION_ID = re.compile(r"chatcmpl-[0-9a-f]{24}")
 TOOL_CALL_ID = re.compile(r'"tool_call_id":\s*"([^"]{1,200})"')  # a LangChain ToolMessage's
 #: a gateway call inside an LLM span, allowing for the two clocks' rounding (s)
 SLACK = 0.05
+END = 2**63  # past any place in a log
 
 
 # ------------------------------------------------------------------ the wire
@@ -237,9 +238,10 @@ class _Merger:
         self.tool_ids_used: set[str] = set()
         self.used: set[str] = set()
         self.span_call: dict[str, Call] = {}
-        self.timeline: dict[str, list[tuple[float, str]]] = defaultdict(list)  # agent -> (t, event)
+        # agent -> (t, its place in the log, event): in time, and in the order recorded at one time
+        self.timeline: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
         for c in self.calls:
-            self.timeline[c.agent].append((c.t, c.event))
+            self.timeline[c.agent].append((c.t, self.rec.index_of(c.event), c.event))
         for line in self.timeline.values():
             line.sort()
 
@@ -249,22 +251,22 @@ class _Merger:
     # -------------------------------------------------------------- events in time
 
     def _note(self, agent: str, eid: str) -> None:
-        bisect.insort(self.timeline[agent], (self.rec.event(eid).t, eid))
+        bisect.insort(self.timeline[agent], (self.rec.event(eid).t, self.rec.index_of(eid), eid))
 
     def before(self, agent: str, t: float) -> str | None:
         """The agent's last event at or before ``t``."""
         line = self.timeline.get(agent, [])
-        i = bisect.bisect_right(line, (t, "\uffff"))
-        return line[i - 1][1] if i else None
+        i = bisect.bisect_right(line, (t, END))
+        return line[i - 1][2] if i else None
 
     def after(self, agent: str, t: float, until: float | None = None, *, strict: bool = True) -> str | None:
         """The agent's first event after ``t`` (at or after, not ``strict``), at or before ``until``.
         Strictly after, an event and what comes next can never be the same moment's two ends of
         a cycle (spans of a coarse clock share their times)."""
         line = self.timeline.get(agent, [])
-        i = bisect.bisect_right(line, (t, "\uffff")) if strict else bisect.bisect_left(line, (t, ""))
+        i = bisect.bisect_right(line, (t, END)) if strict else bisect.bisect_left(line, (t, -1))
         if i < len(line) and (until is None or line[i][0] <= until):
-            return line[i][1]
+            return line[i][2]
         return None
 
     def edge(self, src: str | None, dst: str | None, type: str = "causal") -> None:

@@ -159,6 +159,10 @@ class GatewayRollouts:
             from .spans import install_run_spans
 
             install_run_spans()
+        if "opentelemetry.sdk.trace" in sys.modules:  # an OTel-instrumented team: the same
+            from .otel_run import install_run_span_processor
+
+            install_run_span_processor()
         self.gateway = Gateway(completer, team, Path("."), defaults=defaults, auto_runs=False)
         self.server = GatewayServer(self.gateway, "127.0.0.1", 0)
         start_in_thread(self.server)
