@@ -566,3 +566,52 @@ def test_a_program_in_the_trainers_process_sends_each_run_its_own_spans(tmp_path
         (call,) = [e for e in tr.events if e.type == "tool_call"]
         checker = [e for e in tr.events if e.type == "return" and e.agent == "checker"][-1]
         assert call.tool == "lookup" and call.t >= checker.t
+
+
+def test_agents_only_spans_know_are_spawned_by_their_caller_and_a_deep_nest_stays_valid(gateway):
+    """A helper agent that makes no gateway call, invoked inside the planner's span: spawned by the
+    planner, returns to it, and is despawned before it (the other order made the planner act after
+    its own end). Then 300 agents each inside the last: merged (the deepest as roots), valid."""
+    import openai
+
+    base = f"{gateway.url}/runs/n2/v1"
+    client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
+    client.chat.completions.create(model="planner", messages=[{"role": "user", "content": "Plan: go"}])
+    now = time.time_ns()
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    spans = [
+        _span(
+            "p1",
+            "",
+            "invoke_agent planner",
+            str(now),
+            str(now + 9),
+            **agent,
+            **{"gen_ai.agent.name": "planner"},
+        ),
+        _span(
+            "h1",
+            "p1",
+            "invoke_agent helper",
+            str(now + 1),
+            str(now + 8),
+            **agent,
+            **{"gen_ai.agent.name": "helper"},
+        ),
+        _span("t1", "h1", "execute_tool grep", str(now + 2), str(now + 3), **{"gen_ai.tool.name": "grep"}),
+    ]
+    spans += [
+        _span(f"d{i}", f"d{i - 1}" if i else "", f"invoke_agent deep{i}", str(now + 10), str(now + 11))
+        for i in range(300)
+    ]
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+    assert post(f"{base}/traces", orjson.dumps(export)).json() == {}
+    tr = load_one(gateway.gateway.finish_run("n2"))  # validated
+    spawn = next(e for e in tr.events if e.type == "spawn" and e.to == "helper")
+    (call,) = [e for e in tr.events if e.type == "tool_call"]
+    back = next(e for e in tr.events if e.type == "return" and e.agent == "helper")
+    assert (spawn.agent, call.agent, back.to) == ("planner", "helper", "planner")
+    despawns = [e.to for e in tr.events if e.type == "despawn"]
+    assert despawns.index("helper") < despawns.index("planner")
+    merged = tr.metadata["gateway"]["otel"]
+    assert "error" not in merged and merged["too_deep"] > 0

@@ -62,6 +62,8 @@ TOOL_CALL_ID = re.compile(r'"tool_call_id":\s*"([^"]{1,200})"')  # a LangChain T
 #: a gateway call inside an LLM span, allowing for the two clocks' rounding (s)
 SLACK = 0.05
 END = 2**63  # past any place in a log
+#: spans nested deeper are merged as roots (the walk is recursive; no framework nests agents so deep)
+MAX_DEPTH = 100
 
 
 # ------------------------------------------------------------------ the wire
@@ -167,19 +169,8 @@ class Merge:
     tools: int = 0
     delegations: int = 0
     edges_skipped: int = 0  # an edge the span times would point backwards
-    unknown: int = 0  # spans of no GenAI kind (HTTP, database, workflow chains...)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "spans": self.spans,
-            "joined": self.joined,
-            "llm_not_joined": self.llm_not_joined,
-            "agents": self.agents,
-            "tools": self.tools,
-            "delegations": self.delegations,
-            "edges_skipped": self.edges_skipped,
-            "other_spans": self.unknown,
-        }
+    other_spans: int = 0  # spans of no GenAI kind (HTTP, database, workflow chains...)
+    too_deep: int = 0  # spans more than MAX_DEPTH below a root, merged as roots
 
 
 def _node_name(s: dict[str, Any]) -> str | None:
@@ -334,7 +325,7 @@ class _Merger:
         self.handed: set[tuple[str, str]] = set()  # (caller, callee) of the invocations recorded
         for r in roots:
             self.visit(r, None, None)
-        # a span under a parent cycle was reached from no root: once each, with no agent
+        # a span under a parent cycle, or too deep, was not reached from a root: as a root
         for s in sorted(spans, key=lambda s: s["start"]):
             self.visit(s, None, None)
         return self.m
@@ -355,16 +346,16 @@ class _Merger:
                 self.m.joined["model_and_time"] += 1
                 return
 
-    def name_agents(self, s: dict[str, Any]) -> str | None:
+    def name_agents(self, s: dict[str, Any], depth: int = 0) -> str | None:
         """Map each framework agent (or LangGraph node) to the gateway agent of the first joined
         call under its span; returns that agent for the span's own caller to see, if any."""
-        if id(s) in self.named:  # a parent cycle stops here
+        if id(s) in self.named or depth > MAX_DEPTH:  # a parent cycle stops here
             return None
         self.named.add(id(s))
         own = self.span_call.get(s["id"])
         first = own.agent if own is not None else None
         for c in self.children.get(s["id"], ()):
-            below = self.name_agents(c)
+            below = self.name_agents(c, depth + 1)
             first = first or below
         name = agent_name(s) or _node_name(s)
         if name is None:
@@ -385,25 +376,30 @@ class _Merger:
     def agent_of(self, name: str) -> str:
         return self.m.agents.get(name) or self.run.sdk_agent.get(name) or name
 
-    def visit(self, s: dict[str, Any], agent: str | None, tool: _Tool | None) -> None:
+    def visit(self, s: dict[str, Any], agent: str | None, tool: _Tool | None, depth: int = 0) -> None:
         """``agent``: the gateway agent whose span encloses ``s``; ``tool``: the tool span it is in."""
         if id(s) in self.seen:
+            return
+        if depth > MAX_DEPTH:
+            self.m.too_deep += 1
             return
         self.seen.add(id(s))
         name = self.framework_agent(s)
         if name is not None:
-            self.visit_agent(s, self.agent_of(name), agent, tool)
+            self.visit_agent(s, self.agent_of(name), agent, tool, depth)
         elif operation(s) == "execute_tool":
-            self.visit_tool(s, agent)
+            self.visit_tool(s, agent, depth)
         else:
             if _is_llm(s) and s["id"] not in self.span_call:
                 self.llm_not_joined(s, agent or ROOT_AGENT)
             elif not _is_llm(s):
-                self.m.unknown += 1
+                self.m.other_spans += 1
             for c in self.children.get(s["id"], ()):
-                self.visit(c, agent, tool)
+                self.visit(c, agent, tool, depth + 1)
 
-    def visit_agent(self, s: dict[str, Any], me: str, enclosing: str | None, tool: _Tool | None) -> None:
+    def visit_agent(
+        self, s: dict[str, Any], me: str, enclosing: str | None, tool: _Tool | None, depth: int
+    ) -> None:
         a = s["attrs"]
         t0, t1 = self.t(s["start"]), self.t(s["end"])
         if str(a.get("gen_ai.caller.type") or "agent") != "agent":
@@ -420,11 +416,11 @@ class _Merger:
         else:
             self.ensure(me, t0, ROOT_AGENT)
         for c in self.children.get(s["id"], ()):
-            self.visit(c, me, None)
+            self.visit(c, me, None, depth + 1)
         if invoked is not None and (via is None or via.mode != "pass_control"):
             self.give_back(caller or ROOT_AGENT, me, s, t1, invoked, via)
 
-    def visit_tool(self, s: dict[str, Any], agent: str | None) -> None:
+    def visit_tool(self, s: dict[str, Any], agent: str | None, depth: int) -> None:
         a = s["attrs"]
         t0, t1 = self.t(s["start"]), self.t(s["end"])
         tool_name, call_id = tool_of(s)
@@ -455,7 +451,7 @@ class _Merger:
                 if here.mode != "pass_control":
                     self.give_back(who, callee, s, t1, invoked, here)
         for c in self.children.get(s["id"], ()):
-            self.visit(c, who, here)
+            self.visit(c, who, here, depth + 1)
         result = self.emit(
             "tool_result",
             who,

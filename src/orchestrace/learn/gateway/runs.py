@@ -473,6 +473,14 @@ class GatewayRun:
             )
             self.inbox.setdefault(b, []).append({"from": eid, "match": "handoff"})
 
+    def _depth(self, agent: str) -> int:
+        """How many spawners lead from the root to ``agent`` (an agent a span spawned under another)."""
+        seen: set[str] = set()
+        while agent in self.agents and agent not in seen:
+            seen.add(agent)
+            agent = self.agents[agent].parent
+        return len(seen)
+
     def finish(self, answer: str | None = None, *, error: str | None = None) -> str:
         """Close the run: the answer (the program's, else the last completion) as an ``aggregate``,
         a ``stop``, a ``despawn`` of every agent, the outcome in the metadata. Returns the path."""
@@ -498,7 +506,8 @@ class GatewayRun:
             chain=False,
             **({"status": "error"} if error is not None else {}),
         )
-        for name, st in self.agents.items():
+        for name in sorted(self.agents, key=self._depth, reverse=True):  # children before parents:
+            st = self.agents[name]  # a parent despawned first would act after its end
             rec.despawn(name, parent=st.parent, after=[stop, st.last], chain=False)
         outcome: dict[str, Any] = {"status": status, "stop_reason": "error" if error else "done"}
         outcome["final"] = self.content_of(final)

@@ -10,7 +10,7 @@ import contextvars
 import threading
 from collections.abc import Awaitable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -209,7 +209,7 @@ class Gateway:
             gw = run.rec.metadata.setdefault("gateway", {})
             try:
                 merged = merge_spans(run, list(run.otel_spans.values()), lambda a: self.team.roles.get(a, a))
-                gw["otel"] = merged.to_dict()
+                gw["otel"] = asdict(merged)
             except Exception as e:  # a bug in the merge must not lose the run's own trace
                 gw["otel"] = {"spans": len(run.otel_spans), "error": type(e).__name__}
         path = run.finish(answer, error=error)
