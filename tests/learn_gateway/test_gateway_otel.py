@@ -423,7 +423,12 @@ def test_a_langgraph_team_instrumented_with_openinference_merges_its_tool_into_t
         server.gateway.close()
         upstream.shutdown()
         upstream.server_close()
-    tr = load_one(path)  # validated
+    from orchestrace.cli import main
+
+    with pytest.raises(SystemExit) as validated:
+        main(["validate", path])
+    assert validated.value.code == 0
+    tr = load_one(path)
     edges = {(e.src, e.dst): e.type for e in tr.edges}
     merged = tr.metadata["gateway"]["otel"]
     # the graph, its 3 nodes' runs (research twice), 3 LLM spans, the tool: all joined, none twice
