@@ -620,3 +620,23 @@ def test_agents_only_spans_know_are_spawned_by_their_caller_and_a_deep_nest_stay
     assert despawns.index("helper") < despawns.index("planner")
     merged = tr.metadata["gateway"]["otel"]
     assert "error" not in merged and merged["too_deep"] > 0
+
+
+def test_a_run_keeps_a_bounded_number_and_size_of_spans(gateway, monkeypatch):
+    from orchestrace.learn.gateway import service
+
+    monkeypatch.setattr(service, "MAX_SPANS_PER_RUN", 2)
+    url = f"{gateway.url}/runs/b1/v1/traces"
+    first = post(url, orjson.dumps(_otlp_json("00f067aa0ba902b1")))
+    again = post(url, orjson.dumps(_otlp_json("00f067aa0ba902b1")))  # the same span: kept once
+    assert first.json() == again.json() == {}
+    two = {
+        "resourceSpans": [{"scopeSpans": [{"spans": [_span(f"c{i}", "", "x", "1", "2") for i in range(2)]}]}]
+    }
+    assert post(url, orjson.dumps(two)).json()["partialSuccess"]["rejectedSpans"] == "1"
+    monkeypatch.setattr(service, "MAX_SPANS_PER_RUN", 100)
+    monkeypatch.setattr(service, "MAX_SPAN_BYTES_PER_RUN", 10_000)
+    big = _otlp_json("00f067aa0ba902b2", **{"input.value": "x" * 20_000})
+    refused = post(url, orjson.dumps(big)).json()["partialSuccess"]
+    assert refused["rejectedSpans"] == "1" and "MiB of attributes" in refused["errorMessage"]
+    assert len(gateway.gateway.runs["b1"].otel_spans) == 2

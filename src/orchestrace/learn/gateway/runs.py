@@ -173,6 +173,7 @@ class GatewayRun:
     )  # span -> (agent, tool_call, nested)
     call_log: list[Call] = field(default_factory=list)
     otel_spans: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (trace, span) -> span
+    otel_bytes: int = 0  # about what otel_spans holds (service.MAX_SPAN_BYTES_PER_RUN)
 
     def __post_init__(self) -> None:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ CURRENT_RUN: contextvars.ContextVar[tuple[Any, str] | None] = contextvars.Contex
 )
 AGENT_NAME_MAX = 128
 MAX_SPANS_PER_RUN = 100_000
+MAX_SPAN_BYTES_PER_RUN = 256 * 1024 * 1024  # the attributes' text a run keeps (prompts can be long)
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,8 @@ class Gateway:
     def otel_spans(self, run_id: str, spans: list[dict[str, Any]]) -> tuple[int, str]:
         """OpenTelemetry spans of a run (from any thread), kept to merge when the run ends.
         Returns (spans refused, why): all of them for a run that has ended (its trace is closed)
-        or is not open under training; those past ``MAX_SPANS_PER_RUN``."""
+        or is not open under training; those past ``MAX_SPANS_PER_RUN`` spans or
+        ``MAX_SPAN_BYTES_PER_RUN`` bytes of attributes."""
 
         async def go() -> tuple[int, str]:
             run = self.runs.get(run_id)
@@ -256,12 +258,15 @@ class Gateway:
                 run = self._open(run_id, None, 0, "gateway", {})
             refused = 0
             for s in spans:
-                key = (s["trace"], s["id"])
-                if key in run.otel_spans or len(run.otel_spans) < MAX_SPANS_PER_RUN:
+                key, size = (s["trace"], s["id"]), _span_bytes(s)
+                room = len(run.otel_spans) < MAX_SPANS_PER_RUN
+                if key in run.otel_spans or (room and run.otel_bytes + size <= MAX_SPAN_BYTES_PER_RUN):
+                    run.otel_bytes += size if key not in run.otel_spans else 0
                     run.otel_spans[key] = s
                 else:
                     refused += 1
-            return refused, (f"a run keeps at most {MAX_SPANS_PER_RUN} spans" if refused else "")
+            limits = f"{MAX_SPANS_PER_RUN} spans and {MAX_SPAN_BYTES_PER_RUN >> 20} MiB of attributes"
+            return refused, (f"a run keeps at most {limits}" if refused else "")
 
         check_run_id(run_id)
         return self.on_loop(go())
@@ -326,6 +331,11 @@ class Gateway:
                 502, f"the backend failed: {_describe(out)}", type="server_error", code="backend_error"
             )
         return out
+
+
+def _span_bytes(span: dict[str, Any]) -> int:
+    """About what a kept span holds: its attributes' keys and text, and a fixed part."""
+    return 256 + sum(len(k) + (len(v) if isinstance(v, str) else 16) for k, v in span["attrs"].items())
 
 
 def _describe(e: BaseException) -> str:
