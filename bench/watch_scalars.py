@@ -47,7 +47,7 @@ QUANTITIES: list[tuple[str, str]] = [
     ("reward", r"train/reward"),
     ("held-out accuracy", r"heldout/.*"),
     ("per-agent mean advantage", r"train/.*_advantage"),
-    ("per-agent accuracy", r"(train|heldout)/.*(solver|aggregator|lead)_?\d*_accuracy"),
+    ("per-agent accuracy (or reward)", r"(train|heldout)/.*((solver|aggregator)_?\d*_accuracy|lead_\d+_reward)"),
     ("approx. KL", r"train/approx_kl"),
     ("clip fraction", r"train/clip_fraction"),
     ("entropy", r"train/entropy"),

@@ -247,3 +247,21 @@ def test_gym_trainers_log_heldout_figures_and_train_the_same(tmp_path: Path, pub
     assert ev["heldout/reward"][-1][1] == pytest.approx(
         logged.result.families["humaneval"].learned.reward.mean
     )
+
+
+@pytest.mark.parametrize("algo", ["reinforce", "ppo", "grpo"])
+def test_parallel_swarm_logs_each_leads_reward_and_advantage(tmp_path: Path, algo: str) -> None:
+    """train swarm --parallel: one policy shared by three leads; the log shows each lead's mean
+    reward and the mean advantage its decisions got. Under the team credit every lead is paid the
+    team's R, so each lead's reward is the batch's."""
+    from orchestrace.learn.envs.swarm_parallel import parallel_env
+    from orchestrace.learn.rl.train_gym import train_policy
+
+    with open_log("tensorboard", tmp_path):
+        train_policy(algo, parallel_env(branches=3, task_seed=0), [{"task": i} for i in range(10)],
+                     env_name="Swarm", iters=2, batch=4, group=2, epochs=1, minibatches=1)  # fmt: skip
+    ev = read_events(tmp_path / "tensorboard" / f"Swarm-{algo}")
+    for lead in ("lead_0", "lead_1", "lead_2"):
+        assert [s for s, _ in ev[f"train/{lead}_advantage"]] == [1, 2], lead
+        assert dict(ev[f"train/{lead}_reward"]) == pytest.approx(dict(ev["train/reward"])), lead
+    assert len(ev["train/entropy"]) == 2

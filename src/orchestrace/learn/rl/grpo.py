@@ -21,7 +21,7 @@ import torch
 from .curve import TrainResult, record
 from .optim import optimiser
 from .ppo import clipped_update
-from .rollouts import Batch
+from .rollouts import Batch, agent_figures
 from .tasks import Task
 
 
@@ -77,6 +77,7 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
                                      minibatches=args.minibatches, clip=args.clip, ent_coef=args.entropy,
                                      vf_coef=0.0, norm_adv=False, max_grad_norm=args.max_grad_norm,
                                      shuffle=args.shuffle, target_kl=args.target_kl)  # fmt: skip
+            figures |= agent_figures(b, adv)
         record(history, it, float(b.ep_reward.mean()), task, actor, iterations=args.iterations,
                eval_every=args.eval_every, progress=progress, figures=figures)  # fmt: skip
     return TrainResult(task.policy(actor, "grpo", args.seed), history)

@@ -21,7 +21,7 @@ import torch
 from .curve import TrainResult, record
 from .distribution import log_probs
 from .optim import clip_grad, optimiser, parameters
-from .rollouts import Batch
+from .rollouts import Batch, agent_figures
 from .surrogate import clipped_surrogate
 from .tasks import Task
 
@@ -131,6 +131,7 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
                                      minibatches=args.minibatches, clip=args.clip, ent_coef=args.entropy,
                                      vf_coef=args.vf_coef, norm_adv=True, max_grad_norm=args.max_grad_norm,
                                      clip_apart=args.clip_apart, target_kl=args.target_kl)  # fmt: skip
+            figures |= agent_figures(b, adv)
         record(history, it, float(b.ep_reward.mean()), task, actor, iterations=args.iterations,
                eval_every=args.eval_every, progress=progress, figures=figures)  # fmt: skip
     return TrainResult(task.policy(actor, "ppo", args.seed), history)

@@ -28,6 +28,7 @@ import torch
 from .curve import TrainResult, record
 from .distribution import log_probs
 from .optim import clip_grad, optimiser, parameters
+from .rollouts import agent_figures
 from .tasks import Task
 
 
@@ -56,6 +57,7 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
     history: list[dict[str, float]] = []
     for it in range(args.iterations):
         b = task.play(actor, task.starts(it, rng, args.batch, args.group), rng)
+        figures: dict[str, float] = {}
         if len(b.act):
             x = torch.from_numpy(b.obs)
             r = torch.from_numpy(b.ret.astype(np.float32))
@@ -78,6 +80,7 @@ def train(task: Task, args: Args = Args(), progress: Callable[[int], None] | Non
             loss.backward()
             clip_grad(parameters(opt), args.max_grad_norm)
             opt.step()
+            figures = {"entropy": float(ent.detach().mean()), **agent_figures(b, adv.detach().numpy())}
         record(history, it, float(b.ep_reward.mean()), task, actor, iterations=args.iterations,
-               eval_every=args.eval_every, progress=progress)  # fmt: skip
+               eval_every=args.eval_every, progress=progress, figures=figures)  # fmt: skip
     return TrainResult(task.policy(actor, "reinforce", args.seed), history)

@@ -113,10 +113,27 @@ class Batch:
     stop_now: np.ndarray
     infos: list[dict]  # terminal info of each episode
     rollout: np.ndarray | None = None  # [N] env episode each episode comes from (PettingZoo: one per agent)
+    agent: list[str] | None = None  # [N] the agent whose trajectory each episode is (PettingZoo only)
 
     def __post_init__(self) -> None:
         if self.rollout is None:
             self.rollout = np.arange(len(self.ep_reward))
+
+
+def agent_figures(b: Batch, adv: np.ndarray) -> dict[str, float]:
+    """Per agent of a PettingZoo batch (one policy shared by every agent): the mean reward of its
+    trajectories and the mean advantage ``adv`` (per decision) its decisions got, so a log shows
+    what each agent's credit did; nothing for a single-agent batch."""
+    if b.agent is None:
+        return {}
+    agents = np.asarray(b.agent)
+    per_decision = np.repeat(agents, b.decisions)
+    out: dict[str, float] = {}
+    for a in dict.fromkeys(b.agent):
+        out[f"{a}_reward"] = float(b.ep_reward[agents == a].mean())
+        if (per_decision == a).any():
+            out[f"{a}_advantage"] = float(np.asarray(adv)[per_decision == a].mean())
+    return out
 
 
 def run_episode(
@@ -188,7 +205,7 @@ def collect_parallel(env: Any, policy: NumpyPolicy, options: Sequence[dict[str, 
                      rng: np.random.Generator) -> Batch:  # fmt: skip
     """Play one PettingZoo Parallel episode per option through ``reset``/``step`` with dicts of
     actions; every agent's trajectory becomes one episode of the batch (rollout index kept)."""
-    obs_l, act_l, ret_l, rews, dec, infos, rollout = [], [], [], [], [], [], []
+    obs_l, act_l, ret_l, rews, dec, infos, rollout, agents = [], [], [], [], [], [], [], []
     for j, opt in enumerate(options):
         obs, _ = env.reset(options=opt)
         traj: dict[str, tuple[list, list]] = {a: ([], []) for a in env.agents}
@@ -210,9 +227,10 @@ def collect_parallel(env: Any, policy: NumpyPolicy, options: Sequence[dict[str, 
             dec.append(len(k))
             infos.append(info.get(a, {}))
             rollout.append(j)
+            agents.append(a)
     f = policy.meta.obs_dim
     return Batch(
         np.asarray(obs_l, np.float32).reshape(-1, f), np.asarray(act_l, np.int64), np.asarray(ret_l, np.float64),
         np.asarray(rews), np.asarray(dec, np.int64), np.zeros(len(act_l), np.float32), infos,
-        np.asarray(rollout, np.int64),
+        np.asarray(rollout, np.int64), agents,
     )  # fmt: skip
