@@ -640,3 +640,33 @@ def test_a_run_keeps_a_bounded_number_and_size_of_spans(gateway, monkeypatch):
     refused = post(url, orjson.dumps(big)).json()["partialSuccess"]
     assert refused["rejectedSpans"] == "1" and "MiB of attributes" in refused["errorMessage"]
     assert len(gateway.gateway.runs["b1"].otel_spans) == 2
+
+
+def test_a_refused_host_closes_the_connection_so_its_unread_body_is_no_next_request(gateway):
+    """The 421 is sent before the body is read; kept alive, the connection's next bytes were that
+    body, read as a request line (a 400 nobody asked for, and a BrokenPipe traceback on stderr)."""
+    import socket
+
+    host, port = gateway.server_address[:2]
+    body = orjson.dumps(_otlp_json())
+    head = f"POST /runs/h2/v1/traces HTTP/1.1\r\nHost: evil.example\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(head.encode() + body)
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk
+    assert got.startswith(b"HTTP/1.1 421") and got.count(b"HTTP/1.1") == 1  # then closed
+
+
+def test_a_client_gone_mid_answer_prints_no_traceback(gateway, capsys):
+    try:
+        raise BrokenPipeError(32, "Broken pipe")
+    except BrokenPipeError:
+        gateway.handle_error(None, ("127.0.0.1", 1))
+    try:
+        raise ValueError("the prompt was: secret")
+    except ValueError:
+        gateway.handle_error(None, ("127.0.0.1", 1))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "secret" not in err
+    assert err.count("\n") == 1 and "internal error ValueError" in err

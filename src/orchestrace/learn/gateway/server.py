@@ -84,6 +84,14 @@ class GatewayServer(ThreadingHTTPServer):
         }
         self.verbose = verbose
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client gone mid-answer is no error of ours; anything else: its type and source line,
+        never socketserver's traceback (whose frames may hold a request's content)."""
+        err = sys.exc_info()[1]
+        if isinstance(err, ConnectionError) or err is None:
+            return
+        _internal(err)
+
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
@@ -137,6 +145,7 @@ class Handler(BaseHTTPRequestHandler):
     def _host_ok(self) -> bool:
         if (self.headers.get("Host") or "").strip().lower() in self.server.allowed:
             return True
+        self.close_connection = True  # its body is not read: the connection cannot be reused
         self._error(GatewayError(421, "Host is not this server's address", code="misdirected_request"))
         return False
 
