@@ -670,3 +670,28 @@ def test_a_client_gone_mid_answer_prints_no_traceback(gateway, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err and "secret" not in err
     assert err.count("\n") == 1 and "internal error ValueError" in err
+
+
+def test_spans_sent_with_no_run_go_to_the_run_that_answered_their_trace(gateway, capsys):
+    """One provider, one endpoint without a run (as a program running many runs has): each OTel
+    trace joins the run whose calls its LLM spans report; a trace that names none waits, and is
+    said to be lost when the server stops."""
+    tp = _provider(f"{gateway.url}/v1/traces")
+    try:
+        team(f"{gateway.url}/runs/u1/v1", tp)
+        team(f"{gateway.url}/runs/u2/v1", tp)
+        with tp.get_tracer("t").start_as_current_span("execute_tool lonely") as s:
+            s.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lonely"})
+    finally:
+        tp.shutdown()
+    for rid in ("u1", "u2"):
+        tr = load_one(gateway.gateway.finish_run(rid))
+        merged = tr.metadata["gateway"]["otel"]
+        assert merged["spans"] == 11 and merged["joined"] == {"response_id": 3, "model_and_time": 1}
+        assert sorted(e.tool for e in tr.events if e.type == "tool_call") == [
+            "ask_researcher",
+            "search",
+            "transfer_to_writer",
+        ]
+    gateway.gateway.close()
+    assert "1 OpenTelemetry span(s) of 1 trace(s) named no run" in capsys.readouterr().err

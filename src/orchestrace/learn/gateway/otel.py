@@ -197,15 +197,19 @@ def _model(s: dict[str, Any]) -> str | None:
     return str(m) if m else None
 
 
-def _completion_id(s: dict[str, Any], known: dict[str, Call]) -> str | None:
+def completion_ids(s: dict[str, Any]) -> list[str]:
+    """The completion ids an LLM span reports: ``gen_ai.response.id``, else any of the gateway's
+    ``chatcmpl-...`` ids in its OpenInference ``output.value``."""
     a = s["attrs"]
     rid = a.get("gen_ai.response.id")
-    if isinstance(rid, str) and rid in known:
-        return rid
     out = a.get("output.value")
-    if isinstance(out, str):
-        return next((m for m in COMPLETION_ID.findall(out) if m in known), None)
-    return None
+    return ([rid] if isinstance(rid, str) else []) + (
+        COMPLETION_ID.findall(out) if isinstance(out, str) else []
+    )
+
+
+def _completion_id(s: dict[str, Any], known: dict[str, Call]) -> str | None:
+    return next((c for c in completion_ids(s) if c in known), None)
 
 
 @dataclass

@@ -174,6 +174,7 @@ class GatewayRun:
     call_log: list[Call] = field(default_factory=list)
     otel_spans: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (trace, span) -> span
     otel_bytes: int = 0  # about what otel_spans holds (service.MAX_SPAN_BYTES_PER_RUN)
+    completion_ids: set[str] = field(default_factory=set)  # the ids its calls were answered with
 
     def __post_init__(self) -> None:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -357,6 +358,8 @@ class GatewayRun:
             if isinstance(c, dict)
         )
         self.call_log.append(Call(agent, completion_id, eid, ev.t, ev.t_end or ev.t, asked))
+        if completion_id is not None:
+            self.completion_ids.add(completion_id)
         if out.text:
             self.said.append(Said(eid, agent, out.text, normalised(out.text)))
         for text in argument_texts(out.tool_calls or []):

@@ -10,8 +10,9 @@ Routes (``<run>``: a run id; without one, the ``X-Orchestrace-Run`` header or th
   SDK span (``spans.PostSpans`` sends them) whose tool calls and handoffs join the run's trace
 - ``POST /runs/<run>/v1/traces``, ``POST /v1/traces``: OpenTelemetry spans (OTLP/HTTP, protobuf
   or JSON, as an ``OTLPSpanExporter`` sends them), merged into the run's trace as it ends
-  (``otel``); answered and refused in OTLP's shapes (``ExportTraceServiceResponse``, a
-  ``google.rpc.Status``)
+  (``otel``); without a run in the path or the header, each OTel trace goes to the run that
+  answered its LLM spans; answered and refused in OTLP's shapes (``ExportTraceServiceResponse``,
+  a ``google.rpc.Status``)
 
 Safe by default: it listens on 127.0.0.1 unless told otherwise; a ``Host`` header that is not
 this server's address gets a 421 (DNS rebinding, as ``view --serve``); a body is at most
@@ -245,8 +246,9 @@ class Handler(BaseHTTPRequestHandler):
             spans = otel.decode_request(
                 body, ctype, self.headers.get("Content-Encoding") or "", self.server.limits.max_body
             )
-            run_id = run or self.headers.get(RUN_HEADER) or DEFAULT_RUN
-            refused, why = self.server.gateway.otel_spans(run_id, spans)
+            named = run or self.headers.get(RUN_HEADER)
+            gw = self.server.gateway
+            refused, why = gw.otel_spans(named, spans) if named else gw.otel_spans_of_any_run(spans)
             self._send(200, otel.response_body(ctype, refused, why), _otlp_type(ctype))
         except GatewayError as err:
             self._send(err.status, otel.error_body(ctype, err), _otlp_type(ctype))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 import threading
 from collections.abc import Awaitable
 from concurrent.futures import Future
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 
 from ..team.program import ADAPTER_MODES, adapter_of
 from .completers import Completer
-from .otel import merge_spans
+from .otel import completion_ids, merge_spans
 from .protocol import CallSpec, Completion, GatewayError
 from .replay import ReplayPlan
 from .runs import GatewayRun, check_run_id
@@ -109,6 +110,8 @@ class Gateway:
         self.call_timeout = call_timeout
         self.runs: dict[str, GatewayRun] = {}
         self.finished: dict[str, str] = {}  # run id -> trace path
+        self.waiting: dict[str, list[dict[str, Any]]] = {}  # OTel trace id -> its spans naming no run yet
+        self.trace_run: dict[str, str] = {}  # OTel trace id -> the open run its spans went to
         served = completer.adapters
         if served is not None:
             missing = [a for a in team.adapters() if a not in served]
@@ -138,6 +141,14 @@ class Gateway:
     async def _finish_all(self) -> None:
         for rid in list(self.runs):
             self._finish(rid, None, None)
+        if self.waiting:  # said once, without content: what was sent and never found its run
+            n = sum(map(len, self.waiting.values()))
+            sys.stderr.write(
+                f"gateway: {n} OpenTelemetry span(s) of {len(self.waiting)} trace(s) named no run "
+                "(no run in the path, no X-Orchestrace-Run header, no completion id of this gateway): "
+                "not recorded\n"
+            )
+            self.waiting.clear()
 
     # ------------------------------------------------------------------ runs
 
@@ -215,6 +226,8 @@ class Gateway:
                 gw["otel"] = {"spans": len(run.otel_spans), "error": type(e).__name__}
         path = run.finish(answer, error=error)
         self.finished[run_id] = path
+        for tid in [t for t, r in self.trace_run.items() if r == run_id]:
+            del self.trace_run[tid]
         return path
 
     def calls_of(self, run_id: str) -> int:
@@ -246,30 +259,64 @@ class Gateway:
         ``MAX_SPAN_BYTES_PER_RUN`` bytes of attributes."""
 
         async def go() -> tuple[int, str]:
-            run = self.runs.get(run_id)
-            if run is None:
-                if run_id in self.finished:
-                    return len(spans), (
-                        f"run {run_id!r} has ended and its trace is closed: flush the span exporter "
-                        "before the run ends (TracerProvider.force_flush())"
-                    )
-                if not self.auto_runs:
-                    return len(spans), f"no open run {run_id!r}"
-                run = self._open(run_id, None, 0, "gateway", {})
-            refused = 0
-            for s in spans:
-                key, size = (s["trace"], s["id"]), _span_bytes(s)
-                room = len(run.otel_spans) < MAX_SPANS_PER_RUN
-                if key in run.otel_spans or (room and run.otel_bytes + size <= MAX_SPAN_BYTES_PER_RUN):
-                    run.otel_bytes += size if key not in run.otel_spans else 0
-                    run.otel_spans[key] = s
-                else:
-                    refused += 1
-            limits = f"{MAX_SPANS_PER_RUN} spans and {MAX_SPAN_BYTES_PER_RUN >> 20} MiB of attributes"
-            return refused, (f"a run keeps at most {limits}" if refused else "")
+            return self._keep_spans(run_id, spans)
 
         check_run_id(run_id)
         return self.on_loop(go())
+
+    def _keep_spans(self, run_id: str, spans: list[dict[str, Any]]) -> tuple[int, str]:
+        run = self.runs.get(run_id)
+        if run is None:
+            if run_id in self.finished:
+                return len(spans), (
+                    f"run {run_id!r} has ended and its trace is closed: flush the span exporter "
+                    "before the run ends (TracerProvider.force_flush())"
+                )
+            if not self.auto_runs:
+                return len(spans), f"no open run {run_id!r}"
+            run = self._open(run_id, None, 0, "gateway", {})
+        refused = 0
+        for s in spans:
+            key, size = (s["trace"], s["id"]), _span_bytes(s)
+            room = len(run.otel_spans) < MAX_SPANS_PER_RUN
+            if key in run.otel_spans or (room and run.otel_bytes + size <= MAX_SPAN_BYTES_PER_RUN):
+                run.otel_bytes += size if key not in run.otel_spans else 0
+                run.otel_spans[key] = s
+            else:
+                refused += 1
+        limits = f"{MAX_SPANS_PER_RUN} spans and {MAX_SPAN_BYTES_PER_RUN >> 20} MiB of attributes"
+        return refused, (f"a run keeps at most {limits}" if refused else "")
+
+    def otel_spans_of_any_run(self, spans: list[dict[str, Any]]) -> tuple[int, str]:
+        """Spans sent with no run named: each OTel trace goes to the open run that answered one of
+        its LLM spans (by completion id); a trace none of whose spans says so yet waits for one
+        that does (at most ``MAX_SPANS_PER_RUN`` spans wait)."""
+
+        async def go() -> tuple[int, str]:
+            groups: dict[str, list[dict[str, Any]]] = {}
+            for s in spans:
+                groups.setdefault(s["trace"], []).append(s)
+            refused, why = 0, ""
+            for tid, group in groups.items():
+                rid = self.trace_run.get(tid) or self._run_answering(group)
+                if rid is None:
+                    if sum(map(len, self.waiting.values())) + len(group) > MAX_SPANS_PER_RUN:
+                        refused, why = refused + len(group), "too many spans wait for a run"
+                    else:
+                        self.waiting.setdefault(tid, []).extend(group)
+                    continue
+                self.trace_run[tid] = rid
+                r, w = self._keep_spans(rid, self.waiting.pop(tid, []) + group)
+                refused, why = refused + r, w or why
+            return refused, why
+
+        return self.on_loop(go())
+
+    def _run_answering(self, spans: list[dict[str, Any]]) -> str | None:
+        ids = {c for s in spans for c in completion_ids(s)}
+        return (
+            next((rid for rid, run in self.runs.items() if ids & run.completion_ids), None) if ids else None
+        )
 
     # ------------------------------------------------------------------ calls
 
