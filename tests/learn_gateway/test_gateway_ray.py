@@ -1,5 +1,6 @@
 """train team --program ... --ray: a gateway program's runs on a Ray worker (a local loopback
-cluster), each worker with its own gateway and model; the traces come back as a local run's."""
+cluster), each worker with its own gateway and model; the traces come back as a local run's, and
+the forks of --credit loo-fork run in the driver."""
 
 from __future__ import annotations
 
@@ -41,12 +42,34 @@ def test_a_gateway_program_runs_on_a_ray_worker(ray_local, tmp_path):
     from orchestrace.learn.team.config import TeamConfig
     from orchestrace.learn.team.placement import RolloutPlace
 
-    cfg = TeamConfig(program=f"{EXAMPLE}:run", adapters="agent", train_pool=2, heldout=1)
+    cfg = TeamConfig(
+        program=f"{EXAMPLE}:run",
+        adapters="agent",
+        credit="loo-fork",
+        questions=1,
+        group=2,
+        train_pool=2,
+        heldout=1,
+        epochs=1,
+    )
     out = tmp_path / "run"
     recs = train_program(
-        cfg, out, 0, ProgramOptions(timeout=200), threads=1, place=RolloutPlace(ray=ray_local, ray_workers=1)
+        cfg, out, 1, ProgramOptions(timeout=200), threads=1, place=RolloutPlace(ray=ray_local, ray_workers=1)
     )
-    assert [r.iteration for r in recs] == [0] and "team_accuracy" in recs[0].eval
+    assert [r.iteration for r in recs] == [0, 1] and "team_accuracy" in recs[0].eval
+    # the runs on the worker, their forks here (a gateway of the driver's own): one per agent and
+    # run, the solver's recorded call replayed in each checker fork
+    train = recs[1].train
+    assert [train[k] for k in ("failed_runs", "forks", "forks_failed", "forks_replayed_calls")] == [
+        0,
+        4,
+        0,
+        2,
+    ]
+    forks = sorted((out / "iter-001" / "forks").glob("*.resample-checker.events.jsonl"))
+    assert sorted(load_one(f).metadata["fork"]["parent"] for f in forks) == sorted(
+        load_one(p).trace_id for p in recs[1].traces
+    )
     (path,) = sorted((out / "iter-000" / "eval").glob("*.events.jsonl"))
     tr = load_one(path)  # validated, written back by the driver
     assert tr.metadata["outcome"]["status"] == "ok"
