@@ -695,3 +695,14 @@ def test_spans_sent_with_no_run_go_to_the_run_that_answered_their_trace(gateway,
         ]
     gateway.gateway.close()
     assert "1 OpenTelemetry span(s) of 1 trace(s) named no run" in capsys.readouterr().err
+
+
+def test_spans_waiting_for_a_run_are_bounded_too(gateway, monkeypatch):
+    from orchestrace.learn.gateway import service
+
+    monkeypatch.setattr(service, "MAX_SPAN_BYTES_PER_RUN", 10_000)
+    url = f"{gateway.url}/v1/traces"
+    small = post(url, orjson.dumps(_otlp_json("00f067aa0ba902c1")))
+    big = post(url, orjson.dumps(_otlp_json("00f067aa0ba902c2", **{"input.value": "x" * 20_000})))
+    assert small.json() == {} and big.json()["partialSuccess"]["rejectedSpans"] == "1"
+    assert [len(v) for v in gateway.gateway.waiting.values()] == [1]

@@ -112,6 +112,7 @@ class Gateway:
         self.finished: dict[str, str] = {}  # run id -> trace path
         self.waiting: dict[str, list[dict[str, Any]]] = {}  # OTel trace id -> its spans naming no run yet
         self.trace_run: dict[str, str] = {}  # OTel trace id -> the open run its spans went to
+        self.waiting_bytes = 0  # about what waiting holds (as a run's spans, at most MAX_SPAN_BYTES_PER_RUN)
         served = completer.adapters
         if served is not None:
             missing = [a for a in team.adapters() if a not in served]
@@ -149,6 +150,7 @@ class Gateway:
                 "not recorded\n"
             )
             self.waiting.clear()
+            self.waiting_bytes = 0
 
     # ------------------------------------------------------------------ runs
 
@@ -300,13 +302,18 @@ class Gateway:
             for tid, group in groups.items():
                 rid = self.trace_run.get(tid) or self._run_answering(group)
                 if rid is None:
-                    if sum(map(len, self.waiting.values())) + len(group) > MAX_SPANS_PER_RUN:
+                    size = sum(map(_span_bytes, group))
+                    count = sum(map(len, self.waiting.values())) + len(group)
+                    if count > MAX_SPANS_PER_RUN or self.waiting_bytes + size > MAX_SPAN_BYTES_PER_RUN:
                         refused, why = refused + len(group), "too many spans wait for a run"
                     else:
                         self.waiting.setdefault(tid, []).extend(group)
+                        self.waiting_bytes += size
                     continue
                 self.trace_run[tid] = rid
-                r, w = self._keep_spans(rid, self.waiting.pop(tid, []) + group)
+                held = self.waiting.pop(tid, [])
+                self.waiting_bytes -= sum(map(_span_bytes, held))
+                r, w = self._keep_spans(rid, held + group)
                 refused, why = refused + r, w or why
             return refused, why
 
