@@ -14,8 +14,10 @@ is the update the loop had before (20 Adam epochs at lr 0.01, no clip), for comp
     python bench/learn_loop_replay.py --family continents --runs 12 --iterations 4 --seeds 1,2,3 --update adam
     python bench/learn_loop_replay.py --family plurals --start offline --seeds 1,2,3
 
-``--update weighted`` is ``loop stop``'s update since 28 Nov (every earlier run reused,
-importance-weighted; ``--update clipped`` is the same without reuse); ``--start per-seed`` starts
+``--update model`` is ``loop stop``'s update since 28 Nov (stopping/answer_model.py; ``--evaluate-on
+train`` reports on the training questions, how it was chosen), ``--update weighted`` the one
+before it (every earlier run reused, importance-weighted; ``--update clipped``, the default, is the
+same without reuse); ``--start per-seed`` starts
 each seed from its own random policy, as ``loop stop --seed S``; ``--offline`` also trains the
 start policy on the same number of runs without redeploying; every seed ends with the paired
 95% CI (bootstrap over held-out questions, rewards averaged over ``--orders`` orders) of the
@@ -23,7 +25,7 @@ final minus the start policy. ``--live DIRS --seeds SEEDS`` prints the same for 
 ``loop stop`` folders (docs/learn_loop.md, "Reusing every recorded run"):
 
     python bench/learn_loop_replay.py --family continents --runs 12 --iterations 4 --seeds 1,2,3,4,5,6 --start per-seed --update weighted --offline
-    python bench/learn_loop_replay.py --family continents --live runs/loop/s1,runs/loop/s2 --seeds 1,2
+    python bench/learn_loop_replay.py --family continents --live runs/loop/s1,runs/loop/s2 --seeds 1,2 --update model
 """
 
 from __future__ import annotations
@@ -121,11 +123,31 @@ def loop_config(args: argparse.Namespace, seed: int) -> StopLoopConfig:
                           lr=args.lr, epochs=args.epochs, max_weight=args.max_weight, kl=args.kl)  # fmt: skip
 
 
+def held_out_curves(curves: dict[int, list[float]], path: str) -> None:
+    """One line per live seed: the greedy policy's held-out reward after each update (0: start)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for seed, ys in curves.items():
+        ax.plot(range(len(ys)), ys, marker="o", label=f"seed {seed}")
+    ax.set_xlabel("update (0: start policy)")
+    ax.set_ylabel("held-out reward (acc - 0.01 x answers)")
+    ax.set_xticks(range(max(len(ys) for ys in curves.values())))
+    ax.set_title("loop stop, live SmolLM2-135M, continents, 12 runs per update")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def live(args: argparse.Namespace) -> None:
     """Paired held-out figures of recorded ``loop stop`` folders (``--live``)."""
     from orchestrace.learn.loop import completed
 
     gains, offline_gains, versus = [], [], []
+    curves: dict[int, list[float]] = {}
     for folder, seed in zip(args.live.split(","), (int(s) for s in args.seeds.split(",")), strict=True):
         step = StopLoop(loop_config(args, seed))
         recs = completed(folder)
@@ -144,6 +166,13 @@ def live(args: argparse.Namespace) -> None:
         print(
             f"  loop - start {paired(r1 - r0)}; offline - start {paired(r2 - r0)}; loop - offline {paired(r1 - r2)}"
         )
+        curve = [
+            heldout_rewards(step, StopPolicy.load(r.policy), args.cost, args.orders).mean() for r in recs[1:]
+        ]
+        curves[seed] = [float(r0.mean()), *map(float, curve)]
+        print(f"  held-out reward per iteration: {' '.join(f'{v:.4f}' for v in curves[seed])}")
+    if args.figure:
+        held_out_curves(curves, args.figure)
     if len(gains) > 1:  # each seed has its own split: pool the questions
         print(f"pooled ({sum(len(g) for g in gains)} seed x question pairs): loop - start "
               f"{paired(np.concatenate(gains))}; offline - start {paired(np.concatenate(offline_gains))}; "
@@ -160,7 +189,7 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=8)
     ap.add_argument("--cost", type=float, default=0.01)
     ap.add_argument("--seeds", default="1", help="replay seeds (the policy starts from seed 0, as the loop)")
-    ap.add_argument("--update", choices=("clipped", "adam", "weighted", "model"), default="model",
+    ap.add_argument("--update", choices=("clipped", "adam", "weighted", "model"), default="clipped",
                     help="model: loop stop's update since 28 Nov (stopping/answer_model.py); weighted: "
                          "every run in the --window reused with importance weights (stopping/offpolicy.py)")  # fmt: skip
     ap.add_argument("--kl", type=float, default=StopLoopConfig.kl, help="model: KL penalty")
@@ -179,6 +208,9 @@ def main() -> None:
                     help="comma-separated loop stop folders (their --seed given by --seeds, in order): "
                          "held-out reward of the start, the last policy, and offline training from the "
                          "start on the same N recorded runs (as many weighted updates, no redeployment)")  # fmt: skip
+    ap.add_argument(
+        "--figure", default=None, help="--live: draw the held-out curves of the folders here (PNG)"
+    )
     ap.add_argument("--orders", type=int, default=16, help="orders per held-out question for the paired CIs")
     ap.add_argument("--evaluate-on", choices=("heldout", "train"), default="heldout",
                     help="train: every figure on the loop's training questions instead (choosing an "

@@ -139,3 +139,25 @@ def test_train_stop_logged_reads_loop_runs(tmp_path: Path) -> None:
     want = train_on_runs(StopPolicy.load(str(start)), runs, StopLoopConfig(budget=4, cost=0.01), 2)
     for (w1, b1), (w2, b2) in zip(got.weights, want.weights, strict=True):
         assert np.array_equal(w1, w2) and np.array_equal(b1, b2)
+
+
+def test_train_stop_logged_refuses_bad_input_before_writing(tmp_path: Path) -> None:
+    """``--logged`` without ``--traces`` (OT631), an unknown ``--update`` (OT631), runs recorded with
+    another budget than the start policy's (OT617, names the run): no policy written."""
+    from typer.testing import CliRunner
+
+    from orchestrace.cli import app
+
+    start = tmp_path / "start"
+    policy().save(str(start))  # budget 4
+    recorded(tmp_path / "runs", "q1", "g", ["g", "g", "x"], [0.5] * 3)  # recorded with budget 3
+    glob = str(tmp_path / "runs" / "*.events.jsonl")
+    out = tmp_path / "out"
+    logged = ["train", "stop", "--logged", "--start", str(start) + ".safetensors", "-o", str(out)]
+    cases = [(logged, "OT631"), ([*logged, "--traces", glob, "--update", "adam"], "OT631"),
+             ([*logged, "--traces", glob], "OT617")]  # fmt: skip
+    for args, code in cases:
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 1 and getattr(r.exception, "code", None) == code, (args, r.exception)
+        assert not (tmp_path / "out.safetensors").exists()
+    assert "q1.events.jsonl" in str(r.exception) and "budget 3" in str(r.exception)
