@@ -56,6 +56,7 @@ class TokenScripted(ScriptedBackend):
 
 
 def collect(tmp_path: Path, fn, credit: str = "loo-fork", group: int = 4) -> tuple[ProgramStep, list[str]]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     spec = tmp_path / "france.toml"
     spec.write_text(
         '[[terms]]\nchannel = "team"\n[hooks]\nverifier = "gateway_teams:reward_france"\n', encoding="utf-8"
@@ -200,3 +201,15 @@ def test_a_program_that_asks_something_new_each_run_diverges_and_samples_fresh(t
     for row in batch.rows:
         p = kept[row.trace]
         assert row.advantage == pytest.approx(final(p) - final(fork_of(p, row.agent)))
+
+
+def test_forks_are_reproducible_from_the_seeds(tmp_path: Path):
+    """The same iteration twice: every fork asks and gets the same calls (its call cache, byte for
+    byte), so a killed iteration run again (the loop starts it from scratch) makes the same forks."""
+    _, first = collect(tmp_path / "a", gateway_teams.chain, group=2)
+    _, again = collect(tmp_path / "b", gateway_teams.chain, group=2)
+    forks = sorted((tmp_path / "a" / "iter-001" / "forks").glob("*.cache.jsonl"))
+    assert len(forks) == 2 * len(first) == 8
+    for f in forks:
+        twin = tmp_path / "b" / "iter-001" / "forks" / f.name
+        assert twin.read_bytes() == f.read_bytes()
