@@ -256,6 +256,13 @@ def test_the_standard_exporter_env_vars_name_the_run(gateway, monkeypatch):
         (b"{}", "application/json", {"Content-Encoding": "br"}, 415, "Content-Encoding"),
         (b"not gzip", "application/json", {"Content-Encoding": "gzip"}, 400, "not valid gzip"),
         (
+            gzip.compress(b"{}" * 1000)[:20],
+            "application/json",
+            {"Content-Encoding": "gzip"},
+            400,
+            "cut short",
+        ),
+        (
             gzip.compress(b" " * (5 * 1024 * 1024)),
             "application/json",
             {"Content-Encoding": "gzip"},

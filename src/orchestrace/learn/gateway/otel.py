@@ -28,7 +28,6 @@ the calls the gateway recorded itself:
 from __future__ import annotations
 
 import bisect
-import gzip
 import re
 import zlib
 from collections import defaultdict
@@ -104,10 +103,12 @@ def _inflate(body: bytes, encoding: str, max_bytes: int) -> bytes:
     d = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
     try:
         out = d.decompress(body, max_bytes + 1)
-    except (zlib.error, gzip.BadGzipFile) as e:
+    except zlib.error as e:
         raise GatewayError(400, f"the body is not valid {encoding} ({e})") from None
     if len(out) > max_bytes:
         raise GatewayError(413, f"the body inflates past {max_bytes} bytes")
+    if not d.eof:
+        raise GatewayError(400, f"the {encoding} body is cut short")
     return out
 
 
