@@ -207,7 +207,14 @@ def test_target_kl_stops_the_epochs_of_the_gym_trainers(algo: str) -> None:
         (["train", "swarm", "--algo", "reinforce", "--target-kl", "0.01"], "not reinforce"),
         (["train", "retry", "--algo", "exact", "--target-kl", "0.01"], "not exact"),
         (["train", "delegate", "--algo", "ppo", "--target-kl", "0"], "must be > 0"),
-        (["loop", "stop", "--backend", "scripted", "--target-kl", "-1"], "must be > 0"),
+        (
+            ["loop", "stop", "--backend", "scripted", "--update", "weighted", "--target-kl", "-1"],
+            "must be > 0",
+        ),
+        (
+            ["loop", "stop", "--backend", "scripted", "--target-kl", "0.01"],
+            "the model update bounds its move",
+        ),
     ],
 )
 def test_target_kl_without_epochs_is_refused_before_training(

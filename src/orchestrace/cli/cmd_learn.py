@@ -520,7 +520,10 @@ def loop_stop_cmd(
     out: str = typer.Option("runs/loop/stop", "-o", "--out", help="loop folder (resumed if it exists)"),
     start: str = typer.Option(None, "--start", help="start from this stop policy (e.g. from train stop)"),
     target_kl: float = typer.Option(
-        None, "--target-kl", help="stop an update's gradient steps once PPO's approximate KL passes this"
+        None,
+        "--target-kl",
+        help="weighted: stop an update's gradient steps once PPO's approximate KL passes this (the model "
+        "update has no steps to stop: --kl bounds its move)",
     ),
     log: str = typer.Option(
         None,

@@ -393,6 +393,11 @@ def loop_stop(
     """Run or resume the stop loop under ``out`` (``iter-NNN/`` folders, curves.json/png); ``log``:
     ``tensorboard`` or ``mlflow`` logs every iteration's figures under ``out/<log>``."""
     check_log(log)
+    if cfg.target_kl is not None and cfg.update != "weighted":
+        raise OrchestraceError(
+            "OT630",
+            "--target-kl stops --update weighted's clipped steps; the model update bounds its move with --kl",
+        )
     if cfg.target_kl is not None and not cfg.target_kl > 0:
         raise OrchestraceError("OT630", f"--target-kl must be > 0, got {cfg.target_kl}")
     step = StopLoop(cfg)
