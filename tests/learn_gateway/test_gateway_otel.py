@@ -10,12 +10,13 @@ from __future__ import annotations
 import gzip
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import orjson
 import pytest
+from gateway_teams import completion, tool_call
+from gateway_teams import upstream as scripted_server
 
 from orchestrace.core.io import load_one
 from orchestrace.learn.gateway.completers import BackendCompleter
@@ -314,46 +315,10 @@ def upstream_reply(body: dict) -> dict:
     """A capable model behind --server: the researcher calls its tool, then answers from it; the
     writer writes from the researcher's answer."""
     model, messages = body["model"], body["messages"]
-    looked_up = any(m["role"] == "tool" for m in messages)
-    if model == "researcher" and not looked_up:
-        call = {
-            "id": "call_lookup_1",
-            "type": "function",
-            "function": {"name": "lookup", "arguments": '{"q": "Vienna"}'},
-        }
-        message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    else:
-        message = {"role": "assistant", "content": FACTS if model == "researcher" else ESSAY}
-    return {
-        "id": "chatcmpl-upstream",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    }
-
-
-class Upstream(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:  # noqa: N802
-        body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        out = orjson.dumps(upstream_reply(body))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, *a: object) -> None:
-        pass
+    if model == "researcher" and not any(m["role"] == "tool" for m in messages):
+        call = {**tool_call("lookup", {"q": "Vienna"}), "id": "call_lookup_1"}
+        return completion(model, {"role": "assistant", "content": None, "tool_calls": [call]})
+    return completion(model, {"role": "assistant", "content": FACTS if model == "researcher" else ESSAY})
 
 
 def langgraph_team(question: str, base_url: str) -> str:
@@ -404,8 +369,7 @@ def test_a_langgraph_team_instrumented_with_openinference_merges_its_tool_into_t
     instrumentation = pytest.importorskip("openinference.instrumentation.langchain")
     from openinference.instrumentation import TraceConfig
 
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    start_in_thread(upstream)  # type: ignore[arg-type]
+    upstream = scripted_server(upstream_reply, [])
     opts = ServeOptions(
         port=0,
         runs=str(tmp_path / "runs"),
