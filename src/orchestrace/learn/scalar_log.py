@@ -105,12 +105,13 @@ def mlflow_store(root: Path) -> tuple[Any, str]:
     import logging
     import warnings
 
-    for name in ("mlflow", "alembic"):  # the store's migrations log a line each at INFO
-        logging.getLogger(name).setLevel(logging.WARNING)
     with warnings.catch_warnings():  # SQLAlchemy deprecations inside MLflow's own store
         warnings.simplefilter("ignore")
         from mlflow.tracking import MlflowClient
 
+        # after the import, which sets MLflow's logger to INFO: creating a store logs its migrations
+        for name in ("mlflow", "alembic"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         root.mkdir(parents=True, exist_ok=True)
         client = MlflowClient(tracking_uri=f"sqlite:///{(root / MLFLOW_DB).resolve()}")
     found = client.get_experiment_by_name(MLFLOW_EXPERIMENT)
