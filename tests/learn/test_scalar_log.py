@@ -272,3 +272,22 @@ def test_parallel_swarm_logs_each_leads_reward_and_advantage(tmp_path: Path, alg
         assert [s for s, _ in ev[f"train/{lead}_advantage"]] == [1, 2], lead
         assert dict(ev[f"train/{lead}_reward"]) == pytest.approx(dict(ev["train/reward"])), lead
     assert len(ev["train/entropy"]) == 2
+
+
+def test_mlflow_store_is_created_quietly(tmp_path: Path) -> None:
+    """A fresh process (as a command is) creating the store prints nothing: MLflow's import sets
+    its logger to INFO, and the store's migrations logged a line each on stderr."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from orchestrace.learn.scalar_log import log_scalars, open_log, prepare_log\n"
+        "prepare_log('mlflow', sys.argv[1])\n"
+        "with open_log('mlflow', sys.argv[1], run='learned-c=0.01'): log_scalars(1, {'train/reward': 0.5})\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0 and p.stderr == "" and p.stdout == "", p.stderr
+    runs = read_mlflow(tmp_path)
+    assert list(runs) == ["learned-c=0.01"] and runs["learned-c=0.01"]["train/reward"] == [(1, 0.5)]
