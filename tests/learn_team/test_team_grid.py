@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrace.core.errors import OrchestraceError
-from orchestrace.learn.team.grid import cells, choice_counts
+from orchestrace.learn.team.grid import cells, choice_counts, markdown, report_of
 from orchestrace.learn.team.report import Answers
 
 
@@ -49,3 +49,37 @@ def test_choice_counts_where_solvers_disagree():
     # agreement is not a disagreement
     same = answers({"solver_0": "x", "solver_1": "x", "solver_2": "x", "aggregator": "x"}, "x")
     assert choice_counts(same) is None
+
+
+def revise_run(q: str, proposed: str, revised: str, gold: str) -> Answers:
+    canon = {"proposer": proposed, "reviser": revised}
+    right = {a: c == gold for a, c in canon.items()}
+    return Answers(q, dict(canon), dict(canon), right, right["reviser"])
+
+
+def test_report_lists_every_cell_and_what_the_reviser_did():
+    # two questions, gold "a": at the start the reviser breaks q1's right proposal and keeps q2's
+    # wrong one; after, it keeps q1's and corrects q2's
+    start = {"q1": revise_run("q1", "a", "b", "a"), "q2": revise_run("q2", "b", "b", "a")}
+    after = {"q1": revise_run("q1", "a", "a", "a"), "q2": revise_run("q2", "b", "a", "a")}
+    found = {
+        ("f", "revise", "loo-fork"): {0: (start, after)},
+        ("f", "revise", "broadcast"): {0: (start, start)},
+    }
+    rep = report_of(found, {}, {"f-revise-loo-fork-s0": 12.5}, resamples=200)
+    assert [(r.credit, r.seed, r.start, r.after, r.gain, r.seconds_per_iteration) for r in rep.per_cell] == [
+        ("broadcast", 0, 0.0, 0.0, 0.0, 0.0),
+        ("loo-fork", 0, 0.0, 1.0, 1.0, 12.5),
+    ]
+    assert rep.cells == ["f-revise-broadcast-s0", "f-revise-loo-fork-s0"]
+    (loo,) = [c for c in rep.revisions if c.credit == "loo-fork"]
+    assert (loo.disagreements_start, loo.disagreements_after) == (2, 2)
+    assert {f: v[:3] for f, v in loo.figures.items()} == {
+        "changes": (0.5, 0.5, 0.0),
+        "corrects_wrong": (0.0, 1.0, 1.0),
+        "breaks_right": (1.0, 0.0, -1.0),
+    }
+    md = markdown(rep)
+    assert "| f | loo-fork | 0 | 2 / 2 | 0.50 -> 0.50" in md
+    assert "| f | revise | loo-fork | 0 | 0.000 | 1.000 | +1.000" in md and "| 12.5 |" in md
+    assert rep.choices == []  # no k = 3 cell

@@ -19,7 +19,9 @@ training (per question, averaged over the cell's seeds), the difference with a p
 CI over questions, and the difference against broadcast over the seeds both have; "pooled" rows
 pool the families' questions. For the k = 3 aggregator, where its solvers disagree: the share of
 right picks when one solver is right, of plurality picks, and of copies of each position, start vs
-after, with a bootstrap CI of the change.
+after, with a bootstrap CI of the change; for the ``revise`` reviser the same for its share of
+changed proposals, of wrong proposals corrected and of right ones broken. Then every cell on its
+own line (start, after, the paired CI, training seconds per iteration), losses included.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import numpy as np
 
 from ..loop import completed, iteration_dir
 from .config import TeamConfig
-from .program import AGGREGATOR, BadInput
+from .program import AGGREGATOR, PROPOSER, REVISER, BadInput
 from .report import Answers, held_out_answers
 
 TOPOLOGIES = {"agg2": ("aggregate", 2), "agg3": ("aggregate", 3), "revise": ("revise", 1)}
@@ -175,7 +177,8 @@ class Row:
 
 @dataclass(frozen=True)
 class Choice:
-    """The k = 3 aggregator where its solvers disagree, start vs after (all seeds of a cell group)."""
+    """The k = 3 aggregator where its solvers disagree (or the reviser, every run), start vs after
+    (all seeds of a cell group); ``disagreements_*``: the runs counted."""
 
     family: str
     credit: str
@@ -187,6 +190,21 @@ class Choice:
     figures: dict[str, tuple[float, float, float, tuple[float, float]]]
 
 
+@dataclass(frozen=True)
+class CellResult:
+    """One finished cell: its held-out team accuracy at the start and after, paired per question."""
+
+    family: str
+    topology: str
+    credit: str
+    seed: int
+    start: float
+    after: float
+    gain: float
+    gain_ci95: tuple[float, float]
+    seconds_per_iteration: float  # rollouts + update, held-out evaluation excluded
+
+
 @dataclass
 class GridReport:
     rows: list[Row]
@@ -194,6 +212,9 @@ class GridReport:
     cells: list[str]
     iterations: dict[str, int]
     seconds_per_iteration: dict[str, float]
+    per_cell: list[CellResult] = field(default_factory=list)
+    #: the ``revise`` topology's reviser, start vs after (``Choice`` with REVISION_FIGURES)
+    revisions: list[Choice] = field(default_factory=list)
 
 
 def _cell_answers(folder: Path) -> tuple[dict[str, Answers], dict[str, Answers], int, float]:
@@ -243,27 +264,44 @@ def choice_counts(a: Answers) -> dict[str, tuple[float, float]] | None:
 
 
 CHOICE_FIGURES = ("right_when_one_has_it", "plurality", "position_0", "position_1", "position_2")
+REVISION_FIGURES = ("changes", "corrects_wrong", "breaks_right")
+
+
+def revision_counts(a: Answers) -> dict[str, tuple[float, float]] | None:
+    """(hit, counted) per figure for one run of a ``revise`` team: whether the reviser changed the
+    proposal, corrected a wrong one (right after a wrong proposal), broke a right one (wrong after a
+    right proposal); None for a run of another topology."""
+    if PROPOSER not in a.canon or REVISER not in a.canon:
+        return None
+    out = {"changes": (float(a.canon[REVISER] != a.canon[PROPOSER]), 1.0)}
+    if a.right[PROPOSER]:
+        out["breaks_right"] = (float(not a.right[REVISER]), 1.0)
+    else:
+        out["corrects_wrong"] = (float(a.right[REVISER]), 1.0)
+    return out
 
 
 def _choice(
     family: str, credit: str, seeds: list[int], start: dict[str, Answers], afters: list[dict[str, Answers]],
     resamples: int, seed: int,
+    counts: Callable[[Answers], dict[str, tuple[float, float]] | None] = choice_counts,
+    names: tuple[str, ...] = CHOICE_FIGURES,
 ) -> Choice:  # fmt: skip
     qs = sorted(start)
     figures = {}
     rng = np.random.default_rng(seed)
-    n_start = sum(choice_counts(start[q]) is not None for q in qs)
-    n_after = sum(choice_counts(af[q]) is not None for af in afters for q in qs if q in af)
-    for f in CHOICE_FIGURES:
+    n_start = sum(counts(start[q]) is not None for q in qs)
+    n_after = sum(counts(af[q]) is not None for af in afters for q in qs if q in af)
+    for f in names:
         # per question: hits and counts at the start, and summed over the seeds after
         sb = np.zeros((len(qs), 2))
         sa = np.zeros((len(qs), 2))
         for i, q in enumerate(qs):
-            c = choice_counts(start[q])
+            c = counts(start[q])
             if c and f in c:
                 sb[i] += c[f]
             for af in afters:
-                c = choice_counts(af[q]) if q in af else None
+                c = counts(af[q]) if q in af else None
                 if c and f in c:
                     sa[i] += c[f]
 
@@ -285,15 +323,16 @@ def _choice(
     return Choice(family, credit, seeds, n_start, n_after, figures)
 
 
+Found = dict[tuple[str, str, str], dict[int, tuple[dict[str, Answers], dict[str, Answers]]]]
+"""(family, topology, credit) -> seed -> (held-out answers at the start, after the last iteration)"""
+
+
 def grid_report(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> GridReport:
     """Every finished cell under ``out`` -> rows per family and pooled, and the k = 3 choices."""
     out = Path(out)
-    found: dict[tuple[str, str, str], dict[int, tuple[dict[str, Answers], dict[str, Answers]]]] = defaultdict(
-        dict
-    )
+    found: Found = defaultdict(dict)
     iterations: dict[str, int] = {}
     speed: dict[str, float] = {}
-    names = []
     for folder in sorted((out / "cells").glob("*-s*")):
         cfg_path = folder / "config.json"
         if not cfg_path.is_file():
@@ -305,7 +344,14 @@ def grid_report(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> Gri
         start, after, its, sec = _cell_answers(folder)
         found[(family, topology, credit)][s] = (start, after)
         iterations[folder.name], speed[folder.name] = its, sec
-        names.append(folder.name)
+    return report_of(found, iterations, speed, resamples=resamples, seed=seed)
+
+
+def report_of(
+    found: Found, iterations: dict[str, int], speed: dict[str, float], *, resamples: int = 2000, seed: int = 0
+) -> GridReport:
+    """The report of the finished cells' held-out answers (``speed``: cell name -> training seconds
+    per iteration)."""
     rows: list[Row] = []
     families = sorted({k[0] for k in found})
     topologies = [t for t in TOPOLOGIES if any(k[1] == t for k in found)]
@@ -319,21 +365,52 @@ def grid_report(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> Gri
                 rows.append(
                     _row("pooled", t, c, {f: found[(f, t, c)] for f in parts}, found, resamples, seed)
                 )
-    choices = [
-        _choice(
-            f,
-            c,
-            sorted(found[(f, "agg3", c)]),
-            next(iter(found[(f, "agg3", c)].values()))[0],
-            [a for _, a in found[(f, "agg3", c)].values()],
-            resamples,
-            seed,
-        )  # fmt: skip
-        for f in families
-        for c in credits
-        if (f, "agg3", c) in found
-    ]
-    return GridReport(rows, choices, names, iterations, speed)
+
+    def shares(topology: str, counts: Any, names: tuple[str, ...]) -> list[Choice]:
+        return [
+            _choice(
+                f,
+                c,
+                sorted(found[(f, topology, c)]),
+                next(iter(found[(f, topology, c)].values()))[0],
+                [a for _, a in found[(f, topology, c)].values()],
+                resamples,
+                seed,
+                counts,
+                names,
+            )  # fmt: skip
+            for f in families
+            for c in credits
+            if (f, topology, c) in found
+        ]
+
+    per_cell = []
+    for (f, t, c), by_seed in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
+        for s, (start, after) in sorted(by_seed.items()):
+            qs = sorted(start)
+            d = np.array([float(after[q].team_right) - float(start[q].team_right) for q in qs])
+            per_cell.append(
+                CellResult(
+                    f,
+                    t,
+                    c,
+                    s,
+                    float(np.mean([start[q].team_right for q in qs])),
+                    float(np.mean([after[q].team_right for q in qs])),
+                    float(d.mean()),
+                    _boot([d], resamples, seed),
+                    speed.get(Cell(f, t, c, s).name, 0.0),
+                )  # fmt: skip
+            )
+    return GridReport(
+        rows,
+        shares("agg3", choice_counts, CHOICE_FIGURES),
+        [Cell(r.family, r.topology, r.credit, r.seed).name for r in per_cell],
+        iterations,
+        speed,
+        per_cell,
+        shares("revise", revision_counts, REVISION_FIGURES),
+    )
 
 
 def _parse(name: str) -> tuple[str, str, str, int]:
@@ -385,7 +462,8 @@ def _ci(c: tuple[float, float] | None) -> str:
 
 
 def markdown(rep: GridReport) -> str:
-    """The table of the report (and the aggregator's choices), as docs/train_team.md shows it."""
+    """The tables of the report (groups, the aggregator's choices, the reviser's, every cell), as
+    docs/train_team.md shows them."""
     lines = [
         "| family | topology | credit | seeds | questions | start | after | after - start, 95% CI | after - broadcast, 95% CI |",
         "|---|---|---|---|---:|---:|---:|---|---|",
@@ -412,6 +490,36 @@ def markdown(rep: GridReport) -> str:
             lines.append(
                 f"| {c.family} | {c.credit} | {', '.join(map(str, c.seeds))} | "
                 f"{c.disagreements_start} / {c.disagreements_after} | " + " | ".join(cols) + " |"
+            )
+    if rep.revisions:
+        lines += [
+            "",
+            "revise: the reviser against the proposal it read (share at the start -> after, change and 95% CI):",
+            "",
+            "| family | credit | seeds | runs (start / after) | changes the proposal | corrects a wrong one | breaks a right one |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for c in rep.revisions:
+            cols = [
+                f"{b:.2f} -> {a:.2f} ({d:+.2f} {_ci(ci)})"
+                for b, a, d, ci in (c.figures[f] for f in REVISION_FIGURES)
+            ]
+            lines.append(
+                f"| {c.family} | {c.credit} | {', '.join(map(str, c.seeds))} | "
+                f"{c.disagreements_start} / {c.disagreements_after} | " + " | ".join(cols) + " |"
+            )
+    if rep.per_cell:
+        lines += [
+            "",
+            "Every cell (held-out team accuracy, paired 95% CI over questions; training seconds per iteration):",
+            "",
+            "| family | topology | credit | seed | start | after | after - start, 95% CI | s/iteration |",
+            "|---|---|---|---:|---:|---:|---|---:|",
+        ]
+        for r in rep.per_cell:
+            lines.append(
+                f"| {r.family} | {r.topology} | {r.credit} | {r.seed} | {r.start:.3f} | {r.after:.3f} | "
+                f"{r.gain:+.3f} {_ci(r.gain_ci95)} | {r.seconds_per_iteration:.1f} |"
             )
     return "\n".join(lines) + "\n"
 
