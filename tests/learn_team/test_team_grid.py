@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrace.core.errors import OrchestraceError
-from orchestrace.learn.team.grid import cells, choice_counts, markdown, report_of
+from orchestrace.learn.team.grid import cells, choice_counts, markdown, report_of, write_report
 from orchestrace.learn.team.report import Answers
 
 
@@ -57,7 +57,7 @@ def revise_run(q: str, proposed: str, revised: str, gold: str) -> Answers:
     return Answers(q, dict(canon), dict(canon), right, right["reviser"])
 
 
-def test_report_lists_every_cell_and_what_the_reviser_did():
+def test_report_lists_every_cell_and_what_the_reviser_did(tmp_path):
     # two questions, gold "a": at the start the reviser breaks q1's right proposal and keeps q2's
     # wrong one; after, it keeps q1's and corrects q2's
     start = {"q1": revise_run("q1", "a", "b", "a"), "q2": revise_run("q2", "b", "b", "a")}
@@ -83,3 +83,5 @@ def test_report_lists_every_cell_and_what_the_reviser_did():
     assert "| f | loo-fork | 0 | 2 / 2 | 0.50 -> 0.50" in md
     assert "| f | revise | loo-fork | 0 | 0.000 | 1.000 | +1.000" in md and "| 12.5 |" in md
     assert rep.choices == []  # no k = 3 cell
+    js, written, png = write_report(rep, tmp_path)
+    assert written.read_text() == md and png.stat().st_size > 0 and '"per_cell"' in js.read_text()

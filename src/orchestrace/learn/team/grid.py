@@ -535,28 +535,35 @@ def write_report(rep: GridReport, out: str | Path) -> tuple[Path, Path, Path]:
     js, md, png = out / GRID_JSON, out / GRID_MD, out / GRID_PNG
     js.write_text(json.dumps(asdict(rep), indent=2) + "\n", encoding="utf-8")
     md.write_text(markdown(rep), encoding="utf-8")
-    groups = sorted({(r.family, r.topology) for r in rep.rows}, key=lambda g: (g[0] == "pooled", g))
+    topologies = [t for t in TOPOLOGIES if any(r.topology == t for r in rep.rows)] or [""]
+    families = sorted({r.family for r in rep.rows}, key=lambda f: (f == "pooled", f))
     credits = [c for c in CREDITS if any(r.credit == c for r in rep.rows)]
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) + 2), 3.6))
+    # one panel per topology (a shared y axis), families then "pooled" along x, a point per credit
+    fig, axes = plt.subplots(
+        1, len(topologies), figsize=(max(6, (1.3 * len(families) + 0.6) * len(topologies)), 3.6), sharey=True,
+        squeeze=False,
+    )  # fmt: skip
     width = 0.8 / max(len(credits), 1)
-    for j, c in enumerate(credits):
-        xs, ys, lo, hi = [], [], [], []
-        for i, g in enumerate(groups):
-            r = next((r for r in rep.rows if (r.family, r.topology, r.credit) == (*g, c)), None)
-            if r is None:
-                continue
-            xs.append(i + (j - (len(credits) - 1) / 2) * width)
-            ys.append(r.gain)
-            lo.append(r.gain - r.gain_ci95[0])
-            hi.append(r.gain_ci95[1] - r.gain)
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=c)
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xlim(-0.5, len(groups) - 0.5)
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([f"{f}\n{t}" for f, t in groups], fontsize=8)
-    ax.set_ylabel("held-out team accuracy\nafter - start (95% CI)")
-    ax.legend(fontsize=7, ncol=len(credits))
-    ax.grid(alpha=0.3, axis="y")
+    for ax, t in zip(axes[0], topologies, strict=True):
+        for j, c in enumerate(credits):
+            xs, ys, lo, hi = [], [], [], []
+            for i, f in enumerate(families):
+                r = next((r for r in rep.rows if (r.family, r.topology, r.credit) == (f, t, c)), None)
+                if r is None:
+                    continue
+                xs.append(i + (j - (len(credits) - 1) / 2) * width)
+                ys.append(r.gain)
+                lo.append(r.gain - r.gain_ci95[0])
+                hi.append(r.gain_ci95[1] - r.gain)
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=c, color=f"C{j}")
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xlim(-0.5, len(families) - 0.5)
+        ax.set_xticks(range(len(families)))
+        ax.set_xticklabels(families, fontsize=8)
+        ax.set_title(t, fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0][0].set_ylabel("held-out team accuracy\nafter - start (95% CI)")
+    axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
