@@ -120,7 +120,8 @@ def loop_config(args: argparse.Namespace, seed: int) -> StopLoopConfig:
     """The loop's settings for ``--update model`` or ``weighted`` (and offline training on runs)."""
     update = args.update if args.update in ("model", "weighted") else "weighted"
     return StopLoopConfig(family=args.family, budget=args.budget, cost=args.cost, seed=seed, update=update,
-                          lr=args.lr, epochs=args.epochs, max_weight=args.max_weight, kl=args.kl)  # fmt: skip
+                          lr=args.lr, epochs=args.epochs, max_weight=args.max_weight, kl=args.kl,
+                          known=args.known)  # fmt: skip
 
 
 def held_out_curves(curves: dict[int, list[float]], path: str) -> None:
@@ -193,6 +194,8 @@ def main() -> None:
                     help="model: loop stop's update since 28 Nov (stopping/answer_model.py); weighted: "
                          "every run in the --window reused with importance weights (stopping/offpolicy.py)")  # fmt: skip
     ap.add_argument("--kl", type=float, default=StopLoopConfig.kl, help="model: KL penalty")
+    ap.add_argument("--known", type=int, default=StopLoopConfig.known,
+                    help="model: runs that went on from a state before it is trusted")  # fmt: skip
     ap.add_argument("--window", type=int, default=StopLoopConfig.window,
                     help="weighted: iterations whose runs an update reuses (0: all so far)")  # fmt: skip
     ap.add_argument("--max-weight", type=float, default=StopLoopConfig.max_weight)

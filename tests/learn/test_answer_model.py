@@ -48,16 +48,18 @@ def test_counts_are_the_state_and_every_prefix_shows_its_stop_reward(tmp_path: P
     assert m.q_stop(((1, 1), 0)) == pytest.approx(1 - 0.02) and m.q_stop(((2, 1), 0)) == pytest.approx(-0.03)
     assert m.next_states[((1,), 0)] == {((1, 1), 0): 1, ((2,), 0): 1}
     assert not m.next_states[((2,), 0)]  # the second run stopped there: the frontier
-    arrays = model_arrays(m)
     import torch
 
-    def value(p_stop: float) -> float:
+    def value(p_stop: float, known: int = 1) -> float:
+        arrays = model_arrays(m, known)
         return float(policy_value(torch.full((len(arrays.states),), p_stop, dtype=torch.float64), arrays, 4))
 
     assert value(1.0) == pytest.approx(1 - 0.01)  # always stop: what one answer earns
     # never stop: each run reaches the last state it recorded, the frontier, where continuing is
     # valued optimistically (right after one more answer): 1 - 4 x 0.01 and 1 - 3 x 0.01
     assert value(0.0) == pytest.approx(np.mean([1 - 0.04, 1 - 0.03]))
+    # trusted only after two runs went on: one answer is, the next states are the frontier
+    assert value(0.0, known=2) == pytest.approx(1 - 0.03)
 
 
 def test_the_recording_policy_does_not_weigh(tmp_path: Path) -> None:

@@ -506,6 +506,9 @@ def loop_stop_cmd(
         "weighted: importance-weighted clipped steps on each decision's credit",
     ),
     kl: float = typer.Option(0.1, "--kl", min=0.0, help="model: penalty on the KL to the current policy"),
+    known: int = typer.Option(
+        3, "--known", min=1, help="model: runs that went on from a state before its transitions are trusted"
+    ),
     lr: float = typer.Option(0.3, "--lr", help="weighted: plain gradient step size"),
     window: int = typer.Option(
         0, "--window", min=0, help="iterations whose runs each update reuses (0: all)"
@@ -547,7 +550,7 @@ def loop_stop_cmd(
         else backend_spec(backend, base_url=base_url, model=model, seed=seed)
     )
     cfg = StopLoopConfig(
-        tasks, iterations, questions, budget, width, cost, update=update, kl=kl, lr=lr, seed=seed,
+        tasks, iterations, questions, budget, width, cost, update=update, kl=kl, known=known, lr=lr, seed=seed,
         backend=spec, start=start, window=window, max_weight=max_weight, target_kl=target_kl,
     )  # fmt: skip
     with _bars() as bars:

@@ -55,6 +55,7 @@ class StopLoopConfig:
     # "weighted": importance-weighted clipped steps on each decision's credit (offpolicy.py)
     update: str = "model"
     kl: float = 0.1  # model: penalty on KL(current || new) per explored state
+    known: int = 3  # model: runs that went on from a state before its transitions are trusted
     lr: float = 0.3  # weighted: plain gradient step (offpolicy.py): cost-only credits barely move it
     epochs: int = 20
     clip: float = 0.2  # trust region: P(recorded action) moves by at most this factor per update
@@ -200,7 +201,7 @@ def update_policy(
         return new, asdict(figures)
     outcomes = [run_reward(trace, ep, cfg.cost) for trace, ep in runs]
     model = fit_answer_model([ep for _, ep in runs + replayed], policy.config.budget, cfg.cost)
-    new, steps = model_update(policy, model, kl_coef=cfg.kl)
+    new, steps = model_update(policy, model, kl_coef=cfg.kl, known=cfg.known)
     return new, {
         "reward": float(np.mean([r for r, _ in outcomes])),
         "accuracy": float(np.mean([ok for _, ok in outcomes])),
