@@ -132,13 +132,14 @@ def held_out_curves(curves: dict[int, list[float]], path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)  # 20 distinct colours: one per seed
     for seed, ys in curves.items():
         ax.plot(range(len(ys)), ys, marker="o", label=f"seed {seed}")
     ax.set_xlabel("update (0: start policy)")
     ax.set_ylabel("held-out reward (acc - 0.01 x answers)")
     ax.set_xticks(range(max(len(ys) for ys in curves.values())))
     ax.set_title("loop stop, live SmolLM2-135M, continents, 12 runs per update")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
