@@ -124,6 +124,15 @@ def loop_config(args: argparse.Namespace, seed: int) -> StopLoopConfig:
                           known=args.known)  # fmt: skip
 
 
+def whole_bank_policy(step: StopLoop, args: argparse.Namespace) -> StopPolicy:
+    """Exact PG on the loop's training questions with all their recorded samples (40 each): the
+    best the start could reach, for how much room it had."""
+    bank = default_bank(args.family)
+    ids = {step.fam.questions[i].id for i in step.train_idx}
+    train = bank.subset([k for k, q in enumerate(bank.questions) if q.id in ids], f"{args.family}-train")
+    return train_policy(train, args.cost, algo="exact", budget=args.budget, seed=0)[0]
+
+
 def held_out_curves(curves: dict[int, list[float]], path: str) -> None:
     """One line per live seed: the greedy policy's held-out reward after each update (0: start)."""
     import matplotlib
@@ -168,6 +177,8 @@ def live(args: argparse.Namespace) -> None:
         print(
             f"  loop - start {paired(r1 - r0)}; offline - start {paired(r2 - r0)}; loop - offline {paired(r1 - r2)}"
         )
+        best = heldout_rewards(step, whole_bank_policy(step, args), args.cost, args.orders).mean()
+        print(f"  room: exact PG on the seed's whole training bank reaches {best:.4f} on these questions")
         curve = [
             heldout_rewards(step, StopPolicy.load(r.policy), args.cost, args.orders).mean() for r in recs[1:]
         ]
