@@ -17,7 +17,7 @@ left the 28 Nov update level with its start (docs/learn_loop.md). A state fewer 
 runs went on from (the frontier) is not trusted: continuing there is valued optimistically, as a right answer after
 one more (R-max's optimism and its m known visits, Brafman and Tennenholtz 2002), so the policy
 goes on where the runs have not looked and its next runs look; valuing it as stopping instead
-(pessimism) locked the replayed loop into stopping after one answer on 2 of 6 starts.
+(pessimism) left the replayed loop stopping early on 2 of 6 starts (after one answer, after two).
 """
 
 from __future__ import annotations
