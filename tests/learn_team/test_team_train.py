@@ -297,7 +297,7 @@ def test_bench_grid_runs_resumes_and_reports(tiny, tmp_path):
     one against broadcast."""
     from orchestrace.learn.loop import iteration_dir
     from orchestrace.learn.team.grid import cells, grid_report, markdown, run_grid, write_report
-    from orchestrace.learn.team.program import adapters_for
+    from orchestrace.learn.team.program import BadInput, adapters_for
 
     cfg, step = tiny
     base = replace(cfg, reward=None, questions=1, group=2, train_pool=2, heldout=2)
@@ -312,6 +312,11 @@ def test_bench_grid_runs_resumes_and_reports(tiny, tmp_path):
         start = (iteration_dir(tmp_path / "start" / "countries-agg2", 0) / "eval").glob("*.events.jsonl")
     again = run_grid(grid, base, 1, tmp_path, steps=steps)
     assert again.ran == [] and again.kept == first.ran
+    # the same folder with other settings: refused before anything runs, not kept beside them
+    with pytest.raises(BadInput, match=r"another configuration \(lr: "):
+        run_grid(grid, replace(base, lr=base.lr * 2), 1, tmp_path, steps=steps)
+    with pytest.raises(BadInput, match=r"another configuration \(eval_every: 1 -> 2"):
+        run_grid(grid, base, 2, tmp_path, steps=steps)
     rep = grid_report(tmp_path)
     assert [(r.family, r.credit, r.seeds, r.questions) for r in rep.rows] == [
         ("countries", "broadcast", [0], 2),

@@ -222,12 +222,12 @@ def bench_team_cmd(
         help="broadcast, grpo, loo-fork, shapley-fork, c3",
     ),
     seeds: str = typer.Option("0,1,2", "--seeds"),
-    iterations: int = typer.Option(4, "--iterations", "-k", min=1),
-    questions: int = typer.Option(4, "--questions", help="training questions per iteration"),
+    iterations: int = typer.Option(3, "--iterations", "-k", min=1),
+    questions: int = typer.Option(2, "--questions", help="training questions per iteration"),
     group: int = typer.Option(4, "--group", help="runs per training question"),
     train_pool: int = typer.Option(100, "--train-pool"),
     heldout: int = typer.Option(40, "--heldout", help="held-out questions (one run each, start and end)"),
-    lr: float = typer.Option(1e-3, "--lr"),
+    lr: float = typer.Option(2e-3, "--lr"),
     epochs: int = typer.Option(2, "--epochs"),
     threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
     report_only: bool = typer.Option(False, "--report-only", help="write the table from finished cells only"),
@@ -235,7 +235,8 @@ def bench_team_cmd(
 ) -> None:
     """Per-agent credit vs broadcast over families x topologies x credit methods x seeds: every cell a
     train team run (resumable: finished cells are kept), then one table (per family and pooled,
-    paired 95% CIs against the start and against broadcast) and one figure.
+    paired 95% CIs against the start and against broadcast) and one figure. The defaults are the
+    settings of the grid in docs/train_team.md; a folder holds one setting (other settings: OT699).
 
     Example:
       orchestrace bench team --families continents --topologies agg3 --credits broadcast,loo-fork --seeds 0

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..loop import completed, iteration_dir
-from .config import TeamConfig
+from .config import TeamConfig, check_resume
 from .program import AGGREGATOR, PROPOSER, REVISER, BadInput
 from .report import Answers, held_out_answers
 
@@ -93,6 +93,11 @@ def cell_config(base: TeamConfig, cell: Cell) -> TeamConfig:
     )
 
 
+def start_config(cfg: TeamConfig) -> TeamConfig:
+    """The starting policy's held-out evaluation, shared by every credit method and seed."""
+    return replace(cfg, credit="grpo", unit="agent", seed=0)
+
+
 def is_done(folder: Path, iterations: int) -> bool:
     recs = completed(folder) if folder.is_dir() else []
     return len(recs) == iterations + 1 and bool(recs[-1].eval)
@@ -126,6 +131,9 @@ def run_grid(
     base = replace(base, eval_every=max(iterations, 1))  # held-out evaluation at the start and the end
     for c in grid:
         cell_config(base, c).check()
+    for c in grid:  # a kept cell of other settings would be reported beside these: refuse first
+        check_resume(out / "cells" / c.name, cell_config(base, c))
+        check_resume(out / "start" / f"{c.family}-{c.topology}", start_config(cell_config(base, c)))
     steps = steps if steps is not None else {}
     res = GridRun()
     for c in grid:
@@ -142,7 +150,7 @@ def run_grid(
         t0 = time.perf_counter()
         start = out / "start" / f"{c.family}-{c.topology}"
         if not is_done(start, 0):
-            train_team(replace(cfg, credit="grpo", unit="agent", seed=0), start, 0, step=steps[key])
+            train_team(start_config(cfg), start, 0, step=steps[key])
         if not completed(folder):
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copytree(iteration_dir(start, 0), iteration_dir(folder, 0))
