@@ -469,6 +469,26 @@ def _ci(c: tuple[float, float] | None) -> str:
     return "" if c is None else f"[{c[0]:+.3f}, {c[1]:+.3f}]"
 
 
+def _change_table(groups: list[Any], figures: tuple[str, ...], title: str, columns: str) -> list[str]:
+    """One behaviour table (start -> after per figure, with the change's CI), or nothing."""
+    if not groups:
+        return []
+    lines = [
+        "",
+        title,
+        "",
+        f"| family | credit | seeds | runs (start / after) | {columns} |",
+        "|---|---|---|---|" + "---|" * len(figures),
+    ]
+    for c in groups:
+        cols = [f"{b:.2f} -> {a:.2f} ({d:+.2f} {_ci(ci)})" for b, a, d, ci in (c.figures[f] for f in figures)]
+        lines.append(
+            f"| {c.family} | {c.credit} | {', '.join(map(str, c.seeds))} | "
+            f"{c.disagreements_start} / {c.disagreements_after} | " + " | ".join(cols) + " |"
+        )
+    return lines
+
+
 def markdown(rep: GridReport) -> str:
     """The tables of the report (groups, the aggregator's choices, the reviser's, every cell), as
     docs/train_team.md shows them."""
@@ -482,40 +502,18 @@ def markdown(rep: GridReport) -> str:
             f"| {r.family} | {r.topology} | {r.credit} | {', '.join(map(str, r.seeds))} | {r.questions} | "
             f"{r.start:.3f} | {r.after:.3f} | {r.gain:+.3f} {_ci(r.gain_ci95)} | {vs} |"
         )
-    if rep.choices:
-        lines += [
-            "",
-            "k = 3 aggregator where its solvers disagree (share at the start -> after, change and 95% CI):",
-            "",
-            "| family | credit | seeds | runs (start / after) | right when one solver is | plurality | copies solver_0 | solver_1 | solver_2 |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for c in rep.choices:
-            cols = [
-                f"{b:.2f} -> {a:.2f} ({d:+.2f} {_ci(ci)})"
-                for b, a, d, ci in (c.figures[f] for f in CHOICE_FIGURES)
-            ]
-            lines.append(
-                f"| {c.family} | {c.credit} | {', '.join(map(str, c.seeds))} | "
-                f"{c.disagreements_start} / {c.disagreements_after} | " + " | ".join(cols) + " |"
-            )
-    if rep.revisions:
-        lines += [
-            "",
-            "revise: the reviser against the proposal it read (share at the start -> after, change and 95% CI):",
-            "",
-            "| family | credit | seeds | runs (start / after) | changes the proposal | corrects a wrong one | breaks a right one |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for c in rep.revisions:
-            cols = [
-                f"{b:.2f} -> {a:.2f} ({d:+.2f} {_ci(ci)})"
-                for b, a, d, ci in (c.figures[f] for f in REVISION_FIGURES)
-            ]
-            lines.append(
-                f"| {c.family} | {c.credit} | {', '.join(map(str, c.seeds))} | "
-                f"{c.disagreements_start} / {c.disagreements_after} | " + " | ".join(cols) + " |"
-            )
+    lines += _change_table(
+        rep.choices,
+        CHOICE_FIGURES,
+        "k = 3 aggregator where its solvers disagree (share at the start -> after, change and 95% CI):",
+        "right when one solver is | plurality | copies solver_0 | solver_1 | solver_2",
+    )
+    lines += _change_table(
+        rep.revisions,
+        REVISION_FIGURES,
+        "revise: the reviser against the proposal it read (share at the start -> after, change and 95% CI):",
+        "changes the proposal | corrects a wrong one | breaks a right one",
+    )
     if rep.per_cell:
         lines += [
             "",
