@@ -116,6 +116,15 @@ def test_agents_are_for_a_gateway_program_only(tmp_path: Path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_resamples_are_for_the_team_program_only(tmp_path: Path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "team", "--program", "gateway_teams:chain", "--credit", "loo-fork"]
+    with pytest.raises(SystemExit) as e:
+        main([*args, "--resamples", "3", "-o", str(out), "-k", "1"])
+    assert e.value.code == 1 and "--resamples is for the team program" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_the_runs_of_a_group_sample_apart_even_when_the_program_fixes_the_seed(tmp_path: Path):
     import orjson
 

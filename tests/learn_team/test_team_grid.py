@@ -30,6 +30,20 @@ def test_cells_skip_shapley_on_revise_and_refuse_unknown_names():
         cells(["continents"], ["agg2"], ["coma"], [0])
 
 
+def test_loo_fork_rloo_cells_resample_the_last_call_and_parse_back():
+    from orchestrace.learn.team.config import TeamConfig
+    from orchestrace.learn.team.grid import _parse, cell_config, start_config
+
+    (cell,) = cells(["plurals"], ["revise"], ["loo-fork-rloo"], [2])
+    cfg = cell_config(TeamConfig(), cell)
+    assert (cfg.credit, cfg.unit, cfg.resamples, cfg.topology) == ("loo-fork", "agent", 3, "revise")
+    assert start_config(cfg).resamples == 1  # the shared start evaluation is every credit's
+    assert _parse(cell.name) == ("plurals", "revise", "loo-fork-rloo", 2)
+    assert _parse("plurals-revise-loo-fork-s2") == ("plurals", "revise", "loo-fork", 2)
+    with pytest.raises(OrchestraceError, match="resamples is for the fork credit methods"):
+        TeamConfig(credit="grpo", resamples=3).check()
+
+
 def test_choice_counts_where_solvers_disagree():
     # one solver right, the other two agree on a wrong answer: the aggregator copies solver_2
     a = answers(

@@ -215,6 +215,56 @@ def test_loo_fork_credit_reruns_each_run_without_one_solver(trained):
         assert row.advantage == r - reward_by_seed(fork)
 
 
+def final_of_even_length(trace) -> float:
+    """A verifier for tests: 1 when the team's final answer has an even number of characters (so
+    samples of the aggregator's call on the same answers differ in reward)."""
+    return float(len((trace.metadata["outcome"] or {}).get("final") or "") % 2 == 0)
+
+
+def test_loo_fork_rloo_trains_every_sample_of_the_last_call(trained, tmp_path):
+    """--resamples 3: the aggregator's call sampled three more times (each its own draw); all four
+    samples train, each against the mean reward of the other three; the solvers keep loo-fork."""
+    from orchestrace.core.io import load_one
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.forks import fork_path, resample_path, run_forks
+    from orchestrace.reward.spec import load_spec
+    from orchestrace.runtime.cache import cache_path
+
+    _, step, _, recs = trained
+    traces = recs[1].traces
+    spec_path = tmp_path / "even.toml"
+    spec_path.write_text(
+        '[[terms]]\nchannel = "team"\n[hooks]\nverifier = "test_team_train:final_of_even_length"\n',
+        encoding="utf-8",
+    )
+    spec = load_spec(spec_path)
+    forks = run_forks(step.backend, traces, resamples=3)
+    assert len(forks) == 5 * len(traces)  # two solvers dropped, the aggregator sampled 3 times
+    batch = read_batch(traces, spec, "loo-fork", "agent", 3)
+    seen_seeds = set()
+    for i, path in enumerate(traces):
+        rows = [r for r in batch.rows if r.trace == i and r.agent == "aggregator"]
+        assert len(rows) == 4
+        group = [final_of_even_length(load_one(path))]
+        group += [final_of_even_length(load_one(resample_path(path, "aggregator", k))) for k in (1, 2, 3)]
+        want = [g - (sum(group) - g) / 3 for g in group]
+        assert [r.advantage for r in rows] == pytest.approx(want)
+        for k, row in zip((1, 2, 3), rows[1:], strict=True):  # each row: its fork's own sampled tokens
+            fork = resample_path(path, "aggregator", k)
+            calls = [json.loads(x) for x in open(cache_path(fork), encoding="utf-8")]
+            agg = [c for c in calls if c["request"]["model"] == "aggregator"][-1]
+            assert agg["outcome"]["ok"]["tokens"]["completion_ids"] == row.sample.completion_ids
+            seen_seeds.add(agg["request"]["seed"])
+        for row in batch.rows:
+            if row.trace == i and row.agent.startswith("solver"):
+                fork = load_one(fork_path(path, row.agent))
+                assert row.advantage == group[0] - final_of_even_length(fork)
+    assert len(seen_seeds) == 3 * len(traces)  # every resample its own draw
+    assert any(r.advantage != 0 for r in batch.rows if r.agent == "aggregator")  # not a trivial check
+    with pytest.raises(OrchestraceError, match="resamples is for the fork credit methods"):
+        read_batch(traces, spec, "grpo", "agent", 3)
+
+
 def heard_any_solver(trace) -> float:
     """A verifier for tests: 1 when the aggregator heard at least one solver (an OR game, where
     Shapley and leave-one-out differ: each solver alone is not needed, but one of them is)."""

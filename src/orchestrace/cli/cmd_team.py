@@ -39,6 +39,12 @@ def train_team_cmd(
         "without some answers, or for a --program with an agent's call resampled; agent unit)",
     ),
     unit: str = typer.Option("agent", "--unit", help="credit unit: agent, role, turn, message, token, ..."),
+    resamples: int = typer.Option(
+        1,
+        "--resamples",
+        help="loo-fork/shapley-fork: sample the last agent's call again this many times (2 or more: "
+        "every sample trains, against the mean of the others)",
+    ),
     iterations: int = typer.Option(3, "--iterations", "-k", min=0),
     adapters: str = typer.Option("role", "--adapters", help="shared (one adapter), role or agent (one each)"),
     solvers: int = typer.Option(2, "--solvers", help="solver agents before the aggregator"),
@@ -107,6 +113,7 @@ def train_team_cmd(
         adapters=adapters,
         credit=credit,
         unit=unit,
+        resamples=resamples,
         questions=questions,
         group=group,
         train_pool=train_pool,
@@ -219,7 +226,8 @@ def bench_team_cmd(
     credits: str = typer.Option(
         "broadcast,grpo,loo-fork,shapley-fork,c3",
         "--credits",
-        help="broadcast, grpo, loo-fork, shapley-fork, c3",
+        help="broadcast, grpo, loo-fork, shapley-fork, c3, loo-fork-rloo (loo-fork, the last agent's "
+        "call sampled 3 more times, all 4 samples trained)",
     ),
     seeds: str = typer.Option("0,1,2", "--seeds"),
     iterations: int = typer.Option(3, "--iterations", "-k", min=1),

@@ -446,6 +446,11 @@ def check_program(cfg: TeamConfig, opts: ProgramOptions) -> list[str]:
     """Everything that can refuse a gateway program's run, before anything is written: the
     adapters it will have."""
     cfg.check()
+    if cfg.resamples != 1:
+        raise BadInput(
+            "OT695",
+            "--resamples is for the team program: a gateway program's forks resample every agent once",
+        )
     load_team_function(cfg.program)
     team = Team(cfg.adapters, team_agents(cfg.program, opts.agents))
     return team.adapters()

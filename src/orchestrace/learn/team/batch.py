@@ -13,15 +13,15 @@ from ...credit import assign_credit
 from ...reward.spec import RewardSpec, compute_rewards, with_rewards
 from ...runtime.backends.base import TokenSample
 from ...runtime.cache import CallCache, cache_path
-from .forks import FORK_METHODS, fork_game
-from .program import BadInput
+from .forks import FORK_METHODS, fork_game, last_samples
+from .program import BadInput, answering
 
 
 @dataclass
 class CallRow:
     """One LLM call of a trace, with what the loss needs."""
 
-    trace: int  # index in the batch's trace list
+    trace: int  # index in the batch's trace list (a resampled call: of the run it forks)
     event: str
     agent: str
     adapter: str
@@ -59,8 +59,36 @@ def credit_options(method: str) -> dict[str, str]:
     return {"baseline": "mean"} if method == "broadcast" else {}
 
 
-def read_batch(paths: list[str], spec: RewardSpec, method: str, unit: str, **options: Any) -> Batch:
-    """Rewards, credit and the LLM calls (tokens, behaviour log-probs, adapter) of recorded traces.
+def _resampled_rows(
+    i: int, path: str, trace: Trace, r: float, spec: RewardSpec, resamples: int
+) -> list[CallRow]:
+    """The last agent's resampled calls of one run (forks.py) as training rows: each of its
+    ``resamples + 1`` samples on the same inputs (the recorded one's row comes from the run) is
+    credited against the mean reward of the others, RLOO's baseline within the group."""
+    samples = last_samples(path, trace, spec, resamples)
+    group = [r] + [rk for _, rk in samples]
+    rows = []
+    for fork, rk in samples:
+        tr = load_one(fork)
+        e = tr.events[answering(tr)[-1][0]]
+        ref = (e.attrs or {}).get("call")
+        sample = (
+            _tokens(fork, CallCache(cache_path(fork), write=False), ref, e.id)
+            if isinstance(ref, str)
+            else None
+        )
+        if sample is None or not sample.completion_ids:
+            continue
+        baseline = (sum(group) - rk) / (len(group) - 1)
+        rows.append(CallRow(i, e.id, e.agent, sample.adapter, rk - baseline, sample))
+    return rows
+
+
+def read_batch(
+    paths: list[str], spec: RewardSpec, method: str, unit: str, resamples: int = 1, **options: Any
+) -> Batch:
+    """Rewards, credit and the LLM calls (tokens, behaviour log-probs, adapter) of recorded traces;
+    with ``resamples`` >= 2 (a fork method) also the last agent's resampled calls.
 
     ``options`` go to the credit method (default: :func:`credit_options`)."""
     options = options or credit_options(method)
@@ -70,10 +98,13 @@ def read_batch(paths: list[str], spec: RewardSpec, method: str, unit: str, **opt
         traces.append(with_rewards(tr, compute_rewards(tr, spec), spec))
     channel = spec.total
     rewards = [float(t.rewards[channel]) for t in traces]
-    if method in FORK_METHODS:
+    forked = method in FORK_METHODS
+    if resamples > 1 and not forked:
+        raise BadInput("OT695", f"resamples is for the fork credit methods, not {method!r}")
+    if forked:
         method = FORK_METHODS[method]
         credited = [
-            assign_credit([t], method, unit, channel=channel, game=fork_game(p, spec))[0]
+            assign_credit([t], method, unit, channel=channel, game=fork_game(p, spec, resamples))[0]
             for p, t in zip(paths, traces, strict=True)
         ]
     else:
@@ -90,6 +121,8 @@ def read_batch(paths: list[str], spec: RewardSpec, method: str, unit: str, **opt
             if sample is None or not sample.completion_ids:
                 continue
             rows.append(CallRow(i, e.id, e.agent, sample.adapter, float((e.credit or {})[key]), sample))
+        if resamples > 1:
+            rows += _resampled_rows(i, p, tr, rewards[i], spec, resamples)
     if not rows:
         raise BadInput(
             "OT697",

@@ -37,6 +37,9 @@ class TeamConfig:
     adapters: str = "role"
     credit: str = "grpo"
     unit: str = "agent"
+    # loo-fork / shapley-fork: the last agent's call sampled again this many times; with 2 or more
+    # every sample of it trains, each against the mean of the others (forks.py, "the last agent")
+    resamples: int = 1
     questions: int = 4  # training questions per iteration
     group: int = 4  # runs per training question (the GRPO group)
     train_pool: int = 150  # training questions (the next ``heldout`` of the split are held out)
@@ -75,9 +78,15 @@ class TeamConfig:
             "eval_runs",
             "epochs",
             "lora_rank",
+            "resamples",
         ):
             if getattr(self, name) < 1:
                 raise BadInput("OT695", f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.resamples != 1 and self.credit not in ("loo-fork", "shapley-fork"):
+            raise BadInput(
+                "OT695",
+                f"resamples is for the fork credit methods (loo-fork, shapley-fork), not {self.credit!r}",
+            )
         family(self.family, self.verifier).split(self.train_pool, self.heldout)
         if self.target_kl is not None and not self.target_kl > 0:
             raise BadInput("OT695", f"target_kl must be > 0, got {self.target_kl}")

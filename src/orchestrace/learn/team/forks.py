@@ -6,6 +6,7 @@ agent's call sampled again, from a replay of the user's program (:func:`resample
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import os
 from collections.abc import Callable
@@ -31,12 +32,17 @@ def fork_path(trace_path: str, agent: str) -> str:
     return str(p.parent.parent / FORK_DIR / p.name.replace(".events.jsonl", f".without-{agent}.events.jsonl"))
 
 
-def resample_path(trace_path: str, agent: str) -> str:
-    """The fork of a run with ``agent``'s (the last answer's) call sampled again."""
+def resample_path(trace_path: str, agent: str, k: int = 1) -> str:
+    """The fork of a run with ``agent``'s (the last answer's) call sampled again (the ``k``-th time)."""
     p = Path(trace_path)
-    return str(
-        p.parent.parent / FORK_DIR / p.name.replace(".events.jsonl", f".resample-{agent}.events.jsonl")
-    )
+    name = f"resample-{agent}" if k == 1 else f"resample{k}-{agent}"
+    return str(p.parent.parent / FORK_DIR / p.name.replace(".events.jsonl", f".{name}.events.jsonl"))
+
+
+def resample_seed(trace_id: str, k: int) -> int:
+    """The seed of the ``k``-th resample (k >= 2; the first keeps the runtime's default, the
+    recorded call's seed + 1): one fixed draw per run and k."""
+    return int.from_bytes(hashlib.sha256(f"{trace_id}|resample|{k}".encode()).digest()[:4], "big") >> 1
 
 
 @dataclass(frozen=True)
@@ -94,11 +100,12 @@ async def _fork_all(backend: Any, jobs: list[ForkJob]) -> None:
     await asyncio.gather(*(one(j) for j in jobs))
 
 
-def run_forks(backend: Any, paths: list[str], *, subsets: bool = False) -> list[str]:
+def run_forks(backend: Any, paths: list[str], *, subsets: bool = False, resamples: int = 1) -> list[str]:
     """For every run: the same run without each answer but the last (the aggregator's or the
-    reviser's), the later calls made live; the last answer's call sampled again (the baseline of
-    the agent whose answer is the team's); with ``subsets`` also without every larger subset of
-    the earlier answers (what exact Shapley needs). All forks run concurrently, batched."""
+    reviser's), the later calls made live; the last answer's call sampled again ``resamples``
+    times (the baseline of the agent whose answer is the team's); with ``subsets`` also without
+    every larger subset of the earlier answers (what exact Shapley needs). All forks run
+    concurrently, batched."""
     jobs: list[ForkJob] = []
     for p in paths:
         tr = load_one(p)
@@ -109,6 +116,9 @@ def run_forks(backend: Any, paths: list[str], *, subsets: bool = False) -> list[
         for i, agent in earlier:
             jobs.append(ForkJob(p, tr, fork_path(p, agent), f"without~{agent}", i))
         jobs.append(ForkJob(p, tr, resample_path(p, last), f"resample~{last}", last_i, "resample"))
+        for k in range(2, resamples + 1):
+            do = f"resample:{resample_seed(tr.trace_id, k)}"
+            jobs.append(ForkJob(p, tr, resample_path(p, last, k), f"resample{k}~{last}", last_i, do))
         names = [a for _, a in earlier]
         if subsets:
             for size in range(2, len(names) + 1):
@@ -123,17 +133,33 @@ def run_forks(backend: Any, paths: list[str], *, subsets: bool = False) -> list[
     return [j.out for j in jobs]
 
 
-def fork_game(trace_path: str, spec: RewardSpec) -> Callable[[Trace, Any], Any]:
+def last_samples(trace_path: str, trace: Trace, spec: RewardSpec, resamples: int) -> list[tuple[str, float]]:
+    """(fork path, R) of each resample of the run's last answer's call (``resamples`` of them)."""
+    ans = answering(trace)
+    if not ans:
+        return []
+    out = []
+    for k in range(1, resamples + 1):
+        p = resample_path(trace_path, ans[-1][1], k)
+        if not os.path.exists(p):
+            raise BadInput(
+                "OT695", f"no fork of this run with its last answer sampled again ({p})", path=trace_path
+            )
+        out.append((p, float(compute_rewards(load_one(p), spec).channels[spec.total])))
+    return out
+
+
+def fork_game(trace_path: str, spec: RewardSpec, resamples: int = 1) -> Callable[[Trace, Any], Any]:
     """The coalition game of one run at the agent level, from its forks. Players outside a
     coalition S: an earlier agent (a solver, the proposer) outside S has its answer dropped, so
     g(S) = R of the fork without those answers (g(everyone) = R); the last agent (aggregator,
-    reviser) outside S is replaced by a fresh sample of its own call on the same answers, so
-    v(S) = g(S) - [last not in S] * (R - R_resampled). Its leave-one-out and Shapley credit is then
-    R - R_resampled: its choice against another choice of its own policy on the same inputs. (Until
-    this fix v(all but the last) was 0: the last agent got R with no baseline, so every run pushed
-    its sampled answer up when the team was right, whatever it chose.) The orchestrator is not a
-    player (the same in every coalition: credit 0). A coalition whose fork was not run (Shapley
-    over forks made for leave-one-out only) is an error."""
+    reviser) outside S is replaced by fresh samples of its own call on the same answers, so
+    v(S) = g(S) - [last not in S] * (R - mean R_resampled). Its leave-one-out and Shapley credit is
+    then R - mean R_resampled: its choice against other choices of its own policy on the same
+    inputs. (Until this fix v(all but the last) was 0: the last agent got R with no baseline, so
+    every run pushed its sampled answer up when the team was right, whatever it chose.) The
+    orchestrator is not a player (the same in every coalition: credit 0). A coalition whose fork
+    was not run (Shapley over forks made for leave-one-out only) is an error."""
     from ...credit import FnGame
 
     def reward(path: str) -> float:
@@ -147,8 +173,12 @@ def fork_game(trace_path: str, spec: RewardSpec) -> Callable[[Trace, Any], Any]:
             return resample_game(trace_path, trace, r, list(units.ids), reward)
         ans = [a for _, a in answering(trace)]
         earlier, last = ans[:-1], (ans[-1] if ans else None)
-        rp = resample_path(trace_path, last) if last else ""
-        c = r - reward(rp) if last and os.path.exists(rp) else r
+        if resamples > 1:
+            others = [rk for _, rk in last_samples(trace_path, trace, spec, resamples)]
+            c = r - sum(others) / len(others)
+        else:
+            rp = resample_path(trace_path, last) if last else ""
+            c = r - reward(rp) if last and os.path.exists(rp) else r
 
         def g(dropped: tuple[str, ...]) -> float:
             if not dropped:

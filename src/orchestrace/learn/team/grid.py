@@ -43,12 +43,15 @@ from .program import AGGREGATOR, PROPOSER, REVISER, BadInput
 from .report import Answers, held_out_answers
 
 TOPOLOGIES = {"agg2": ("aggregate", 2), "agg3": ("aggregate", 3), "revise": ("revise", 1)}
+#: grid credit -> (credit method, unit, resamples of the last agent's call)
 CREDITS = {
-    "broadcast": ("broadcast", "agent"),
-    "grpo": ("grpo", "agent"),
-    "loo-fork": ("loo-fork", "agent"),
-    "shapley-fork": ("shapley-fork", "agent"),
-    "c3": ("c3", "turn"),
+    "broadcast": ("broadcast", "agent", 1),
+    "grpo": ("grpo", "agent", 1),
+    "loo-fork": ("loo-fork", "agent", 1),
+    "shapley-fork": ("shapley-fork", "agent", 1),
+    "c3": ("c3", "turn", 1),
+    # the last agent's calls as a group of 4 on the same inputs (RLOO), added after the grid
+    "loo-fork-rloo": ("loo-fork", "agent", 3),
 }
 #: the per-agent method compared with broadcast, chosen before the grid ran (docs/train_team.md)
 PER_AGENT = "loo-fork"
@@ -87,15 +90,22 @@ def cells(families: list[str], topologies: list[str], credits: list[str], seeds:
 
 def cell_config(base: TeamConfig, cell: Cell) -> TeamConfig:
     topology, k = TOPOLOGIES[cell.topology]
-    method, unit = CREDITS[cell.credit]
+    method, unit, resamples = CREDITS[cell.credit]
     return replace(
-        base, family=cell.family, topology=topology, solvers=k, credit=method, unit=unit, seed=cell.seed
+        base,
+        family=cell.family,
+        topology=topology,
+        solvers=k,
+        credit=method,
+        unit=unit,
+        resamples=resamples,
+        seed=cell.seed,
     )
 
 
 def start_config(cfg: TeamConfig) -> TeamConfig:
     """The starting policy's held-out evaluation, shared by every credit method and seed."""
-    return replace(cfg, credit="grpo", unit="agent", seed=0)
+    return replace(cfg, credit="grpo", unit="agent", resamples=1, seed=0)
 
 
 def is_done(folder: Path, iterations: int) -> bool:

@@ -144,14 +144,16 @@ class TeamStep:
     def fork(self, paths: list[str]) -> None:
         """Credit by forks: the counterfactual re-runs of every recorded run (beside its folder),
         here, with the adapters that recorded the runs."""
-        run_forks(self.backend, paths, subsets=self.cfg.credit == "shapley-fork")
+        run_forks(
+            self.backend, paths, subsets=self.cfg.credit == "shapley-fork", resamples=self.cfg.resamples
+        )
 
     def update(
         self, iteration: int, policy: str | None, traces: list[str], out_dir: Path
     ) -> tuple[str, dict[str, float]]:
         self._ensure(policy)
         t0 = time.perf_counter()
-        batch = read_batch(traces, self.spec, self.cfg.credit, self.cfg.unit)
+        batch = read_batch(traces, self.spec, self.cfg.credit, self.cfg.unit, self.cfg.resamples)
         figures: dict[str, float] = {}
         steps = 0
         for epoch in range(self.cfg.epochs):
