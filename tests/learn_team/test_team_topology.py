@@ -26,6 +26,11 @@ def test_revise_a_proposer_then_a_reviser_who_reads_the_proposal(tmp_path):
     assert tr.metadata["outcome"]["final"] == "europe"
     assert adapters_for("role", 2, "revise") == ["proposer", "reviser"]
     assert adapters_for("shared", 2, "revise") == ["team"]
+    from orchestrace.learn.team.accuracy import accuracy_figures
+
+    figures = accuracy_figures([tr])  # each answerer under its own name, the reviser too
+    assert (figures["proposer_accuracy"], figures["reviser_accuracy"]) == (1.0, 1.0)
+    assert "solver_0_accuracy" not in figures
 
 
 def test_mute_keeps_the_answers_but_does_not_relay_them(tmp_path):

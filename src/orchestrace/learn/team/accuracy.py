@@ -14,8 +14,8 @@ from .program import BadInput, answer_correct, answering, trace_question
 
 def accuracy_figures(traces: list[Trace]) -> dict[str, float]:
     """Team accuracy (R1), solver accuracy (mean over the first answers: solvers, proposer),
-    aggregator accuracy (the last answer's: aggregator, reviser), and each first answerer's own
-    (``solver_0_accuracy``, ...)."""
+    aggregator accuracy (the last answer's: aggregator, reviser), and each answerer's own under its
+    name (``solver_0_accuracy``, ..., ``proposer_accuracy``, ``reviser_accuracy``)."""
     team = solver = agg = 0.0
     n_solver = n_agg = 0
     by_agent: dict[str, list[bool]] = defaultdict(list)
@@ -27,13 +27,13 @@ def accuracy_figures(traces: list[Trace]) -> dict[str, float]:
         for i, _ in ans:
             e = tr.events[i]
             ok = answer_correct(fam, q, e.content if isinstance(e.content, str) else None)
+            by_agent[e.agent].append(ok)
             if e.agent == last:
                 agg += ok
                 n_agg += 1
             else:
                 solver += ok
                 n_solver += 1
-                by_agent[e.agent].append(ok)
     n = max(len(traces), 1)
     return {
         "team_accuracy": team / n,
