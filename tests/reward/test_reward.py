@@ -21,6 +21,7 @@ from orchestrace.reward import (
     r5_tool,
     r6_verifier,
     r7_orchestration,
+    spec_from_dict,
 )
 
 
@@ -229,6 +230,15 @@ def test_bad_specs(tmp_path):
         (b'total = "team"\n', "total 'team' would overwrite a computed channel"),
         (b'total = "r_parallel"\n', "total 'r_parallel' would overwrite"),
         (b'total = "agent/a"\n', "total 'agent/a' would overwrite"),
+        (b'total = ""\n', "a channel name is needed - at `$.total`"),
+        # a hook that is no string reached resolve(): AttributeError, exit 3
+        (b"[hooks]\nverifier = 5\n", "got 5 - at `$.hooks.verifier`"),
+        (b"[hooks]\nrubrics = { planner = [1] }\n", "got [1] - at `$.hooks.rubrics.planner`"),
+        (b'[hooks]\njudge = "no_colon"\n', "got 'no_colon' - at `$.hooks.judge`"),
+        # R1 wrote the outcome under it, then R4 / R6 / R2 replaced it: a silently wrong total
+        (b'team_channel = "process"\n', "team_channel 'process' is a computed channel"),
+        (b'team_channel = "agent/a"\n', "team_channel 'agent/a' is a computed channel"),
+        (b'team_channel = " "\n', "a channel name is needed - at `$.team_channel`"),
     ],
 )  # fmt: skip
 def test_spec_mistakes_are_ot403_with_the_place(tmp_path, toml, where):
@@ -239,6 +249,20 @@ def test_spec_mistakes_are_ot403_with_the_place(tmp_path, toml, where):
     assert ei.value.code == "OT403" and ei.value.path == str(p)
     assert where in ei.value.message
     assert ei.value.line == (3 if b"\xff" in toml else None)
+
+
+def test_a_spec_with_a_byte_order_mark_is_read(tmp_path):
+    # Windows editors write one; tomllib refused it as "Invalid statement (at line 1, column 1)"
+    p = tmp_path / "spec.toml"
+    p.write_bytes(b'\xef\xbb\xbftotal = "mix"\n[caps]\nmax_spawn = 3\n')
+    spec = load_spec(p)
+    assert (spec.total, spec.caps.max_spawn) == ("mix", 3)
+
+
+def test_a_team_channel_of_its_own_name_is_read():
+    tr = mk([ev("a", 0, "message", "o")], rewards={"success": 0.25})
+    out = compute_rewards(tr, spec_from_dict({"team_channel": "success", "terms": [{"channel": "success"}]}))
+    assert out.channels["success"] == 0.25 and out.channels["hybrid"] == 0.25
 
 
 def test_a_term_may_name_a_channel_the_trace_recorded():

@@ -136,10 +136,12 @@ class RewardSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 def load_spec(path: str | os.PathLike[str]) -> RewardSpec:
-    """Read a TOML reward spec; mistakes become OrchestraceError with the file name."""
+    """Read a TOML reward spec; mistakes become OrchestraceError with the file name. One UTF-8
+    byte-order mark (Windows editors write one) is accepted, as the JSON readers accept it."""
     try:
         with open(path, "rb") as f:
-            raw = tomllib.load(f)
+            data = f.read()
+        raw = tomllib.loads(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except OSError as e:
         raise OrchestraceError("OT001", f"cannot read reward spec: {e.strerror}", path=str(path)) from None
     except tomllib.TOMLDecodeError as e:
@@ -154,25 +156,61 @@ def load_spec(path: str | os.PathLike[str]) -> RewardSpec:
 
 def spec_from_dict(raw: dict[str, Any], *, path: str | None = None) -> RewardSpec:
     """A RewardSpec from decoded TOML; OT403 for anything that would make a wrong total silently:
-    a non-finite number (TOML has nan and inf), a negative cap, a total that overwrites a channel."""
+    a non-finite number (TOML has nan and inf), a negative cap, a total or team channel that
+    overwrites a computed channel, a hook that is not a ``module:function`` string."""
     if (where := _non_finite(raw, "$")) is not None:
         raise OrchestraceError("OT403", f"bad reward spec: a number must be finite - at `{where}`", path=path)
+    if (bad := _bad_hook(raw.get("hooks"))) is not None:
+        where, value = bad
+        raise OrchestraceError(
+            "OT403",
+            f'bad reward spec: a hook is a "package.module:function" string, got {value!r:.80} - at `{where}`',
+            path=path,
+        )
     try:
         spec = msgspec.convert(raw, RewardSpec)
     except (msgspec.ValidationError, ValueError) as e:
         raise OrchestraceError("OT403", f"bad reward spec: {e}", path=path) from None
-    if (
-        spec.total in CHANNEL_FAMILY
-        or spec.total in CHANNEL_ALIASES
-        or spec.total == spec.team_channel
-        or "/" in spec.total
-    ):
+    for name in ("total", "team_channel"):
+        if not getattr(spec, name).strip():
+            raise OrchestraceError(
+                "OT403", f"bad reward spec: a channel name is needed - at `$.{name}`", path=path
+            )
+    if _overwrites_computed(spec.total) or spec.total == spec.team_channel:
         raise OrchestraceError(
             "OT403",
             f"bad reward spec: total {spec.total!r} would overwrite a computed channel; name it e.g. 'hybrid'",
             path=path,
         )
+    if spec.team_channel != "team" and _overwrites_computed(spec.team_channel):
+        # R1 wrote the outcome there, then the family computing that channel replaced it
+        raise OrchestraceError(
+            "OT403",
+            f"bad reward spec: team_channel {spec.team_channel!r} is a computed channel, so the team "
+            "outcome would be overwritten; name the channel the traces record it under, e.g. 'team'",
+            path=path,
+        )
     return spec
+
+
+def _overwrites_computed(channel: str) -> bool:
+    """Would a channel of this name be overwritten by (or overwrite) one the families compute?"""
+    return channel in CHANNEL_FAMILY or channel in CHANNEL_ALIASES or "/" in channel
+
+
+def _bad_hook(hooks: Any) -> tuple[str, Any] | None:
+    """(where, value) of the first ``[hooks]`` value that is not a ``module:function`` string (an
+    integer there reached ``resolve`` and was an internal error), or None."""
+    if not isinstance(hooks, dict):
+        return None  # not a table: msgspec.convert says so with the place
+    named = [(f"$.hooks.{k}", hooks[k]) for k in ("verifier", "agent", "prm", "judge") if k in hooks]
+    rubrics = hooks.get("rubrics")
+    if isinstance(rubrics, dict):
+        named += [(f"$.hooks.rubrics.{k}", v) for k, v in rubrics.items()]
+    for where, value in named:
+        if not isinstance(value, str) or not value.partition(":")[2]:
+            return where, value
+    return None
 
 
 def _non_finite(value: Any, where: str) -> str | None:
