@@ -7,7 +7,15 @@ from tracekit import centralized, ev, flat_team, mk
 
 from orchestrace.core.errors import OrchestraceError
 from orchestrace.core.validate import validate_trace
-from orchestrace.credit import REST, RemovalGame, assign_credit, compute_credit, partition_gap, unit_keys
+from orchestrace.credit import (
+    REST,
+    RemovalGame,
+    assign_credit,
+    compute_credit,
+    iter_credit,
+    partition_gap,
+    unit_keys,
+)
 
 
 def runs(rewards, task="q", agents=("a", "b")):
@@ -281,3 +289,44 @@ def test_coma_honours_the_channel():
     judge = assign_credit([trace], "coma", "orchestrator", channel="judge")
     assert credits(judge, "coma/orchestrator") == pytest.approx([0.3, 0.0, 0.0, 0.0])  # 0.6 - 0.3
     assert judge[0].metadata["credit"]["coma/orchestrator"]["units_without_q"] == 3
+
+
+@pytest.mark.parametrize(
+    ("method", "opts", "said"),
+    [
+        # equal rewards in a group: sd = 0, so (R - mu) / (sd + eps) divided by zero (exit 3)
+        ("grpo", {"eps": 0.0}, "eps must be a finite number > 0, got 0.0"),
+        ("drmas", {"eps": -1.0}, "eps must be a finite number > 0, got -1.0"),
+        ("grpo", {"eps": math.inf}, "eps must be a finite number > 0, got inf"),
+        # NaN made every value_assisted credit NaN, written to the trace without a word
+        ("c3", {"alpha": math.nan}, "alpha must be a finite number, got nan"),
+    ],
+)
+def test_numeric_options_out_of_range_are_refused(method, opts, said):
+    with pytest.raises(OrchestraceError, match=said) as ei:
+        compute_credit(runs([1.0, 1.0]), method, "agent", **opts)
+    assert ei.value.code == "OT412"
+
+
+def test_value_hooks_that_answer_the_wrong_shape_name_the_hook():
+    """A q hook's answer was trusted: c3 float()ed a string, coma unpacked a bare number (both
+    internal errors); now OT401 naming the hook and the trace."""
+
+    def bare(tr, u, uid):
+        return 0.5
+
+    with pytest.raises(OrchestraceError, match=r"'bare' returned 0.5 for trace 't0'") as ei:
+        compute_credit(runs([1.0]), "coma", "agent", q=bare)
+    assert ei.value.code == "OT401"
+    with pytest.raises(OrchestraceError, match="returned 'x'.*expected a finite number") as ei:
+        compute_credit(c3_tree(), "c3", "message", variant="value_only", q=lambda tr, u, uid: "x")
+    assert ei.value.code == "OT401"
+    ok = compute_credit(runs([1.0]), "coma", "agent", q=lambda tr, u, uid: (1.0, [(0.5, 1.0), [0.5, 0.0]]))
+    assert ok[0][1].values["a"] == pytest.approx(0.5)
+
+
+def test_no_unit_is_refused_not_an_empty_success():
+    # orchestrace credit -u , credited nothing and exited 0
+    with pytest.raises(OrchestraceError, match="no credit unit given") as ei:
+        list(iter_credit(runs([1.0]), "grpo", []))
+    assert ei.value.code == "OT410"

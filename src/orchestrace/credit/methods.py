@@ -28,6 +28,7 @@ refused for drmas, c3 and coma, whose signals have no trace-level total.
 from __future__ import annotations
 
 import inspect
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from hashlib import blake2b
@@ -39,6 +40,7 @@ import numpy as np
 from ..core.access import attr, num
 from ..core.errors import OrchestraceError
 from ..core.model import Trace
+from ..core.plugins import hook_number
 from ..reward.spec import channel_value
 from .game import Game, GameFactory, RemovalGame, leave_one_out, shapley
 from .units import REST, Units, unit_keys
@@ -226,7 +228,8 @@ def m_c3(traces, units, *, channel="team", q=None, variant="reward_only", alpha=
         if q is not None:
             for i in idx:
                 for key, uid in paths[i]:
-                    node_q.setdefault(key, float(q(traces[i], units[i], uid)))
+                    if key not in node_q:
+                        node_q[key] = hook_number(q(traces[i], units[i], uid), q, traces[i].trace_id, "OT401")
         siblings: dict[tuple[str, str], set[str]] = defaultdict(set)
         for i in idx:
             for key, uid in paths[i]:
@@ -308,7 +311,7 @@ def m_coma(traces, units, *, channel="team", q=None, **_):
         vals = {REST: 0.0} if REST in u.keys else {}
         missing = 0
         for uid in u.ids:
-            res = _q_from_attrs(tr, mem[uid], channel) if q is None else q(tr, u, uid)
+            res = _q_from_attrs(tr, mem[uid], channel) if q is None else _q_result(q, q(tr, u, uid), tr)
             if res is None:
                 vals[uid] = 0.0
                 missing += 1
@@ -317,6 +320,25 @@ def m_coma(traces, units, *, channel="team", q=None, **_):
                 vals[uid] = qv - sum(p * qa for p, qa in alts)
         out.append(UnitCredit(vals, {"units_without_q": missing}))
     return out
+
+
+def _q_result(q: ComaFn, res: Any, trace: Trace) -> tuple[float, list[tuple[float, float]]] | None:
+    """A coma ``q`` hook's answer checked: None, or (Q, [(pi, Q), ...]) of finite numbers (a bare
+    number was an internal error unpacking it)."""
+    if res is None:
+        return None
+    if isinstance(res, tuple | list) and len(res) == 2 and isinstance(res[1], list | tuple):
+        alts = [a for a in res[1] if isinstance(a, tuple | list) and len(a) == 2]
+        if len(alts) == len(res[1]):
+            tid = trace.trace_id
+            return hook_number(res[0], q, tid, "OT401"), [
+                (hook_number(p, q, tid, "OT401"), hook_number(qa, q, tid, "OT401")) for p, qa in alts
+            ]
+    name = getattr(q, "ref", None) or getattr(q, "__name__", repr(q))
+    raise OrchestraceError(
+        "OT401",
+        f"{name!r} returned {res!r:.80} for trace {trace.trace_id!r}: expected None or (Q, [(pi, Q), ...])",
+    )
 
 
 _IMPL = {
@@ -340,6 +362,19 @@ def option_names() -> frozenset[str]:
         for name, p in inspect.signature(fn).parameters.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY
     ) | {"partition"}
+
+
+def _check_numbers(options: dict[str, Any]) -> None:
+    """``eps`` must be a finite number > 0 (0 or below divided by zero where a group's rewards
+    are equal: an internal error) and ``alpha`` finite (NaN made every c3 credit NaN)."""
+    for name, low in (("eps", 0.0), ("alpha", None)):
+        if name not in options:
+            continue
+        v = options[name]
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or (low is not None and not v > low):
+            need = "a finite number > 0" if low is not None else "a finite number"
+            raise OrchestraceError("OT412", f"credit option {name} must be {need}, got {v!r}")
 
 
 # ------------------------------------------------------------------ partition and writing
@@ -378,6 +413,7 @@ def compute_credit(
             "OT413",
             f"unknown credit option {', '.join(map(repr, unknown))}; known: {', '.join(sorted(option_names()))}",
         )
+    _check_numbers(options)
     if partition and method not in (*_BROADCAST, *_ADDITIVE):
         raise OrchestraceError(
             "OT414", f"exact partition is not defined for {method!r} (no trace-level total)"
@@ -458,6 +494,8 @@ def iter_credit(
     the stream's first trace in a larger one (a part of a stream credited elsewhere, e.g. a Ray
     task, gets the seeds of the whole stream).
     """
+    if not units:  # "-u ," credited nothing and exited 0
+        raise OrchestraceError("OT410", "no credit unit given")
     if not streamable(method, **options):
         batch = list(traces)
         for unit in units:
