@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,35 @@ def test_loop_stop_is_reproducible_by_seed(tmp_path: Path) -> None:
     for r1, r2 in zip(first[1:], second[1:], strict=True):
         w1, w2 = (StopPolicy.load(r.policy).weights for r in (r1, r2))
         assert all((a == b).all() and (c == d).all() for (a, c), (b, d) in zip(w1, w2, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("record", "said"),
+    [
+        # each reached the readers of the figures (eval team, bench team, a resume) as an internal
+        # error: a string indexed by a key, a str summed with a float, a UnicodeDecodeError
+        (b'{"iteration": 1, "policy": null, "eval": "x"}', "Expected `object`, got `str` - at `$.eval`"),
+        (b'{"iteration": 1, "policy": null, "train": {"reward": "0.5"}}', "Expected `float`, got `str`"),
+        (b'{"iteration": 1, "policy": "\xff"}', "can't decode byte 0xff"),
+        (b'{"iteration": 1.5, "policy": null}', "Expected `int`, got `float` - at `$.iteration`"),
+        # pointed the readers at iter-007, which does not exist: "no shared held-out question"
+        (b'{"iteration": 7, "policy": null}', "the record of iteration 1 says iteration 7"),
+    ],
+)
+def test_an_iteration_record_of_the_wrong_shape_is_bad_input(
+    tmp_path: Path, record: bytes, said: str
+) -> None:
+    run_loop(Counter(), tmp_path, 1)
+    bad = tmp_path / "iter-001" / "iteration.json"
+    bad.write_bytes(record)
+    with pytest.raises(OrchestraceError, match=re.escape(said)) as e:
+        completed(tmp_path)
+    assert e.value.code == "OT680" and e.value.path == str(bad) and e.value.exit_code == 1
+
+
+def test_a_nan_figure_the_writer_wrote_is_read_back(tmp_path: Path) -> None:
+    run_loop(Counter(), tmp_path, 1)
+    p = tmp_path / "iter-001" / "iteration.json"
+    rec = json.loads(p.read_text())
+    p.write_text(json.dumps({**rec, "train": {"loss": math.nan}}))  # as the loop's writer writes it
+    assert math.isnan(completed(tmp_path)[1].train["loss"])

@@ -22,7 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..core.errors import OrchestraceError
+import msgspec
+
+from ..core.errors import BadInput, LoadError, OrchestraceError
 from .scalar_log import log_scalars
 
 ITERATION_FILE = "iteration.json"
@@ -67,14 +69,25 @@ def iteration_dir(out: str | Path, iteration: int) -> Path:
 
 
 def completed(out: str | Path) -> list[IterationRecord]:
-    """The completed iterations under ``out``, in order (a gap ends the list)."""
+    """The completed iterations under ``out``, in order (a gap ends the list). Each record is
+    checked against :class:`IterationRecord`'s types and its folder's number: a record of the
+    wrong shape (``"eval": "x"``, a figure that is a string) reached the readers of the figures
+    as an internal error, and one saying another iteration pointed them at another folder."""
     records = []
     i = 0
     while (p := iteration_dir(out, i) / ITERATION_FILE).is_file():
         try:
-            records.append(IterationRecord(**json.loads(p.read_text(encoding="utf-8"))))
-        except (json.JSONDecodeError, TypeError) as e:
-            raise OrchestraceError("OT680", f"unreadable loop iteration record: {e}", path=str(p)) from None
+            # json, not orjson: the writer's json.dumps writes a NaN figure (a diverged loss) as NaN
+            rec = msgspec.convert(json.loads(p.read_bytes()), IterationRecord)
+        except (ValueError, msgspec.ValidationError) as e:  # JSONDecodeError, UnicodeDecodeError
+            raise BadInput("OT680", f"unreadable loop iteration record: {e}", path=str(p)) from None
+        except OSError as e:
+            raise LoadError("OT001", f"cannot read: {e.strerror}", path=str(p)) from None
+        if rec.iteration != i:
+            raise BadInput(
+                "OT680", f"the record of iteration {i} says iteration {rec.iteration}", path=str(p)
+            )
+        records.append(rec)
         i += 1
     return records
 
