@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,40 @@ def test_two_runs_of_one_credit_and_seed_are_refused(folders):
     _, b, _ = folders
     with pytest.raises(OrchestraceError, match="two runs of credit 'broadcast' with seed 0"):
         team_report([b, b])
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        # each was an internal error (exit 3): list.get, KeyError, int(None), UnicodeDecodeError
+        (b"[1, 2]", "the loop configuration is a JSON list, not an object"),
+        (b'{"family": "continents", "seed": 0}', "missing required field `credit`"),
+        (b'{"family": "continents", "credit": "grpo", "seed": null}', "Expected `int`, got `null` - at `$.seed`"),
+        (b'{"family": "continents", "credit": "gr\xffpo", "seed": 0}', "can't decode byte 0xff"),
+        # read as seed 1 without a word
+        (b'{"family": "continents", "credit": "grpo", "seed": 1.7}', "Expected `int`, got `float` - at `$.seed`"),
+    ],
+)  # fmt: skip
+def test_a_damaged_config_is_bad_input_naming_it(folders, tmp_path, config, said):
+    from orchestrace.learn.team.report import team_report
+
+    _, b, g = folders
+    bad = tmp_path / "grpo-s0"
+    shutil.copytree(g, bad)
+    (bad / "config.json").write_bytes(config)
+    with pytest.raises(OrchestraceError) as ei:
+        team_report([b, bad])
+    assert ei.value.code == "OT699" and ei.value.exit_code == 1
+    assert ei.value.path == str(bad / "config.json") and said in ei.value.message
+
+
+def test_a_resume_of_a_folder_whose_config_is_no_object_is_refused(tmp_path):
+    from orchestrace.learn.team.config import TeamConfig, check_resume
+
+    (tmp_path / "config.json").write_text('"grpo"')  # old.get(...): an internal error
+    with pytest.raises(OrchestraceError, match="a JSON str, not an object") as ei:
+        check_resume(tmp_path, TeamConfig())
+    assert ei.value.code == "OT699"
 
 
 def test_mean_advantage_of_a_centred_batch_is_zero_not_float_noise() -> None:

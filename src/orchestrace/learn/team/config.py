@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from ...credit import UNITS
 from ...reward.spec import RewardSpec, load_spec, spec_from_dict
@@ -121,15 +122,26 @@ def split(cfg: TeamConfig) -> tuple[list[str], list[str]]:
     return family(cfg.family, cfg.verifier).split(cfg.train_pool, cfg.heldout)
 
 
+def read_config(p: Path) -> dict[str, Any]:
+    """A loop folder's ``config.json``: a JSON object, else OT699 naming the file (an array there
+    or bytes that are not UTF-8 were internal errors of its readers)."""
+    try:
+        old = json.loads(p.read_bytes())
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise BadInput("OT699", f"unreadable loop configuration: {e}", path=str(p)) from None
+    if not isinstance(old, dict):
+        raise BadInput(
+            "OT699", f"the loop configuration is a JSON {type(old).__name__}, not an object", path=str(p)
+        )
+    return old
+
+
 def check_resume(out: Path, cfg: TeamConfig) -> None:
     """A loop folder belongs to one configuration; refuse to continue it with another."""
     p = out / CONFIG_FILE
     if not p.is_file():
         return
-    try:
-        old = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise BadInput("OT699", f"unreadable loop configuration: {e}", path=str(p)) from None
+    old = read_config(p)
     new = asdict(cfg)
     defaults = asdict(TeamConfig())  # a key added since the folder was written has its default
     diff = sorted(k for k in set(old) | set(new) if old.get(k, defaults.get(k)) != new.get(k))

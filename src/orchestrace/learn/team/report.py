@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from ...core.errors import LoadError
@@ -23,7 +24,7 @@ from ...core.io import load_one
 from ...core.model import Trace
 from ...core.stats import mean_ci
 from ..loop import completed, iteration_dir
-from .config import CONFIG_FILE
+from .config import CONFIG_FILE, read_config
 from .program import AGGREGATOR, BadInput, answer_correct, canonical, trace_question
 
 REPORT_JSON = "team-report.json"
@@ -159,16 +160,25 @@ def agent_changes(before: dict[str, Answers], after: dict[str, Answers]) -> list
     return out
 
 
-def _config(folder: Path) -> dict:
+class RunIdentity(msgspec.Struct):
+    """What the report reads of a run's ``config.json``: a missing key or a seed that is no
+    integer (``"x"``, ``null``, ``1.7`` read as 1) was an internal error or a wrong seed."""
+
+    family: str
+    credit: str
+    seed: int
+
+
+def _config(folder: Path) -> RunIdentity:
     if not folder.exists():  # a typo: not found, exit 2 as every other missing path
         raise LoadError("OT001", "folder not found", path=str(folder))
     p = folder / CONFIG_FILE
+    if not p.is_file():
+        raise BadInput("OT699", f"not a train team folder (no {CONFIG_FILE})", path=str(folder))
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except OSError:
-        raise BadInput("OT699", f"not a train team folder (no {CONFIG_FILE})", path=str(folder)) from None
-    except json.JSONDecodeError as e:
-        raise BadInput("OT699", f"unreadable {CONFIG_FILE}: {e}", path=str(p)) from None
+        return msgspec.convert(read_config(p), RunIdentity)
+    except msgspec.ValidationError as e:
+        raise BadInput("OT699", f"bad {CONFIG_FILE}: {e}", path=str(p)) from None
 
 
 def team_report(
@@ -189,11 +199,11 @@ def team_report(
     families = set()
     for f in map(Path, folders):
         cfg = _config(f)
-        families.add(cfg.get("family"))
+        families.add(cfg.family)
         recs = [r for r in completed(f) if r.eval]
         if len(recs) < 2:
             raise BadInput("OT699", "fewer than two evaluated iterations (nothing to compare)", path=str(f))
-        credit, run_seed = str(cfg["credit"]), int(cfg["seed"])
+        credit, run_seed = cfg.credit, cfg.seed
         before = held_out_answers(iteration_dir(f, recs[0].iteration))
         after = held_out_answers(iteration_dir(f, recs[-1].iteration))
         qs = sorted(set(before) & set(after))
