@@ -183,6 +183,46 @@ def test_a_damaged_config_is_bad_input_naming_it(folders, tmp_path, config, said
     assert ei.value.path == str(bad / "config.json") and said in ei.value.message
 
 
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        # KeyError: 'team_accuracy' / 'rollout_s', internal errors (exit 3)
+        (lambda rec: rec["eval"].clear() or rec["eval"].update(x=1.0), "eval.team_accuracy is missing"),
+        (lambda rec: rec["train"].pop("rollout_s"), "train.rollout_s is missing"),
+        # written into team-report.json's curve as NaN (not JSON)
+        (lambda rec: rec["eval"].update(team_accuracy=float("nan")), "eval.team_accuracy is nan"),
+    ],
+)
+def test_a_record_without_the_figures_the_report_reads_names_it(folders, tmp_path, damage, said):
+    from orchestrace.learn.team.report import team_report
+
+    _, b, g = folders
+    bad = tmp_path / "grpo-s0"
+    shutil.copytree(g, bad)
+    p = bad / "iter-001" / "iteration.json"
+    rec = json.loads(p.read_text())
+    damage(rec)
+    p.write_text(json.dumps(rec))
+    with pytest.raises(OrchestraceError, match=said) as ei:
+        team_report([b, bad])
+    assert ei.value.code == "OT699" and ei.value.path == str(p)
+
+
+def test_a_run_without_held_out_traces_is_named(folders, tmp_path, recwarn):
+    from orchestrace.learn.team.report import team_report
+
+    _, b, g = folders
+    bad = tmp_path / "grpo-s0"
+    shutil.copytree(g, bad)
+    shutil.rmtree(bad / "iter-001" / "eval")
+    # numpy's "Mean of empty slice" warning, then "the runs share no held-out question"
+    with pytest.raises(
+        OrchestraceError, match="no held-out question has a run .* in both iteration 0 and 1"
+    ) as ei:
+        team_report([b, bad])
+    assert ei.value.path == str(bad) and not [w for w in recwarn if w.category is RuntimeWarning]
+
+
 def test_a_resume_of_a_folder_whose_config_is_no_object_is_refused(tmp_path):
     from orchestrace.learn.team.config import TeamConfig, check_resume
 

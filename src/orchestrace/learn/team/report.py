@@ -12,6 +12,7 @@ accuracy and training reward per iteration, one line per method, seeds averaged)
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from ...core.errors import LoadError
 from ...core.io import load_one
 from ...core.model import Trace
 from ...core.stats import mean_ci
-from ..loop import completed, iteration_dir
+from ..loop import ITERATION_FILE, IterationRecord, completed, iteration_dir
 from .config import CONFIG_FILE, read_config
 from .program import AGGREGATOR, BadInput, answer_correct, canonical, trace_question
 
@@ -181,6 +182,19 @@ def _config(folder: Path) -> RunIdentity:
         raise BadInput("OT699", f"bad {CONFIG_FILE}: {e}", path=str(p)) from None
 
 
+def _figure(folder: Path, rec: IterationRecord, part: str, key: str) -> float:
+    """``rec.<part>[key]`` as a finite number; a record without it (a KeyError) or with NaN there
+    is OT699 naming its iteration.json."""
+    value = getattr(rec, part).get(key)
+    if value is None or not math.isfinite(value):
+        raise BadInput(
+            "OT699",
+            f"{part}.{key} is {'missing' if value is None else value}: expected a finite number",
+            path=str(iteration_dir(folder, rec.iteration) / ITERATION_FILE),
+        )
+    return value
+
+
 def team_report(
     folders: list[str | Path],
     out: str | Path | None = None,
@@ -207,12 +221,28 @@ def team_report(
         before = held_out_answers(iteration_dir(f, recs[0].iteration))
         after = held_out_answers(iteration_dir(f, recs[-1].iteration))
         qs = sorted(set(before) & set(after))
+        if not qs:  # the means below were of nothing: numpy's warning, then "share no question"
+            raise BadInput(
+                "OT699",
+                f"no held-out question has a run (eval/*-g0.events.jsonl) in both iteration "
+                f"{recs[0].iteration} and {recs[-1].iteration}",
+                path=str(f),
+            )
         b = np.array([before[q].team_right for q in qs], dtype=float)
         a = np.array([after[q].team_right for q in qs], dtype=float)
         diff, ci = mean_ci(a - b, resamples, seed)
         trained = [r for r in completed(f) if r.train]
         s_it = (
-            float(np.mean([r.train["rollout_s"] + r.train["update_s"] for r in trained])) if trained else 0.0
+            float(
+                np.mean(
+                    [
+                        _figure(f, r, "train", "rollout_s") + _figure(f, r, "train", "update_s")
+                        for r in trained
+                    ]
+                )
+            )
+            if trained
+            else 0.0
         )
         flips = [q for q in qs if before[q].team_right != after[q].team_right]
         runs.append(
@@ -238,9 +268,9 @@ def team_report(
         acc[credit][run_seed] = (before, after)
         for r in completed(f):
             if r.eval:
-                heldout_pts[credit][r.iteration].append(r.eval["team_accuracy"])
+                heldout_pts[credit][r.iteration].append(_figure(f, r, "eval", "team_accuracy"))
             if r.train:
-                reward_pts[credit][r.iteration].append(r.train["reward"])
+                reward_pts[credit][r.iteration].append(_figure(f, r, "train", "reward"))
     if len(families) > 1:
         raise BadInput("OT699", f"the folders train different question families: {sorted(families)}")
     common = sorted(set.intersection(*(set(ba[0]) & set(ba[1]) for c in acc.values() for ba in c.values())))
