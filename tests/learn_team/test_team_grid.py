@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from orchestrace.core.errors import OrchestraceError
@@ -42,6 +44,39 @@ def test_loo_fork_rloo_cells_resample_the_last_call_and_parse_back():
     assert _parse("plurals-revise-loo-fork-s2") == ("plurals", "revise", "loo-fork", 2)
     with pytest.raises(OrchestraceError, match="resamples is for the fork credit methods"):
         TeamConfig(credit="grpo", resamples=3).check()
+
+
+def test_report_only_on_a_folder_without_finished_cells_is_an_error(tmp_path):
+    from orchestrace.learn.team.grid import grid_report
+
+    # a missing folder: FileNotFoundError writing grid.json (exit 3); an empty one: an empty table, exit 0
+    with pytest.raises(OrchestraceError, match="folder not found") as ei:
+        grid_report(tmp_path / "nope")
+    assert ei.value.code == "OT001" and ei.value.exit_code == 2
+    with pytest.raises(OrchestraceError, match="no finished cell under cells/") as ei:
+        grid_report(tmp_path)
+    assert ei.value.code == "OT699" and ei.value.path == str(tmp_path)
+    # a cell folder whose seed is no number: int("X"), exit 3
+    cell = tmp_path / "cells" / "continents-agg2-grpo-sX"
+    cell.mkdir(parents=True)
+    (cell / "config.json").write_text("{}")
+    for i in (0, 1):
+        (cell / f"iter-{i:03d}").mkdir()
+        rec = {"iteration": i, "policy": None, "eval": {"team_accuracy": 0.5}}
+        (cell / f"iter-{i:03d}" / "iteration.json").write_text(json.dumps(rec))
+    with pytest.raises(
+        OrchestraceError, match="not a grid cell folder name: 'continents-agg2-grpo-sX'"
+    ) as ei:
+        grid_report(tmp_path)
+    assert ei.value.path == str(cell)
+
+
+def test_bench_team_seeds_that_are_no_integers_are_a_usage_error(tmp_path, capsys):
+    from orchestrace.cli import main
+
+    with pytest.raises(SystemExit) as e:  # int("x") in the command: exit 3
+        main(["bench", "team", "--report-only", "--seeds", "0,x", "-o", str(tmp_path)])
+    assert e.value.code == 2 and "--seeds: comma-separated integers, got '0,x'" in capsys.readouterr().err
 
 
 def test_choice_counts_where_solvers_disagree():

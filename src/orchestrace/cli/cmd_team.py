@@ -218,6 +218,14 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _seeds(text: str) -> list[int]:
+    """--seeds 0,1,2; a word there was an internal error (int("x"))."""
+    try:
+        return [int(s) for s in _csv(text)]
+    except ValueError:
+        raise typer.BadParameter(f"comma-separated integers, got {text!r}", param_hint="--seeds") from None
+
+
 def bench_team_cmd(
     families: str = typer.Option(
         "continents,plurals,languages", "--families", help="task sets, comma-separated"
@@ -252,7 +260,7 @@ def bench_team_cmd(
     from ..learn.team.config import TeamConfig
     from ..learn.team.grid import cells, grid_report, markdown, run_grid, write_report
 
-    grid = cells(_csv(families), _csv(topologies), _csv(credits), [int(s) for s in _csv(seeds)])
+    grid = cells(_csv(families), _csv(topologies), _csv(credits), _seeds(seeds))
     if not report_only:
         base = TeamConfig(
             questions=questions, group=group, train_pool=train_pool, heldout=heldout, lr=lr, epochs=epochs

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.errors import LoadError
 from ..loop import completed, iteration_dir
 from .config import TeamConfig, check_resume
 from .program import AGGREGATOR, PROPOSER, REVISER, BadInput
@@ -348,6 +349,8 @@ Found = dict[tuple[str, str, str], dict[int, tuple[dict[str, Answers], dict[str,
 def grid_report(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> GridReport:
     """Every finished cell under ``out`` -> rows per family and pooled, and the k = 3 choices."""
     out = Path(out)
+    if not out.is_dir():  # writing the report into it was an internal error (FileNotFoundError)
+        raise LoadError("OT001", "folder not found", path=str(out))
     found: Found = defaultdict(dict)
     iterations: dict[str, int] = {}
     speed: dict[str, float] = {}
@@ -358,10 +361,20 @@ def grid_report(out: str | Path, *, resamples: int = 2000, seed: int = 0) -> Gri
         recs = completed(folder)
         if len(recs) < 2 or not recs[-1].eval:
             continue  # not finished: a killed or running cell
-        family, topology, credit, s = _parse(folder.name)
+        try:
+            family, topology, credit, s = _parse(folder.name)
+        except BadInput as e:
+            e.path = str(folder)
+            raise
         start, after, its, sec = _cell_answers(folder)
         found[(family, topology, credit)][s] = (start, after)
         iterations[folder.name], speed[folder.name] = its, sec
+    if not found:  # an empty table and exit 0 said nothing of why
+        raise BadInput(
+            "OT699",
+            "no finished cell under cells/ (a cell is finished once its last iteration is evaluated)",
+            path=str(out),
+        )
     return report_of(found, iterations, speed, resamples=resamples, seed=seed)
 
 
@@ -433,11 +446,12 @@ def report_of(
 
 def _parse(name: str) -> tuple[str, str, str, int]:
     head, _, s = name.rpartition("-s")
-    for t in TOPOLOGIES:
-        for c in CREDITS:
-            suffix = f"-{t}-{c}"
-            if head.endswith(suffix):
-                return head[: -len(suffix)], t, c, int(s)
+    if s.isascii() and s.isdigit():  # "-sX" was an internal error (int("X"))
+        for t in TOPOLOGIES:
+            for c in CREDITS:
+                suffix = f"-{t}-{c}"
+                if head.endswith(suffix):
+                    return head[: -len(suffix)], t, c, int(s)
     raise BadInput("OT699", f"not a grid cell folder name: {name!r}")
 
 
