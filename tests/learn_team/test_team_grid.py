@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -77,6 +78,29 @@ def test_bench_team_seeds_that_are_no_integers_are_a_usage_error(tmp_path, capsy
     with pytest.raises(SystemExit) as e:  # int("x") in the command: exit 3
         main(["bench", "team", "--report-only", "--seeds", "0,x", "-o", str(tmp_path)])
     assert e.value.code == 2 and "--seeds: comma-separated integers, got '0,x'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        # torch's Adam refused these only after the model had loaded (ValueError, exit 3)
+        ("lr", math.nan, "lr must be a finite number > 0, got nan"),
+        ("lr", -0.001, "lr must be a finite number > 0, got -0.001"),
+        # trained on without a word
+        ("clip", -0.2, "clip must be a finite number > 0, got -0.2"),
+        ("target_kl", math.inf, "target_kl must be a finite number > 0, got inf"),
+        ("temperature", -1.0, "temperature must be a finite number >= 0, got -1.0"),
+        # i % 0 at the first iteration between the first and the last, after its rollouts and update
+        ("eval_every", 0, "eval_every must be >= 1, got 0"),
+    ],
+)
+def test_train_team_refuses_bad_numbers_before_the_model_loads(field, value, said):
+    """TeamConfig.check() runs before train team loads the model (trainer.train_team)."""
+    from orchestrace.learn.team.config import TeamConfig
+
+    with pytest.raises(OrchestraceError) as ei:
+        TeamConfig(**{field: value}).check()
+    assert ei.value.code == "OT695" and ei.value.exit_code == 1 and ei.value.message == said
 
 
 def test_choice_counts_where_solvers_disagree():

@@ -4,6 +4,7 @@ question split, the rollout of one question, and the check that a resumed folder
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -88,9 +89,19 @@ class TeamConfig:
                 "OT695",
                 f"resamples is for the fork credit methods (loo-fork, shapley-fork), not {self.credit!r}",
             )
+        if self.eval_every < 1:  # 0: a ZeroDivisionError at the first middle iteration, after training
+            raise BadInput("OT695", f"eval_every must be >= 1, got {self.eval_every}")
+        # checked here, before the model loads: torch refused a negative or NaN lr only then (exit
+        # 3), and a NaN or negative clip trained on without a word
+        for name in ("lr", "clip"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise BadInput("OT695", f"{name} must be a finite number > 0, got {getattr(self, name)}")
+        for name in ("temperature", "aggregator_temperature"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise BadInput("OT695", f"{name} must be a finite number >= 0, got {getattr(self, name)}")
         family(self.family, self.verifier).split(self.train_pool, self.heldout)
-        if self.target_kl is not None and not self.target_kl > 0:
-            raise BadInput("OT695", f"target_kl must be > 0, got {self.target_kl}")
+        if self.target_kl is not None and not (self.target_kl > 0 and math.isfinite(self.target_kl)):
+            raise BadInput("OT695", f"target_kl must be a finite number > 0, got {self.target_kl}")
 
     def rollout(self, question: str, seed: int, path: str) -> Rollout:
         """The run of the team program on ``question`` with this configuration."""
