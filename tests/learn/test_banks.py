@@ -64,6 +64,31 @@ def test_duplicate_ids_and_bad_gzip(tmp_path) -> None:
         load_bank(str(tmp_path / "nope.jsonl"))
 
 
+def test_a_gzip_damaged_inside_is_ot007(tmp_path) -> None:
+    # damage past the header: zlib.error, not OSError, was an internal error (exit 3)
+    data = bytearray(
+        gzip.compress(b"".join(b'{"id": "q%d", "question": "q", "samples": ["x"]}\n' % i for i in range(300)))
+    )
+    data[len(data) // 2] ^= 0xFF
+    data[len(data) // 2 + 1] ^= 0xFF
+    g = tmp_path / "g.jsonl.gz"
+    g.write_bytes(bytes(data))
+    with pytest.raises(OrchestraceError, match="corrupt gzip stream") as e:
+        load_bank(str(g))
+    assert e.value.code == "OT007" and e.value.path == str(g)
+
+
+def test_calibrating_to_a_bank_of_null_samples_is_refused(tmp_path) -> None:
+    from orchestrace.learn.stopping.banks import calibrate
+
+    p = tmp_path / "nulls.jsonl"
+    p.write_text('{"id": "a", "question": "q", "samples": [null, null]}\n')
+    # bank info printed SynthParams(a=nan, b=nan, ...) after numpy's "Mean of empty slice"
+    with pytest.raises(OrchestraceError, match="every sample of every question is null") as e:
+        calibrate(load_bank(str(p)))
+    assert e.value.code == "OT610" and e.value.path == str(p)
+
+
 def test_embedded_banks_are_real_samples() -> None:
     for name in ("antonyms", "countries"):
         b = default_bank(name)

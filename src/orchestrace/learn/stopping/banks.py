@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -220,7 +221,7 @@ def load_bank(path: str) -> Bank:
     if path.endswith(".gz"):
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:  # zlib.error: damage inside the stream (exit 3)
             raise OrchestraceError("OT007", f"corrupt gzip stream: {e}", path=path) from None
     try:
         data.decode("utf-8")
@@ -327,6 +328,11 @@ def calibrate(bank: Bank, distractors: int = 5, alpha: float | None = None) -> S
         wrong = valid[~ok]
         if len(wrong):
             top_wrong.append(np.bincount(wrong).max() / len(wrong))
+    if not rates:  # np.mean([]): numpy's warning and a, b = nan, printed and used as parameters
+        raise _fail(
+            "every sample of every question is null: no answer to calibrate a generator to",
+            str(bank.meta.get("source", bank.name)),
+        )
     m, v = float(np.mean(rates)), float(np.var(rates))
     v = min(max(v, 1e-4), m * (1 - m) * 0.99)
     s = m * (1 - m) / v - 1
