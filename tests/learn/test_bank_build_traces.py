@@ -56,3 +56,56 @@ def test_an_invalid_recorded_trace_is_named(tmp_path: Path) -> None:
     with pytest.raises(OrchestraceError) as e:
         check_traces(sorted(map(str, d.glob("*.events.jsonl"))))
     assert e.value.code == "OT614" and str(bad) in str(e.value)
+
+
+def _damaged(tmp_path: Path, damage) -> str:
+    """A bank written as vote traces, the first one's records edited by ``damage(records)``."""
+    import json
+
+    from orchestrace.learn.stopping.banks import Bank, BankQuestion
+    from orchestrace.learn.stopping.traces import bank_to_traces
+
+    qs = [BankQuestion(f"q{i}", f"Q{i}?", "a", ["a", "b", "a"], cost=[1.0, 2.0, 1.0]) for i in range(3)]
+    paths = bank_to_traces(Bank("small", qs), str(tmp_path / "t"))
+    recs = [json.loads(line) for line in Path(paths[0]).read_text().splitlines()]
+    damage(recs)
+    Path(paths[0]).write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return paths[0]
+
+
+def _config(recs: list) -> dict:
+    return recs[-1]["metadata"]["runtime"]["config"]  # the closing update record: it wins
+
+
+def _first_answer(recs: list) -> dict:
+    return next(r for r in recs if r.get("type") == "return")["attrs"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "pointer", "said"),
+    [
+        # internal errors (exit 3): float("abc"), float(None), an unhashable dict or list
+        (lambda r: _first_answer(r).update(sample_cost="abc"), "/events/1/attrs/sample_cost", "finite number >= 0, got 'abc'"),
+        (lambda r: _first_answer(r).update(sample_cost=None), "/events/1/attrs/sample_cost", "got None"),
+        (lambda r: _first_answer(r).update(answer={"a": 1}), "/events/1/attrs/answer", "a string or null"),
+        (lambda r: _config(r).update(family=["x"]), "/metadata/runtime/config/family", "family must be a string"),
+        (lambda r: r[-1]["metadata"]["runtime"].update(config=[1]), "/metadata/runtime/config", "must be an object"),
+        # read on silently into the bank: a cost of -5, a gold of 5, bool("no") as a right answer
+        (lambda r: _first_answer(r).update(sample_cost=-5), "/events/1/attrs/sample_cost", "got -5"),
+        (lambda r: _config(r).update(gold=5), "/metadata/runtime/config/gold", "gold must be a string, got 5"),
+        (lambda r: _first_answer(r).update(correct="no"), "/events/1/attrs/correct", "true, false or null"),
+    ],
+)  # fmt: skip
+def test_a_vote_run_with_values_of_the_wrong_type_is_bad_input(tmp_path: Path, damage, pointer, said) -> None:
+    bad = _damaged(tmp_path, damage)
+    with pytest.raises(OrchestraceError) as e:
+        bank_from_traces(str(tmp_path / "t" / "*.events.jsonl"))
+    assert e.value.code == "OT614" and e.value.exit_code == 1 and said in e.value.message
+    assert (e.value.path, e.value.pointer) == (bad, pointer)
+
+
+def test_a_vote_run_of_an_unknown_family_names_its_file(tmp_path: Path) -> None:
+    bad = _damaged(tmp_path, lambda r: _config(r).update(family="nosuch"))
+    with pytest.raises(OrchestraceError, match="unknown task family 'nosuch'") as e:
+        bank_from_traces(str(tmp_path / "t" / "*.events.jsonl"))
+    assert e.value.path == bad

@@ -10,6 +10,7 @@ the run's config (``metadata.runtime.config``). A sample bank is one view over s
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,9 +57,43 @@ class VoteEpisode:
     bank_index: int | None  # and the question's position in it
 
 
-def _config(tr: Trace) -> dict[str, Any]:
-    rt = (tr.metadata or {}).get("runtime") or {}
-    return rt.get("config") or {}
+#: config keys a vote run's reading takes, and the types a vote program writes there
+_CONFIG_TYPES: dict[str, tuple[type, ...]] = {
+    "family": (str,),
+    "question_id": (str, int),
+    "question": (str,),
+    "gold": (str,),
+    "bank": (str,),
+}
+
+
+def _runtime(tr: Trace) -> dict[str, Any]:
+    rt = (tr.metadata or {}).get("runtime")
+    return rt if isinstance(rt, dict) else {}  # not an object: no program, so not a vote run
+
+
+def _config(tr: Trace, path: str) -> dict[str, Any]:
+    """The run's config, each key read checked: a list where a name belongs was an internal error
+    (unhashable, unorderable) and a gold of 5 a bank no bank file may hold."""
+    cfg = _runtime(tr).get("config")
+    if cfg is None:
+        return {}
+    if not isinstance(cfg, dict):
+        raise _bad(
+            f"metadata.runtime.config must be an object, got {type(cfg).__name__}",
+            path,
+            "/metadata/runtime/config",
+        )
+    for key, kinds in _CONFIG_TYPES.items():
+        v = cfg.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, kinds)):
+            need = " or ".join("a string" if k is str else "an integer" for k in kinds)
+            raise _bad(f"{key} must be {need}, got {v!r:.60}", path, f"/metadata/runtime/config/{key}")
+    return cfg
+
+
+def _bad(message: str, path: str, pointer: str) -> BadInput:
+    return BadInput("OT614", f"not a readable vote run: {message}", path=path, pointer=pointer)
 
 
 def _canonicaliser(family: str | None, qid: str | None) -> Callable[[str], str | None]:
@@ -76,11 +111,13 @@ def _canonicaliser(family: str | None, qid: str | None) -> Callable[[str], str |
     return lambda text: fam.canonical(text, q)
 
 
-def _answer(e: Event, canon: Callable[[str], str | None]) -> str | None:
+def _answer(e: Event, canon: Callable[[str], str | None], path: str, pointer: str) -> str | None:
     """A worker's answer: recorded exactly (``attrs.answer``) or canonicalised from its text; a
     failed or dropped worker is a null answer."""
     attrs = e.attrs or {}
     if "answer" in attrs:
+        if attrs["answer"] is not None and not isinstance(attrs["answer"], str):
+            raise _bad(f"an answer is a string or null, got {attrs['answer']!r:.60}", path, pointer)
         return attrs["answer"]
     if e.status not in (None, "ok") or attrs.get("dropped"):
         return None
@@ -89,8 +126,7 @@ def _answer(e: Event, canon: Callable[[str], str | None]) -> str | None:
 
 def episode_from_trace(tr: Trace, path: str = "<trace>") -> VoteEpisode:
     """The StopVote episode of one vote trace; a clear error when the trace is not one."""
-    cfg = _config(tr)
-    program = ((tr.metadata or {}).get("runtime") or {}).get("program")
+    program = _runtime(tr).get("program")
     if program != VOTE_PROGRAM:
         raise BadInput(
             "OT614",
@@ -99,24 +135,41 @@ def episode_from_trace(tr: Trace, path: str = "<trace>") -> VoteEpisode:
             path=path,
             pointer="/metadata/runtime/program",
         )
+    cfg = _config(tr, path)
     family, qid = cfg.get("family"), cfg.get("question_id")
-    canon = _canonicaliser(family, qid)
+    try:
+        canon = _canonicaliser(family, qid)
+    except OrchestraceError as e:  # an unknown family named no file
+        e.path, e.pointer = path, "/metadata/runtime/config/family"
+        raise
     last: dict[str, int] = {}
     for i, e in enumerate(tr.events):
         if e.type == "return" and e.role == "worker":
             last[e.agent] = i
     order = sorted(last.values())
-    answers = [_answer(tr.events[i], canon) for i in order]
-    costs = [float((tr.events[i].attrs or {}).get("sample_cost", 1.0)) for i in order]
+    answers = [_answer(tr.events[i], canon, path, f"/events/{i}/attrs/answer") for i in order]
+    costs = [_event_number(tr, i, "sample_cost", 1.0, math.inf, path) for i in order]
     marks = [(tr.events[i].attrs or {}).get("correct") for i in order]
+    for i, m in zip(order, marks, strict=True):
+        if m is not None and not isinstance(m, bool):  # bool("no") was a right answer
+            raise _bad(
+                f"correct must be true, false or null, got {m!r:.60}", path, f"/events/{i}/attrs/correct"
+            )
     decisions = []
     for i, e in enumerate(tr.events):
         a = e.attrs or {}
         if e.type == "orchestrator_decision" and a.get("decision") == "should_stop":
+            samples = a.get("samples", 0)
+            if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+                raise _bad(
+                    f"samples must be an integer >= 0, got {samples!r:.60}",
+                    path,
+                    f"/events/{i}/attrs/samples",
+                )
             decisions.append(
                 StopDecisionEvent(
-                    e.id, i, a.get("value") == "stop", str(a.get("policy")), float(a.get("prob", 0.0)),
-                    str(a.get("features_hash")), int(a.get("samples", 0)),
+                    e.id, i, a.get("value") == "stop", str(a.get("policy")),
+                    _event_number(tr, i, "prob", 0.0, 1.0, path), str(a.get("features_hash")), samples,
                 )
             )  # fmt: skip
     logprob = [logprob_from_attrs(tr.events[i].attrs or {}) for i in order]
@@ -139,6 +192,16 @@ def episode_from_trace(tr: Trace, path: str = "<trace>") -> VoteEpisode:
         bank=cfg.get("bank"),
         bank_index=cfg.get("bank_index") if isinstance(cfg.get("bank_index"), int) else None,
     )
+
+
+def _event_number(tr: Trace, i: int, key: str, default: float, high: float, path: str) -> float:
+    """``attrs[key]`` of event ``i`` as a finite number in [0, high] (``float("abc")`` was an
+    internal error, a cost of -5 or a probability of 2 read on silently)."""
+    v = (tr.events[i].attrs or {}).get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not (0 <= v <= high and math.isfinite(v)):
+        need = "a finite number >= 0" if math.isinf(high) else f"a number in [0, {high:g}]"
+        raise _bad(f"{key} must be {need}, got {v!r:.60}", path, f"/events/{i}/attrs/{key}")
+    return float(v)
 
 
 def trace_paths(pattern: str | Sequence[str]) -> list[str]:
