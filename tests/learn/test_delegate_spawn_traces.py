@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 
 import msgspec
@@ -414,3 +415,51 @@ def test_train_commands_name_every_file_they_write(tmp_path: Path, capsys: pytes
         assert code == 0, text
         on_disk = sorted(str(p) for p in out.rglob("*") if p.is_file())
         assert len(on_disk) == 3 and all(f"wrote {p}" in text for p in on_disk), (on_disk, text)
+
+
+def _edit(path: Path, edit) -> None:
+    """Rewrite an event log with ``edit(records)`` applied (its closing update record carries the
+    metadata that wins)."""
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    edit(recs)
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def _route_cfg(recs: list) -> dict:
+    return recs[-1]["metadata"]["runtime"]["config"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "pointer", "said"),
+    [
+        # float("abc") and a string metadata.runtime were internal errors (exit 3)
+        (lambda r: next(x for x in r if x.get("type") == "return")["attrs"].update(quality="abc"),
+         "/events/3/attrs/quality", "attrs.quality must be a finite number, got 'abc'"),
+        (lambda r: r[-1]["metadata"].update(runtime="route"), "/metadata/runtime/program", "not a run of the route program"),
+        # a string of models was read as its letters, one model each
+        (lambda r: _route_cfg(r).update(models="small"), "/metadata/runtime/config/models", "a non-empty list of names"),
+        (lambda r: _route_cfg(r).update(group=["x"]), "/metadata/runtime/config/group", "group must be a string"),
+    ],
+)  # fmt: skip
+def test_a_route_run_with_values_of_the_wrong_type_is_bad_input(tmp_path: Path, edit, pointer, said) -> None:
+    from orchestrace.core.errors import OrchestraceError
+
+    route_to_traces(_toy_table(2), str(tmp_path / "tr"))
+    bad = tmp_path / "tr" / "q0.0.events.jsonl"
+    _edit(bad, edit)
+    with pytest.raises(OrchestraceError, match=re.escape(said)) as e:
+        route_data_from_traces(str(tmp_path / "tr" / "*.events.jsonl"))
+    assert e.value.code == "OT614" and (e.value.path, e.value.pointer) == (str(bad), pointer)
+
+
+@pytest.mark.parametrize("stage", [5, ["abc"], ["3"], [2.7], [], [0]])
+def test_a_swarm_run_whose_stage_is_no_list_of_sizes_is_bad_input(tmp_path: Path, stage) -> None:
+    """int() of 5 or "abc" was an internal error; "3" and 2.7 were read as 3 and 2 silently."""
+    from orchestrace.core.errors import OrchestraceError
+
+    p = tmp_path / "t.events.jsonl"
+    run("swarm", str(p), config={"stages": [[1, 2], [3]]}, backend={"kind": "scripted", "seed": 0})
+    _edit(p, lambda r: r[-1]["metadata"]["runtime"]["config"].update(stages=[[1, 2], stage]))
+    with pytest.raises(OrchestraceError, match="a stage is a non-empty list of positive integers") as e:
+        tasks_from_traces(str(p))
+    assert e.value.code == "OT614" and e.value.pointer == "/metadata/runtime/config/stages/1"

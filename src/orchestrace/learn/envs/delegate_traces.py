@@ -15,6 +15,7 @@ round-trips exactly, so ``--source`` and ``--traces`` train the same policy.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,7 +52,8 @@ class RouteRun:
 
 def route_config(tr: Trace, path: str = "<trace>") -> dict[str, Any]:
     """The route program's config of a trace; a clear error when the trace is not a route run."""
-    rt = (tr.metadata or {}).get("runtime") or {}
+    rt = (tr.metadata or {}).get("runtime")
+    rt = rt if isinstance(rt, dict) else {}  # not an object (a string: an internal error): no program
     if rt.get("program") != ROUTE_PROGRAM:
         raise BadInput(
             "OT614",
@@ -61,9 +63,22 @@ def route_config(tr: Trace, path: str = "<trace>") -> dict[str, Any]:
             pointer="/metadata/runtime/program",
         )
     cfg = rt.get("config") or {}
+    if not isinstance(cfg, dict):
+        raise BadInput("OT614", f"the route run's config is a {type(cfg).__name__}, not an object", path=path,
+                       pointer="/metadata/runtime/config")  # fmt: skip
     if not isinstance(cfg.get("question"), str):
         raise BadInput("OT614", "the route run has no question in its config", path=path,
                        pointer="/metadata/runtime/config/question")  # fmt: skip
+    models = cfg.get("models", DEFAULT_MODELS)
+    # a string was read as its letters, one model each; a list of lists was unhashable
+    if not isinstance(models, list) or not models or not all(isinstance(m, str) and m for m in models):
+        raise BadInput("OT614", f"the route run's models must be a non-empty list of names, got {models!r:.60}",
+                       path=path, pointer="/metadata/runtime/config/models")  # fmt: skip
+    for key in ("question_id", "group", "gold", "data"):
+        v = cfg.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, str | int)):
+            raise BadInput("OT614", f"the route run's {key} must be a string, got {v!r:.60}", path=path,
+                           pointer=f"/metadata/runtime/config/{key}")  # fmt: skip
     return cfg
 
 
@@ -75,7 +90,11 @@ def delegate_features(tr: Trace, path: str = "<trace>") -> np.ndarray:
 
 def _quality(attrs: dict[str, Any], content: str | None, gold: Any, path: str, pointer: str) -> float:
     if "quality" in attrs:
-        return float(attrs["quality"])
+        q = attrs["quality"]  # float("abc") was an internal error, "0.5" read silently, NaN kept
+        if isinstance(q, bool) or not isinstance(q, int | float) or not math.isfinite(q):
+            raise BadInput("OT614", f"attrs.quality must be a finite number, got {q!r:.60}", path=path,
+                           pointer=pointer + "/attrs/quality")  # fmt: skip
+        return float(q)
     if isinstance(gold, str):
         from ...runtime.programs.vote import first_line
 
@@ -204,7 +223,13 @@ def logged_routes(pattern: str | Sequence[str]) -> tuple[list[str], list[LoggedR
                 and a.get("decision") == "should_delegate"
                 and a.get("sampled")
             ):
-                if a.get("value") != AGENT_PREFIX + r.model or not 0.0 < float(a.get("prob", 0.0)) <= 1.0:
+                chance = a.get("prob", 0.0)  # float("abc") was an internal error
+                if (
+                    a.get("value") != AGENT_PREFIX + r.model
+                    or isinstance(chance, bool)
+                    or not isinstance(chance, int | float)
+                    or not 0.0 < chance <= 1.0
+                ):
                     raise BadInput("OT614", "the sampled delegate decision does not match the model that answered "
                                    "or has no probability in (0, 1]", path=p, pointer=f"/events/{i}")  # fmt: skip
                 prob = float(a["prob"])

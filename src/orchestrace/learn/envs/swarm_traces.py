@@ -27,7 +27,8 @@ SWARM_PROGRAM = "swarm"
 
 def swarm_config(tr: Trace, path: str = "<trace>") -> dict[str, Any]:
     """The swarm program's config of a trace; a clear error when the trace is not a swarm run."""
-    rt = (tr.metadata or {}).get("runtime") or {}
+    rt = (tr.metadata or {}).get("runtime")
+    rt = rt if isinstance(rt, dict) else {}  # not an object (a string: an internal error): no program
     if rt.get("program") != SWARM_PROGRAM:
         raise BadInput(
             "OT614",
@@ -36,7 +37,11 @@ def swarm_config(tr: Trace, path: str = "<trace>") -> dict[str, Any]:
             path=path,
             pointer="/metadata/runtime/program",
         )
-    return rt.get("config") or {}
+    cfg = rt.get("config") or {}
+    if not isinstance(cfg, dict):
+        raise BadInput("OT614", f"the swarm run's config is a {type(cfg).__name__}, not an object", path=path,
+                       pointer="/metadata/runtime/config")  # fmt: skip
+    return cfg
 
 
 def task_from_trace(tr: Trace, path: str = "<trace>") -> SwarmTask:
@@ -45,7 +50,16 @@ def task_from_trace(tr: Trace, path: str = "<trace>") -> SwarmTask:
     if not isinstance(stages, list) or not stages:
         raise BadInput("OT614", "the swarm run has no stages in its config", path=path,
                        pointer="/metadata/runtime/config/stages")  # fmt: skip
-    return SwarmTask(str(cfg.get("task_id", tr.task_id)), [list(map(int, s)) for s in stages])
+    for i, s in enumerate(stages):  # int() of a stage that is a number or of "abc" was an internal
+        # error, of "3" or 2.7 a silent 3 or 2; the program takes lists of positive ints
+        if (
+            not isinstance(s, list)
+            or not s
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in s)
+        ):
+            raise BadInput("OT614", f"a stage is a non-empty list of positive integers (subtask sizes), got {s!r:.60}",
+                           path=path, pointer=f"/metadata/runtime/config/stages/{i}")  # fmt: skip
+    return SwarmTask(str(cfg.get("task_id", tr.task_id)), [list(s) for s in stages])
 
 
 def stage_widths(tr: Trace) -> list[int]:
