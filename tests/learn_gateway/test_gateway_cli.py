@@ -63,3 +63,36 @@ def test_serve_on_another_address_warns(tmp_path, capsys):
     assert e.value.code == 1
     err = capsys.readouterr().err
     assert "not loopback" in err and "OT740" in err
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        # each served on: a NaN temperature given to every call, a default never given, calls that
+        # all failed upstream, a policy that was never loaded, the last of two roles
+        ({"temperature": float("nan")}, "--temperature must be a finite number >= 0, got nan"),
+        ({"max_tokens": 100, "max_tokens_cap": 10}, "--max-tokens 100 is above --max-tokens-cap 10"),
+        ({"server": "gpu:8000"}, "--server must be an http(s) URL"),
+        ({"policy": "runs/team/iter-003/policy"}, "--policy loads adapters into the local model"),
+        ({"agents": "a=planner,a=writer"}, "agent 'a' named twice"),
+    ],
+)
+def test_serve_options_that_would_serve_wrongly_are_refused(tmp_path, options, said):
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.learn.gateway.launch import ServeOptions, build
+
+    base = {"server": "http://127.0.0.1:9", "agents": "a", "port": 0, "runs": str(tmp_path / "runs")}
+    with pytest.raises(OrchestraceError) as e:
+        build(ServeOptions(**{**base, **options})).server_close()
+    assert e.value.code == "OT740" and said in e.value.message
+
+
+def test_serve_runs_folder_that_is_a_file_is_named(tmp_path):
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.learn.gateway.launch import ServeOptions, build
+
+    (tmp_path / "runs").write_text("")  # FileExistsError: an internal error (exit 3)
+    opts = ServeOptions(server="http://127.0.0.1:9", agents="a", port=0, runs=str(tmp_path / "runs"))
+    with pytest.raises(OrchestraceError, match="cannot make the runs folder") as e:
+        build(opts).server_close()
+    assert e.value.code == "OT001" and e.value.path == str(tmp_path / "runs")

@@ -3,11 +3,14 @@ agent, role or shared (optionally loaded from a trained policy folder), or forwa
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from ...core.errors import LoadError
 from ..team.program import BadInput
 from .completers import BackendCompleter, Completer, ForwardCompleter, SerialModel
 from .server import GatewayServer, Limits
@@ -34,6 +37,28 @@ class ServeOptions:
     lora_rank: int = 8
     batch_window: float = 0.01
     verbose: bool = False
+
+
+def check_options(opts: ServeOptions) -> None:
+    """What would serve wrongly rather than fail: a NaN or negative default temperature went to
+    every call, a default above the cap was never given, a --server that is no http(s) URL failed
+    each call, --policy with --server loaded nothing (the server holds the adapters)."""
+    if not (math.isfinite(opts.temperature) and opts.temperature >= 0):
+        raise BadInput("OT740", f"--temperature must be a finite number >= 0, got {opts.temperature}")
+    if opts.max_tokens > opts.max_tokens_cap:
+        raise BadInput(
+            "OT740", f"--max-tokens {opts.max_tokens} is above --max-tokens-cap {opts.max_tokens_cap}"
+        )
+    if opts.server is not None:
+        url = urlsplit(opts.server)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise BadInput(
+                "OT740", f"--server must be an http(s) URL (http://HOST:PORT), got {opts.server!r}"
+            )
+        if opts.policy is not None:
+            raise BadInput(
+                "OT740", "--policy loads adapters into the local model; with --server, the server serves them"
+            )
 
 
 def team_of(opts: ServeOptions) -> Team:
@@ -73,10 +98,14 @@ def local_completer(team: Team, opts: ServeOptions) -> BackendCompleter:
 
 def build(opts: ServeOptions, completer: Completer | None = None) -> GatewayServer:
     """The server (not yet serving); ``completer`` replaces the model or ``--server`` (tests)."""
+    check_options(opts)
     team = team_of(opts)
+    try:  # before the model loads; a file there was an internal error (FileExistsError)
+        Path(opts.runs).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LoadError("OT001", f"cannot make the runs folder: {e.strerror or e}", path=opts.runs) from None
     if completer is None:
         completer = ForwardCompleter(opts.server) if opts.server else local_completer(team, opts)
-    Path(opts.runs).mkdir(parents=True, exist_ok=True)
     gateway = Gateway(
         completer,
         team,

@@ -73,6 +73,8 @@ def parse_agents(spec: str) -> dict[str, str]:
         name, role = name.strip(), (role.strip() or name.strip())
         if not name or len(name) > AGENT_NAME_MAX or not name.isprintable():
             raise ValueError(f"bad agent name {name!r}")
+        if name in out:  # a=x,a=y kept the last role without a word
+            raise ValueError(f"agent {name!r} named twice")
         out[name] = role
     return out
 
