@@ -202,6 +202,19 @@ def test_report_errors(tmp_path: Path):
         build_report(bad)
     assert e.value.pointer == "/1" and "pareto.json" in str(e.value)
     assert e.value.exit_code == 1  # bad input (docs/input-limits.md), not usage
+    # a key that is no string was an internal error (unhashable); rows that are no objects drew nothing
+    for name, doc, pointer in (
+        ("pareto.json", {"points": [{"cost": 1, "accuracy": 0.5}], "x": ["cost"]}, "/x"),
+        ("pareto.json", {"points": [{"cost": 1, "accuracy": 0.5}], "y": {"a": 1}}, "/y"),
+        ("learning_curve.json", {"records": [{"step": 1, "reward": 1}], "x": ["step"]}, "/x"),
+        ("analysis.json", [1], "/traces/0"),
+    ):
+        odd = tmp_path / f"odd-{name}-{pointer[1:2]}"
+        odd.mkdir()
+        (odd / name).write_text(json.dumps(doc))
+        with pytest.raises(OrchestraceError) as e:
+            build_report(odd)
+        assert (e.value.code, e.value.pointer, e.value.exit_code) == ("OT010", pointer, 1)
     (bad / "pareto.json").write_text("{not json")
     with pytest.raises(OrchestraceError, match="not valid JSON") as e:
         build_report(bad)

@@ -87,6 +87,9 @@ def read_pareto(path: Path) -> dict[str, Any]:
         rows = doc
     y = meta.get("y", "accuracy")
     x = meta.get("x")
+    # a list or object there was an internal error (an unhashable key)
+    _need(isinstance(y, str), path, "/y", "'y' must name the row key to plot (a string)")
+    _need(x is None or isinstance(x, str), path, "/x", "'x' must name the row key to plot (a string)")
     if x is None:
         x = next((k for k in COST_KEYS if rows and all(k in r for r in rows if isinstance(r, dict))), None)
     _need(x is not None, path, "", f"rows need a cost key: one of {', '.join(COST_KEYS)} (or set 'x')")
@@ -124,6 +127,12 @@ def read_learning_curve(path: Path) -> dict[str, Any]:
     else:
         _need(isinstance(doc, list), path, "", "expected a list of records or an object with 'records'")
         recs = doc
+    _need(
+        meta.get("x") is None or isinstance(meta["x"], str),
+        path,
+        "/x",
+        "'x' must name the record key (a string)",
+    )
     x = meta.get("x") or next(
         (k for k in STEP_KEYS if recs and all(isinstance(r, dict) and k in r for r in recs)), "step"
     )
@@ -157,6 +166,8 @@ def read_analysis(path: Path) -> dict[str, Any]:
     _need(isinstance(traces, list), path, "/traces", "'traces' must be a list of rows")
     for name, row in by_agent.items():
         _need(isinstance(row, dict), path, f"/by_agent/{name}", "each agent maps to an object of numbers")
+    for i, row in enumerate(traces):  # [1] drew nothing and exited 0
+        _need(isinstance(row, dict), path, f"/traces/{i}", "each trace row must be an object")
     return {"by_agent": by_agent, "traces": traces}
 
 
