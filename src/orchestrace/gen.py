@@ -250,12 +250,14 @@ def generate(
     trace_id: str | None = None,
 ) -> Trace:
     """One synthetic trace of about ``size`` events (it ends a round cleanly, so a few more)."""
-    if topology not in _GENERATORS:
-        from .core.errors import OrchestraceError
+    from .core.errors import OrchestraceError
 
+    if topology not in _GENERATORS:
         raise OrchestraceError(
             "OT021", f"unknown topology {topology!r}; choose from {', '.join(GEN_TOPOLOGIES)}"
         )
+    if seed < 0:  # numpy's "expected non-negative integer" was an internal error (exit 3)
+        raise OrchestraceError("OT010", f"the seed must be >= 0, got {seed}")
     assert topology in TOPOLOGIES
     rng = np.random.default_rng(seed)
     b = _SyntheticRun(rng, error_rate)

@@ -367,3 +367,26 @@ def test_several_traces_to_a_name_that_is_not_jsonl_say_why_it_is_one_trace(tmp_
     ) as ei:
         ot.save(two, tmp_path / "a.txt")
     assert ".json file" not in ei.value.message and ei.value.code == "OT112"
+
+
+def test_an_output_that_is_a_folder_or_under_a_file_is_named(tmp_path):
+    """reward/credit/view/gen -o FOLDER failed at the final rename, after all the work, and -o
+    FILE/x.json at mkdir: internal errors (exit 3). Now OT001 before anything is computed."""
+    tr = generate(seed=0, size=10)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(LoadError, match="is a directory, expected a file to write") as e:
+        ot.save(tr, tmp_path / "out")
+    assert (e.value.code, e.value.exit_code, e.value.path) == ("OT001", 2, str(tmp_path / "out"))
+    (tmp_path / "f").write_text("")
+    with pytest.raises(LoadError, match="a folder on its path is a file") as e:
+        ot.save(tr, tmp_path / "f" / "t.json")
+    assert e.value.path == str(tmp_path / "f" / "t.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "out"]  # no .partial- file left
+
+
+def test_a_negative_seed_is_refused():
+    from orchestrace.core.errors import OrchestraceError
+
+    with pytest.raises(OrchestraceError, match="the seed must be >= 0, got -5") as e:  # numpy's ValueError
+        generate(seed=-5, size=10)
+    assert e.value.code == "OT010"

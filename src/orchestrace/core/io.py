@@ -113,10 +113,19 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[str]:
         yield p
         return
     target = Path(p)
-    target.parent.mkdir(parents=True, exist_ok=True)
     import tempfile  # here: a command that writes nothing does not pay its start-up time
 
-    fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=f"-{target.name}", dir=target.parent)
+    # a folder there failed at the final os.replace, a file where a folder belongs at mkdir: both
+    # were internal errors (exit 3), the first after all the work
+    if target.is_dir():
+        raise LoadError("OT001", "is a directory, expected a file to write", path=p)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=f"-{target.name}", dir=target.parent)
+    except (FileExistsError, NotADirectoryError):
+        raise LoadError("OT001", "cannot write here: a folder on its path is a file", path=p) from None
+    except OSError as e:
+        raise LoadError("OT001", f"cannot write here: {e.strerror or e}", path=p) from None
     os.close(fd)
     umask = os.umask(0o022)  # read it (os.umask sets and returns): mkstemp's 0600 would stay
     os.umask(umask)
