@@ -27,6 +27,15 @@ def run_cli(args: list[str], capsys) -> tuple[int, str]:
     return int(e.value.code or 0), cap.out + cap.err
 
 
+def verifier_spec(folder, verifier: str):
+    """A reward spec file whose team channel is this test module's ``verifier``."""
+    path = folder / f"{verifier}.toml"
+    path.write_text(
+        f'[[terms]]\nchannel = "team"\n[hooks]\nverifier = "test_team_train:{verifier}"\n', encoding="utf-8"
+    )
+    return path
+
+
 def reward_by_seed(trace) -> float:
     """A verifier for tests: 1 for runs with an even seed, else 0 (so every group has both)."""
     return float(trace.metadata["runtime"]["seed"] % 2 == 0)
@@ -52,11 +61,7 @@ def tiny(tmp_path_factory):
     from orchestrace.learn.team.config import TeamConfig
     from orchestrace.learn.team.step import make_step
 
-    spec = tmp_path_factory.mktemp("spec") / "by_seed.toml"
-    spec.write_text(
-        '[[terms]]\nchannel = "team"\n[hooks]\nverifier = "test_team_train:reward_by_seed"\n',
-        encoding="utf-8",
-    )
+    spec = verifier_spec(tmp_path_factory.mktemp("spec"), "reward_by_seed")
     cfg = TeamConfig(questions=1, group=2, train_pool=2, heldout=1, epochs=2, lr=1e-3, reward=str(spec))
     return cfg, make_step(cfg, threads=1)
 
@@ -232,12 +237,7 @@ def test_loo_fork_rloo_trains_every_sample_of_the_last_call(trained, tmp_path):
 
     _, step, _, recs = trained
     traces = recs[1].traces
-    spec_path = tmp_path / "even.toml"
-    spec_path.write_text(
-        '[[terms]]\nchannel = "team"\n[hooks]\nverifier = "test_team_train:final_of_even_length"\n',
-        encoding="utf-8",
-    )
-    spec = load_spec(spec_path)
+    spec = load_spec(verifier_spec(tmp_path, "final_of_even_length"))
     forks = run_forks(step.backend, traces, resamples=3)
     assert len(forks) == 5 * len(traces)  # two solvers dropped, the aggregator sampled 3 times
     batch = read_batch(traces, spec, "loo-fork", "agent", 3)
@@ -279,12 +279,7 @@ def test_shapley_fork_credit_uses_forks_without_every_subset(trained, tmp_path):
 
     _, step, _, recs = trained
     traces = recs[1].traces
-    spec_path = tmp_path / "heard.toml"
-    spec_path.write_text(
-        '[[terms]]\nchannel = "team"\n[hooks]\nverifier = "test_team_train:heard_any_solver"\n',
-        encoding="utf-8",
-    )
-    spec = load_spec(spec_path)
+    spec = load_spec(verifier_spec(tmp_path, "heard_any_solver"))
     forks = run_forks(step.backend, traces, subsets=True)
     assert len(forks) == 4 * len(traces)  # two solvers, both, the aggregator resampled
     both = load_one(fork_path(traces[0], "solver_0+solver_1"))
