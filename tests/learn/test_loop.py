@@ -246,3 +246,47 @@ def test_a_nan_figure_the_writer_wrote_is_read_back(tmp_path: Path) -> None:
     rec = json.loads(p.read_text())
     p.write_text(json.dumps({**rec, "train": {"loss": math.nan}}))  # as the loop's writer writes it
     assert math.isnan(completed(tmp_path)[1].train["loss"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        # NaN rewards, an "approx_kl nan" policy, an ascent turned descent: all exit 0 before
+        (["--cost", "nan"], "--cost must be a finite number >= 0"),
+        (["--update", "weighted", "--lr", "nan"], "--lr must be a finite number > 0, got nan"),
+        (["--update", "weighted", "--lr", "-1"], "--lr must be a finite number > 0, got -1.0"),
+    ],
+)
+def test_loop_stop_refuses_numbers_it_cannot_train_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture, extra: list[str], said: str
+) -> None:
+    from orchestrace.cli import main
+
+    out = tmp_path / "loop"
+    args = ["loop", "stop", "--backend", "scripted", "--questions", "2", "--budget", "3", "-k", "1"]
+    with pytest.raises(SystemExit) as e:
+        main([*args, "-o", str(out), *extra])
+    assert e.value.code == 2 and f"OT631 error: {said}" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("kw", "said"),
+    [
+        ({"cost": math.nan}, "--cost must be a finite number >= 0"),  # KeyError: 'learned', exit 3
+        ({"budget": 1}, "--budget must be >= 2 samples, got 1"),  # log(1) = 0 divided, then IndexError
+        ({"target_samples": math.nan}, "--target-samples must be a finite number > 0"),  # empty max()
+        ({"sweep_costs": [math.inf]}, "--sweep must be a finite number >= 0"),
+    ],
+)
+def test_train_stop_refuses_numbers_it_cannot_train_with(tmp_path: Path, kw: dict, said: str) -> None:
+    from orchestrace.learn.stopping.training import train_stop
+
+    bank = tmp_path / "b.jsonl"
+    rows = [
+        {"id": f"q{i}", "question": "q?", "gold": "a", "samples": ["a", "b", "a", "a"]} for i in range(12)
+    ]
+    bank.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = {"budget": 4, "sweep_costs": [], "out": str(tmp_path / "o" / "p"), "aggregate": False, "orders": 1}
+    with pytest.raises(OrchestraceError, match=re.escape(said)) as e:
+        train_stop([str(bank)], [str(bank)], **{**args, **kw})
+    assert e.value.code == "OT631" and not (tmp_path / "o").exists()

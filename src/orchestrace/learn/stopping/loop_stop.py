@@ -41,6 +41,7 @@ from .features import feature_names, prefix_features
 from .offpolicy import weighted_clipped_steps
 from .policy import PolicyConfig, StopPolicy
 from .traces import VoteEpisode, episode_from_trace
+from .training import check_numbers
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,7 @@ def train_stop_logged(
     from .traces import trace_paths
 
     check_update(update)
+    check_numbers(cost=cost, budget=budget, iterations=updates)
     if start is not None:
         pol = StopPolicy.load(start)
         check_start(pol, pol.config.budget, start)
@@ -394,6 +396,7 @@ def loop_stop(
     """Run or resume the stop loop under ``out`` (``iter-NNN/`` folders, curves.json/png); ``log``:
     ``tensorboard`` or ``mlflow`` logs every iteration's figures under ``out/<log>``."""
     check_log(log)
+    check_numbers(cost=cfg.cost, budget=cfg.budget, lr=cfg.lr)
     if cfg.target_kl is not None and cfg.update != "weighted":
         raise OrchestraceError(
             "OT630",

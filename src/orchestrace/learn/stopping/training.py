@@ -349,6 +349,38 @@ def fronts(results: Sequence[Result]) -> dict[str, list[tuple[float, float]]]:
     return {k: pareto_front(v) for k, v in fam.items()}
 
 
+def check_numbers(
+    *,
+    cost: float,
+    budget: int,
+    sweep_costs: Sequence[float] = (),
+    target_samples: float | None = None,
+    iterations: int | None = None,
+    lr: float | None = None,
+) -> None:
+    """OT631 before anything runs for a number training cannot use: a NaN cost was an internal
+    error (KeyError) or NaN rewards, a budget below 2 divided by log(1) or indexed nothing, a NaN
+    target an empty reduction, a negative cost or step or an iteration count below 1 trained on
+    without a word."""
+
+    def finite(x: float) -> bool:
+        return isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x)
+
+    for name, x in (("--cost", cost), *(("--sweep", c) for c in sweep_costs)):
+        if not (finite(x) and x >= 0):
+            raise OrchestraceError(
+                "OT631", f"{name} must be a finite number >= 0 (a price per sample), got {x}"
+            )
+    if budget < 2:
+        raise OrchestraceError("OT631", f"--budget must be >= 2 samples, got {budget}")
+    if target_samples is not None and not (finite(target_samples) and target_samples > 0):
+        raise OrchestraceError("OT631", f"--target-samples must be a finite number > 0, got {target_samples}")
+    if iterations is not None and iterations < 1:
+        raise OrchestraceError("OT631", f"--iterations must be >= 1, got {iterations}")
+    if lr is not None and not (finite(lr) and lr > 0):
+        raise OrchestraceError("OT631", f"--lr must be a finite number > 0, got {lr}")
+
+
 DEFAULT_TRAIN = ("antonyms", "countries", "continents", "capitals", "languages")
 DEFAULT_EVAL = ("plurals", "comparatives")
 TARGET_SAMPLES = 5.0  # the default sample budget: 8x fewer than fixed-40
@@ -406,6 +438,13 @@ def train_stop(
         raise OrchestraceError("OT631", "give training data as --bank or as --traces, not both")
     check_log(log)
     check_target_kl(target_kl, algo)
+    check_numbers(
+        cost=cost,
+        budget=budget,
+        sweep_costs=sweep_costs,
+        target_samples=target_samples,
+        iterations=iterations,
+    )
     log_out = str(Path(out).parent)
     t0 = time.time()
     if train_traces:
