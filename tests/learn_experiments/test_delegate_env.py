@@ -109,3 +109,31 @@ def test_cascade_paths_and_reward_by_hand(public_excerpt) -> None:
     assert response_features("She makes about 2.5 dollars, approximately")[3] == 1.0
     obs = np.concatenate([np.zeros(env.feats.shape[1]), response_features("no marker here"), [1.0]])
     assert rule_cascade(obs) == 1
+
+
+@pytest.mark.parametrize(
+    ("train", "kw", "said"),
+    [
+        # numpy's "Probabilities contain NaN" (exit 3), or trained on a reward that pays for cost
+        ("delegate", {"lam": float("nan")}, "--lambda must be a finite number >= 0, got nan"),
+        ("delegate", {"lam": -1.0}, "--lambda must be a finite number >= 0, got -1.0"),
+        ("delegate", {"iters": 0}, "--iters must be >= 1, got 0"),
+        ("swarm", {"l1": float("nan")}, "--l1 must be a finite number >= 0, got nan"),
+        ("swarm", {"eval_tasks": -1}, "--eval-tasks must be >= 1, got -1"),  # IndexError
+        ("swarm_parallel", {"branches": 0}, "--branches must be >= 1, got 0"),  # IndexError
+    ],
+)
+def test_experiment_numbers_no_run_can_use_are_refused(train: str, kw: dict, said: str) -> None:
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.learn.experiments import delegate, swarm
+
+    run = {
+        "delegate": lambda **k: delegate.train_delegate(table=toy(), **{"iters": 1, **k}),
+        "swarm": lambda **k: swarm.train_swarm(**{"iters": 1, "train_tasks": 4, "eval_tasks": 2, **k}),
+        "swarm_parallel": lambda **k: swarm.train_swarm_parallel(
+            **{"iters": 1, "train_tasks": 4, "eval_tasks": 2, **k}
+        ),
+    }[train]
+    with pytest.raises(OrchestraceError) as e:
+        run(**kw)
+    assert e.value.code == "OT665" and e.value.message == said

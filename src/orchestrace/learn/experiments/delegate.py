@@ -21,6 +21,7 @@ from .protocol import (
     Trained,
     algo_kwargs,
     need_choice,
+    need_numbers,
     paired_summary,
     split,
     summary,
@@ -257,6 +258,7 @@ def train_delegate(
     from ..envs.delegate import CascadeEnv, DelegateEnv
 
     need_choice("mode", mode, ("route", "cascade"))
+    need_numbers(**{"lambda": lam}, iters_count=iters)
     algo = algo or DELEGATE_DEFAULT_ALGO[mode]
     ent = (0.05 if mode == "cascade" else 0.02) if ent_coef is None else ent_coef
     kw = algo_kwargs(DELEGATE_ALGO, algo, lr=lr, group=group, ent_coef=ent, target_kl=target_kl)
@@ -321,6 +323,7 @@ def train_delegate_logged(
     ``run route --policy delegate=PATH --explore``. Reports the runs' mean reward and the
     self-normalised importance-weighted estimate of the new greedy router's (an estimate, not a
     held-out measurement)."""
+    need_numbers(**{"lambda": lam})
     import torch
 
     from ..envs.delegate_traces import logged_routes
@@ -386,6 +389,7 @@ def eval_delegate(
     from ..envs.delegate import CascadeEnv, DelegateEnv, cost_scale
 
     need_choice("source", source, ROUTE_SOURCES)
+    need_numbers(**{"lambda": lam})
     pol = NumpyPolicy.load(policy, env="Delegate") if policy is not None else None
     models = pol.meta.extra.get("models") if pol is not None else None
     full = load_route(source, data, models)

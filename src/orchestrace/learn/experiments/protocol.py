@@ -8,6 +8,7 @@ split with a percentile bootstrap CI over items, and the seeds are part of the r
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,23 @@ def write_trained(out: str | Path, trained: Trained[R]) -> R:
     result = msgspec.structs.replace(trained.result, files_written=[*files, str(d / trained.result_file)])
     (d / trained.result_file).write_text(json.dumps(msgspec.to_builtins(result), indent=2) + "\n")
     return result
+
+
+def need_numbers(**values: float | None) -> None:
+    """OT665 for an option no run can use, before anything runs: a NaN or infinite cost, lambda or
+    reward weight (numpy's "Probabilities contain NaN", exit 3), a negative one (trained on without
+    a word), fewer than one iteration, evaluation task or branch (an empty table, or an IndexError).
+    Names ending in ``_count`` are counts (>= 1), the others prices or weights (finite, >= 0); None
+    is a default still to be chosen."""
+    for name, v in values.items():
+        if v is None:
+            continue
+        shown = f"--{name.removesuffix('_count').replace('_', '-')}"
+        if name.endswith("_count"):
+            if v < 1:
+                raise OrchestraceError("OT665", f"{shown} must be >= 1, got {v}")
+        elif isinstance(v, bool) or not (math.isfinite(v) and v >= 0):
+            raise OrchestraceError("OT665", f"{shown} must be a finite number >= 0, got {v}")
 
 
 def need_choice(name: str, value: str, allowed: Sequence[str]) -> None:

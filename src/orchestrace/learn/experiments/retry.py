@@ -11,7 +11,17 @@ import numpy as np
 
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
-from .protocol import SPLIT_SEED, AlgoSettings, MeanCI, Trained, algo_kwargs, paired_summary, split, summary
+from .protocol import (
+    SPLIT_SEED,
+    AlgoSettings,
+    MeanCI,
+    Trained,
+    algo_kwargs,
+    need_numbers,
+    paired_summary,
+    split,
+    summary,
+)
 
 if TYPE_CHECKING:
     from ..envs.retry import RetryStopEnv
@@ -183,6 +193,7 @@ def train_retry(
     from ..datasets import load_retry
     from ..envs.retry import RetryStopEnv
 
+    need_numbers(cost=cost, iters_count=iters)
     kw = algo_kwargs(RETRY_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef, target_kl=target_kl)
     by_family: dict[str, RetryFamily] = {}
     policies: dict[str, NumpyPolicy] = {}
@@ -241,6 +252,7 @@ def eval_retry(
     from ..datasets import load_retry
     from ..envs.retry import RetryStopEnv
 
+    need_numbers(cost=cost)
     pol = NumpyPolicy.load(policy, env="RetryStop")
     c = float(pol.meta.extra.get("cost", 0.02)) if cost is None else cost
     tasks = load_retry(family, data)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..rl.rollouts import NumpyPolicy, run_episode
 from ..rl.train_gym import train_policy
-from .protocol import AlgoSettings, MeanCI, Trained, algo_kwargs, paired_summary, summary
+from .protocol import AlgoSettings, MeanCI, Trained, algo_kwargs, need_numbers, paired_summary, summary
 
 if TYPE_CHECKING:
     from ..envs.swarm import SwarmConfig, SwarmEnv, SwarmTask
@@ -244,6 +244,7 @@ def train_swarm(
     (``traces``, a glob: ``envs.swarm_traces``) or ``tasks`` given in memory."""
     from ..envs.swarm import SwarmEnv
 
+    need_numbers(l1=l1, l2=l2, iters_count=iters, eval_tasks_count=eval_tasks)
     kw = algo_kwargs(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef, target_kl=target_kl)
     if traces is not None:
         from ..envs.swarm_traces import tasks_from_traces
@@ -302,6 +303,7 @@ def train_swarm_parallel(
     from ..envs.swarm_parallel import SwarmParallelEnv, check_credit, parallel_env
 
     check_credit(credit)
+    need_numbers(l1=l1, l2=l2, iters_count=iters, eval_tasks_count=eval_tasks, branches_count=branches)
     kw = algo_kwargs(SWARM_ALGO, algo, lr=lr, group=group, ent_coef=ent_coef, target_kl=target_kl)
     env = parallel_env(branches=branches, task_seed=SWARM_TRAIN_SEED, l1=l1, l2=l2, credit=credit)
     held_env = SwarmParallelEnv(branches=branches, task_seed=SWARM_TEST_SEED)  # eval_swarm_parallel's own
@@ -344,6 +346,7 @@ def eval_swarm(policy: str | Path | None = None, *, eval_tasks: int = 200, seed:
     """Held-out DAGs: a saved policy (if given) and every baseline, with measured Critical Steps."""
     from ..envs.swarm import SwarmEnv
 
+    need_numbers(eval_tasks_count=eval_tasks)
     pol = _load_swarm_policy(policy) if policy is not None else None
     r = _swarm_report(SwarmEnv(task_seed=SWARM_TEST_SEED), pol, eval_tasks, seed)
     return SwarmEval(**msgspec.structs.asdict(r), env="Swarm", seed=seed, test_task_seed=SWARM_TEST_SEED)
@@ -380,6 +383,7 @@ def eval_swarm_parallel(
     from ..envs.swarm import baseline_ks
     from ..envs.swarm_parallel import SwarmParallelEnv
 
+    need_numbers(eval_tasks_count=eval_tasks, branches_count=branches)
     pol = _load_swarm_policy(policy) if isinstance(policy, str | Path) else policy
     env = SwarmParallelEnv(branches=branches, task_seed=SWARM_TEST_SEED)
 
