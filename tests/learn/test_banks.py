@@ -123,3 +123,25 @@ def test_one_sample_accuracy_is_the_mean_over_every_sample() -> None:
     assert one_sample_accuracy(b) == 0.5
     assert one_sample_accuracy(b, 2) == 0.5  # (1/2 + 1/2) / 2
     assert one_sample_accuracy(b, 1) == 1.0
+
+
+def test_a_synthetic_bank_of_no_question_or_a_negative_seed_is_refused() -> None:
+    from orchestrace.learn.stopping.banks import synthetic_bank
+
+    # bank synth -n -5 wrote an empty file and "wrote -5 synthetic questions"; --seed -1 was numpy's
+    # ValueError (exit 3)
+    for kw, said in (
+        ({"n": -5}, "at least one question, got -5"),
+        ({"n": 3, "seed": -1}, "seed must be >= 0"),
+    ):
+        with pytest.raises(OrchestraceError, match=said) as e:
+            synthetic_bank(**kw)
+        assert e.value.code == "OT610"
+
+
+def test_eval_stop_with_a_budget_below_two_is_refused() -> None:
+    from orchestrace.learn.stopping.training import eval_stop
+
+    with pytest.raises(OrchestraceError, match="--budget must be >= 2 samples, got 0") as e:  # IndexError
+        eval_stop("antonyms", budget=0)
+    assert e.value.code == "OT631"

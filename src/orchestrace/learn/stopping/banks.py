@@ -297,6 +297,10 @@ def synthetic_bank(
     n: int, params: SynthParams = SynthParams(), seed: int = 0, name: str = "synthetic"
 ) -> Bank:
     """Draw a bank of n questions from ``params``; same seed, same bank."""
+    if n < 1:  # -n -5 wrote an empty bank and said "wrote -5 synthetic questions"
+        raise OrchestraceError("OT610", f"a synthetic bank needs at least one question, got {n}")
+    if seed < 0:  # numpy's "expected non-negative integer" (exit 3)
+        raise OrchestraceError("OT610", f"the seed must be >= 0, got {seed}")
     rng = np.random.default_rng(seed)
     qs: list[BankQuestion] = []
     k = params.distractors

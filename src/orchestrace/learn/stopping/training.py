@@ -302,6 +302,7 @@ def eval_stop(
     map_fn: Callable[[Callable[[Method], Result], list[Method]], Iterable[Result]] = map,
     orders: int = 1,
 ) -> list[Result]:
+    check_numbers(cost=0.0, budget=budget)  # --budget 0: an IndexError (exit 3)
     bank = load_bank(bank_path)
     if bank.min_samples < budget:
         raise OrchestraceError(

@@ -28,7 +28,7 @@ from .evaluation import Result, paired_diff_ci, run_rule, run_stopper, tables
 from .online import adaptive_pool, adaptive_stopper, run_online, train_adaptive
 from .policy import StopPolicy
 from .rules import Method, consol_sprt, default_methods, sweep_methods
-from .training import DEFAULT_COST, merge, policy_method, policy_rule, split, train_policy
+from .training import DEFAULT_COST, check_numbers, merge, policy_method, policy_rule, split, train_policy
 
 RULE_FAMILIES = ("fixed-k", "ac-beta", "ac-dirichlet", "esc", "consol-sprt", "majority-share", "entropy")
 LEARNED_COSTS = (0.001, DEFAULT_COST, 0.01, 0.03)
@@ -136,6 +136,7 @@ def leave_one_family_out(
     fixed-``budget`` voting on the reported half. The held-out families are independent and
     seeded, so ``map_fn`` (a Ray map from the CLI's ``--ray``) may run them in parallel with the
     same results. Returns the report and every result per family."""
+    check_numbers(cost=0.0, budget=budget)
     banks = list(banks) if banks is not None else [default_bank(n) for n in default_bank_names()]
     if len(banks) < 2:
         raise ValueError("leave-one-family-out needs at least two banks")
