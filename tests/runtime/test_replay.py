@@ -271,3 +271,65 @@ def test_runs_that_cancelled_agents_replay_identically(tmp_path):
         assert original.metadata["outcome"]["stop_reason"] == reason
         assert any(e.type == "despawn" and e.attrs["reason"] == "cancelled" for e in original.events)
         assert res.live_calls == 0 and same_trace(res.trace, original) is None
+
+
+def _recorded_with(tmp_path, edit):
+    """A recorded vote run whose runtime metadata (on every record that carries it) ``edit`` changed."""
+    import json
+
+    p = str(tmp_path / "r.events.jsonl")
+    run("vote", p, backend=backend_spec("scripted"), config={"budget": 2})
+    recs = [json.loads(line) for line in open(p)]
+    for r in recs:
+        if isinstance(r.get("metadata"), dict) and "runtime" in r["metadata"]:
+            edit(r["metadata"])
+    with open(p, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in recs))
+    return p
+
+
+@pytest.mark.parametrize(
+    ("edit", "pointer", "said"),
+    [
+        # each was an internal error (exit 3): float("abc"), int([1]), dict([1]), an AssertionError
+        (lambda m: m["runtime"].update(timeout="abc"), "/metadata/runtime", "Expected `float`, got `str` - at `$.timeout`"),
+        (lambda m: m["runtime"].update(seed=[1]), "/metadata/runtime", "Expected `int`, got `array` - at `$.seed`"),
+        (lambda m: m["runtime"].update(config=[1]), "/metadata/runtime", "got `array` - at `$.config`"),
+        (lambda m: m["runtime"].update(retries=-1), "/metadata/runtime", "Expected `int` >= 0 - at `$.retries`"),
+        (lambda m: m["runtime"].update(budget={"tokens": "x"}), "/metadata/runtime", "at `$.budget.tokens`"),
+        (lambda m: m.update(fork={"at": "e1", "index": "x", "do": 5}), "/metadata/fork", "at `$.index`"),
+    ],
+)  # fmt: skip
+def test_a_recorded_run_with_values_of_the_wrong_type_cannot_be_replayed(tmp_path, edit, pointer, said):
+    p = _recorded_with(tmp_path, edit)
+    with pytest.raises(OrchestraceError) as e:
+        replay(p, str(tmp_path / "out.events.jsonl"))
+    assert (e.value.code, e.value.exit_code, e.value.path, e.value.pointer) == ("OT606", 1, p, pointer)
+    assert said in e.value.message
+
+
+@pytest.mark.parametrize(
+    ("kw", "said"),
+    [
+        ({"timeout": -1.0}, "--timeout must be a finite number of seconds > 0"),  # every call timed out
+        ({"timeout": float("nan")}, "--timeout must be a finite number of seconds > 0"),  # never timed out
+        ({"retries": -1}, "--retries must be >= 0, got -1"),  # AssertionError, exit 3
+    ],
+)
+def test_run_limits_no_run_can_use_are_refused(tmp_path, kw, said):
+    with pytest.raises(OrchestraceError, match=said) as e:
+        run("vote", str(tmp_path / "r.events.jsonl"), backend=backend_spec("scripted"), **kw)
+    assert e.value.code == "OT010"
+
+
+def test_a_negative_budget_is_refused_not_an_empty_run(tmp_path):
+    from orchestrace.runtime.orchestrator import Budget
+
+    # the run stopped before it began: one event, "stop: budget:tokens", exit 0
+    with pytest.raises(OrchestraceError, match="--budget-tokens must be a finite number > 0, got -5"):
+        run(
+            "vote",
+            str(tmp_path / "r.events.jsonl"),
+            backend=backend_spec("scripted"),
+            budget=Budget(tokens=-5),
+        )

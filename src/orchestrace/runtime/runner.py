@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import math
 import os
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -193,6 +194,7 @@ async def execute(
         raise OrchestraceError(
             "OT010", "is a folder: the run writes one event log (e.g. runs/a.events.jsonl)", path=out
         )
+    _check_limits(timeout, retries, budget)
     read = _ReadKeys(config or {})
     setup: Setup = load_program(program)(read)
     if trace_policies:
@@ -285,9 +287,57 @@ async def execute(
     )
 
 
+def _check_limits(timeout: float, retries: int, budget: Budget | None) -> None:
+    """--timeout -1 failed every call, nan never timed out; --retries -1 was an AssertionError;
+    a negative budget stopped the run before it began and exited 0, a NaN one never stopped it."""
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise OrchestraceError("OT010", f"--timeout must be a finite number of seconds > 0, got {timeout}")
+    if retries < 0:
+        raise OrchestraceError("OT010", f"--retries must be >= 0, got {retries}")
+    flags = {"tokens": "--budget-tokens", "usd": "--budget-usd", "wall_clock_s": "--budget-seconds"}
+    for name, v in (vars(budget) if budget is not None else {}).items():
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise OrchestraceError("OT010", f"{flags[name]} must be a finite number > 0, got {v}")
+
+
 def run(program: str, out: str, **kw: Any) -> RunResult:
     """Synchronous ``execute`` for scripts and the CLI."""
     return asyncio.run(execute(program, out, **kw))
+
+
+class _RecordedBudget(msgspec.Struct):
+    tokens: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    usd: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    wall_clock_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+
+
+class _RecordedRun(msgspec.Struct):
+    """What a re-run reads of ``metadata.runtime``, with the types the runtime writes: a timeout of
+    "abc", a seed that is a list, a config that is no object... were internal errors (exit 3), a
+    negative retry count an AssertionError."""
+
+    program: str
+    config: dict[str, Any] | None = None
+    seed: int = 0
+    backend: dict[str, Any] | None = None
+    clock: Clock = "wall"
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    retries: Annotated[int, msgspec.Meta(ge=0)] = 2
+    budget: _RecordedBudget | None = None
+
+
+class _RecordedFork(msgspec.Struct):
+    at: str
+    index: Annotated[int, msgspec.Meta(ge=0)]
+    do: str
+    fresh_ids_from: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+def _recorded(value: Any, kind: type[msgspec.Struct], path: str, pointer: str) -> Any:
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as e:
+        raise BadInput("OT606", f"cannot re-run this trace: {e}", path=path, pointer=pointer) from None
 
 
 def _runtime_meta(tr: Trace, path: str) -> dict[str, Any]:
@@ -298,6 +348,7 @@ def _runtime_meta(tr: Trace, path: str) -> dict[str, Any]:
             "this trace was not recorded by the orchestrace runtime (no metadata.runtime): it cannot be re-run",
             path=path,
         )
+    rt = {**rt, **msgspec.to_builtins(_recorded(rt, _RecordedRun, path, "/metadata/runtime"))}
     cp = cache_path(path)
     if not os.path.exists(cp):
         raise OrchestraceError(
@@ -326,12 +377,12 @@ def replay(path: str, out: str | None = None) -> tuple[RunResult, Trace]:
     md = original.metadata or {}
     iv = None
     fresh: tuple[int, int] | None = None
-    if isinstance(md.get("fork"), dict):
-        f = md["fork"]
-        iv = parse_intervention(f["do"])
-        iv.at, iv.event = int(f["index"]), f["at"]
-        if "fresh_ids_from" in f:  # forks recorded before fresh ids renumbered from the fork point
-            fresh = (int(f["index"]), int(f["fresh_ids_from"]))
+    if "fork" in md:
+        f = _recorded(md["fork"], _RecordedFork, path, "/metadata/fork")
+        iv = parse_intervention(f.do)
+        iv.at, iv.event = f.index, f.at
+        if f.fresh_ids_from is not None:  # forks recorded before fresh ids renumbered from the fork point
+            fresh = (f.index, f.fresh_ids_from)
     res = asyncio.run(
         execute(
             rt["program"],
