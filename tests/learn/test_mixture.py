@@ -84,6 +84,38 @@ def test_bad_mixture_config_is_a_clear_error(tmp_path, bad) -> None:
     assert e.value.code == "OT622" and "m.json" in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        # each was taken as written: a threshold of 2 or NaN never stopped, "bogus" ran as relu, a
+        # budget of "4" stayed a string, a NaN mixture cost was kept
+        (lambda c: c.update(threshold=2.0), "threshold must be in [0, 1], got 2.0"),
+        (lambda c: c.update(threshold=float("nan")), "threshold must be in [0, 1], got nan"),
+        (lambda c: c.update(activation="bogus"), "activation 'bogus' is not tanh or relu"),
+        (lambda c: c.update(budget="4"), "Expected `int`, got `str` - at `$.budget`"),
+        (lambda c: c.update(hidden=[-1]), "hidden layer sizes must be >= 1"),
+        (lambda c: c.update(cost=-1), "cost must be a finite number >= 0, got -1"),
+        (lambda c: c.update(mixture={"prob": 0.5, "cost": float("nan")}), "mixture must be"),
+    ],
+)
+def test_a_policy_config_with_values_out_of_range_is_refused(tmp_path, edit, said) -> None:
+    _policy(0.02, 1.0).save(str(tmp_path / "p"))
+    cfg = json.loads((tmp_path / "p.json").read_text())
+    edit(cfg)
+    (tmp_path / "p.json").write_text(json.dumps(cfg))
+    with pytest.raises(OrchestraceError) as e:
+        StopPolicy.load(str(tmp_path / "p"))
+    assert e.value.code == "OT622" and e.value.path == str(tmp_path / "p.json") and said in e.value.message
+
+
+def test_a_policy_config_that_is_not_utf8_is_refused(tmp_path) -> None:
+    _policy(0.02, 1.0).save(str(tmp_path / "p"))
+    (tmp_path / "p.json").write_bytes(b'{"budget": 4, "x": "\xff"}')  # UnicodeDecodeError, exit 3
+    with pytest.raises(OrchestraceError, match="not UTF-8") as e:
+        StopPolicy.load(str(tmp_path / "p"))
+    assert e.value.code == "OT622"
+
+
 def test_calibrated_mixture_spends_the_budget() -> None:
     train = synthetic_bank(150, PARAMS, seed=0)
     held = synthetic_bank(60, PARAMS, seed=5)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from ...core.errors import BadInput, OrchestraceError
@@ -52,6 +53,41 @@ class PolicyConfig:
     # ``mixture["prob"]``, this one otherwise; None: a single policy
     mixture: dict[str, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+_KNOWN_FIELDS = frozenset(f.name for f in fields(PolicyConfig))
+
+
+def _read_config(text: str, path: str) -> PolicyConfig:
+    """A policy config with its types and ranges checked: fields were taken as given, so a threshold
+    of 2 (or NaN) never stopped, an activation of "bogus" ran as relu and a budget of "4" was a string."""
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise TypeError(f"a JSON {type(raw).__name__}, not an object")
+        if unknown := sorted(set(raw) - _KNOWN_FIELDS):
+            raise TypeError(f"unknown field(s) {', '.join(unknown)}")
+        config = msgspec.convert(raw, PolicyConfig)
+    except (TypeError, ValueError, msgspec.ValidationError) as e:  # ValueError: JSONDecodeError
+        raise BadInput("OT622", f"bad policy config: {e}", path=path) from None
+    checks = (
+        (config.activation in ("tanh", "relu"), f"activation {config.activation!r} is not tanh or relu"),
+        (config.budget >= 2, f"budget must be >= 2, got {config.budget}"),
+        (
+            np.isfinite(config.cost) and config.cost >= 0,
+            f"cost must be a finite number >= 0, got {config.cost}",
+        ),
+        (bool(0 <= config.threshold <= 1), f"threshold must be in [0, 1], got {config.threshold}"),
+        (all(h >= 1 for h in config.hidden), f"hidden layer sizes must be >= 1, got {config.hidden}"),
+        (
+            config.aggregator is None or bool(np.all(np.isfinite(config.aggregator))),
+            "aggregator weights must be finite",
+        ),
+    )
+    for ok, message in checks:
+        if not ok:
+            raise BadInput("OT622", f"bad policy config: {message}", path=path)
+    return config
 
 
 class StopPolicy:
@@ -175,15 +211,16 @@ class StopPolicy:
             raise BadInput("OT606", f"this file is {what}, not a stop policy", path=st)
         cfg_text = None
         if os.path.isfile(base + ".json"):
-            with open(base + ".json") as f:
-                cfg_text = f.read()
+            try:
+                with open(base + ".json", encoding="utf-8") as f:
+                    cfg_text = f.read()
+            except UnicodeDecodeError as e:  # an internal error (exit 3)
+                raise BadInput("OT622", f"bad policy config: not UTF-8 ({e.reason} at byte {e.start})",
+                               path=base + ".json") from None  # fmt: skip
         cfg_text = cfg_text or meta.get("orchestrace.policy")
         if not cfg_text:
             raise BadInput("OT622", "policy config missing (no .json and no metadata)", path=st)
-        try:
-            config = PolicyConfig(**json.loads(cfg_text))
-        except (TypeError, json.JSONDecodeError) as e:
-            raise BadInput("OT622", f"bad policy config: {e}", path=base + ".json") from None
+        config = _read_config(cfg_text, base + ".json")
         n = len(config.hidden) + 1
 
         def layers(prefix: str) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -212,10 +249,11 @@ class StopPolicy:
                 or set(mix) != {"prob", "cost"}
                 or not all(isinstance(v, int | float) for v in mix.values())
                 or not 0.0 <= mix["prob"] <= 1.0
+                or not (np.isfinite(mix["cost"]) and mix["cost"] >= 0)
             ):
                 raise BadInput(
                     "OT622",
-                    'mixture must be {"prob": p in [0, 1], "cost": c}',
+                    'mixture must be {"prob": p in [0, 1], "cost": c (finite, >= 0)}',
                     path=base + ".json",
                 )
             alt_cfg = replace(config, cost=float(mix["cost"]), mixture=None)
