@@ -108,7 +108,53 @@ def test_a_policy_of_the_old_observation_is_a_clear_error(tmp_path) -> None:
     from orchestrace.learn.experiments import eval_swarm
     from orchestrace.learn.rl.rollouts import NumpyPolicy, PolicyMeta
 
-    old = NumpyPolicy(PolicyMeta("Swarm", 18, 9, [], 0, {}), [(np.zeros((18, 9)), np.zeros(9))])
+    old = NumpyPolicy(PolicyMeta("Swarm", 18, 9, [], 0, {}), [(np.zeros((9, 18)), np.zeros(9))])  # (out, in)
     path = old.save(tmp_path / "swarm-18")
     with pytest.raises(OrchestraceError, match="18 features, the Swarm env has 26"):
         eval_swarm(path, eval_tasks=1)
+
+
+@pytest.mark.parametrize(
+    ("meta", "weights", "said"),
+    [
+        # a matmul error at the first decision (exit 3), a NaN policy, a missing tensor (exit 3)
+        ({}, [(np.zeros((9, 3)), np.zeros(9))], "layer 0 is (9, 3) + (9,), expected (9, 26) + (9,)"),
+        ({}, [(np.full((9, 26), np.nan), np.zeros(9))], "layer 0 holds weights that are not finite"),
+        ({"hidden": "ab"}, None, "Expected `array`, got `str` - at `$.hidden`"),
+        ({"obs_dim": "26"}, None, "Expected `int`, got `str` - at `$.obs_dim`"),
+    ],
+)
+def test_a_policy_file_whose_layers_do_not_fit_is_refused(tmp_path, meta, weights, said) -> None:
+    import json
+
+    from safetensors.numpy import save_file
+
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.learn.rl.rollouts import NumpyPolicy
+
+    cfg = {"env": "Swarm", "obs_dim": 26, "n_actions": 9, "hidden": [], "seed": 0, "extra": {}, **meta}
+    w = weights or [(np.zeros((9, 26)), np.zeros(9))]
+    tensors = {
+        k: v.astype(np.float32)
+        for i, (a, b) in enumerate(w)
+        for k, v in ((f"l{i}.weight", a), (f"l{i}.bias", b))
+    }
+    save_file(tensors, str(tmp_path / "p.safetensors"), metadata={"config": json.dumps(cfg)})
+    with pytest.raises(OrchestraceError) as e:
+        NumpyPolicy.load(tmp_path / "p.safetensors")
+    assert e.value.code == "OT664" and said in e.value.message
+
+
+def test_a_policy_whose_recorded_cost_is_no_number_is_named(tmp_path) -> None:
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.learn.experiments.protocol import policy_number
+    from orchestrace.learn.rl.rollouts import NumpyPolicy, PolicyMeta
+
+    pol = NumpyPolicy(
+        PolicyMeta("RetryStop", 9, 2, [], 0, {"cost": "abc"}), [(np.zeros((2, 9)), np.zeros(2))]
+    )
+    with pytest.raises(
+        OrchestraceError, match="the policy's cost must be a finite number >= 0, got 'abc'"
+    ) as e:
+        policy_number(pol, "cost", 0.02, "p.safetensors")  # eval retry's float("abc"): exit 3
+    assert e.value.path == "p.safetensors"

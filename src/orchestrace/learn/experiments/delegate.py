@@ -23,6 +23,7 @@ from .protocol import (
     need_choice,
     need_numbers,
     paired_summary,
+    policy_number,
     split,
     summary,
 )
@@ -395,7 +396,7 @@ def eval_delegate(
     full = load_route(source, data, models)
     if pol is not None and list(models or []) != full.models:
         raise OrchestraceError("OT665", f"policy routes among {models}, the data has {full.models}")
-    lam_ = lam if lam is not None else float(pol.meta.extra.get("lambda", 0.1)) if pol is not None else 0.1
+    lam_ = lam if lam is not None else policy_number(pol, "lambda", 0.1, policy) if pol is not None else 0.1
     tr, te = split(len(full.ids))
     train_d, test_d = full.subset(tr), full.subset(te)
     scale = cost_scale(train_d)

@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 import msgspec
 import numpy as np
 
-from ...core.errors import OrchestraceError
+from ...core.errors import BadInput, OrchestraceError
 from ...core.stats import mean_ci
 from ..rl import check_algorithm, check_target_kl
 from ..rl.rollouts import NumpyPolicy
@@ -128,6 +128,17 @@ def need_numbers(**values: float | None) -> None:
                 raise OrchestraceError("OT665", f"{shown} must be >= 1, got {v}")
         elif isinstance(v, bool) or not (math.isfinite(v) and v >= 0):
             raise OrchestraceError("OT665", f"{shown} must be a finite number >= 0, got {v}")
+
+
+def policy_number(policy: NumpyPolicy, key: str, default: float, path: str | Path) -> float:
+    """``extra[key]`` a policy recorded (its training cost, lambda) as a finite number >= 0; a string
+    there was an internal error (``float("abc")``), OT664 names the policy file."""
+    v = policy.meta.extra.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v >= 0):
+        raise BadInput(
+            "OT664", f"the policy's {key} must be a finite number >= 0, got {v!r:.60}", path=str(path)
+        )
+    return float(v)
 
 
 def need_choice(name: str, value: str, allowed: Sequence[str]) -> None:

@@ -19,6 +19,7 @@ from .protocol import (
     algo_kwargs,
     need_numbers,
     paired_summary,
+    policy_number,
     split,
     summary,
 )
@@ -254,7 +255,7 @@ def eval_retry(
 
     need_numbers(cost=cost)
     pol = NumpyPolicy.load(policy, env="RetryStop")
-    c = float(pol.meta.extra.get("cost", 0.02)) if cost is None else cost
+    c = policy_number(pol, "cost", 0.02, policy) if cost is None else cost
     tasks = load_retry(family, data)
     env = RetryStopEnv(tasks, cost=c)
     tr, te = split(len(tasks))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import msgspec
 import numpy as np
 
 from ...core.errors import BadInput, OrchestraceError
@@ -31,6 +32,20 @@ class PolicyMeta:
     hidden: list[int]
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _shape_error(meta: PolicyMeta, weights: list[tuple[np.ndarray, np.ndarray]]) -> str | None:
+    """Why the layers cannot map ``obs_dim`` features to ``n_actions`` logits, or None: a layer of
+    another shape was a matmul error at the first decision (exit 3), a NaN weight a NaN policy."""
+    sizes = [meta.obs_dim, *meta.hidden, meta.n_actions]
+    if min(sizes) < 1:
+        return f"layer sizes must be >= 1, got obs_dim {meta.obs_dim}, hidden {meta.hidden}, n_actions {meta.n_actions}"
+    for i, (w, b) in enumerate(weights):
+        if w.shape != (sizes[i + 1], sizes[i]) or b.shape != (sizes[i + 1],):
+            return f"layer {i} is {w.shape} + {b.shape}, expected ({sizes[i + 1]}, {sizes[i]}) + ({sizes[i + 1]},)"
+        if not (np.all(np.isfinite(w)) and np.all(np.isfinite(b))):
+            return f"layer {i} holds weights that are not finite"
+    return None
 
 
 class NumpyPolicy:
@@ -79,7 +94,7 @@ class NumpyPolicy:
 
     @classmethod
     def load(cls, path: str | Path, env: str | None = None) -> NumpyPolicy:
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
         p = Path(path)
         st = p if p.suffix == ".safetensors" else Path(str(p.with_suffix("")) + ".safetensors")
@@ -89,13 +104,15 @@ class NumpyPolicy:
             )
         try:
             with safe_open(str(st), "np") as f:
-                meta = PolicyMeta(**json.loads((f.metadata() or {})["config"]))
+                meta = msgspec.convert(json.loads((f.metadata() or {})["config"]), PolicyMeta)
                 n = len(meta.hidden) + 1
                 weights = [(f.get_tensor(f"l{i}.weight"), f.get_tensor(f"l{i}.bias")) for i in range(n)]
-        except (KeyError, ValueError, TypeError, OSError) as e:
+        except (KeyError, ValueError, TypeError, OSError, msgspec.ValidationError, SafetensorError) as e:
             raise BadInput("OT664", f"not a policy file of this kind: {e}", path=str(st)) from None
         if env is not None and meta.env != env:
             raise BadInput("OT664", f"policy was trained on {meta.env!r}, not {env!r}", path=str(st))
+        if (why := _shape_error(meta, weights)) is not None:
+            raise BadInput("OT664", f"not a policy file of this kind: {why}", path=str(st))
         return cls(meta, weights)
 
 
