@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -158,3 +159,21 @@ def test_report_lists_every_cell_and_what_the_reviser_did(tmp_path):
     assert rep.choices == []  # no k = 3 cell
     js, written, png = write_report(rep, tmp_path)
     assert written.read_text() == md and png.stat().st_size > 0 and '"per_cell"' in js.read_text()
+
+
+@pytest.mark.parametrize(
+    ("team_json", "said"),
+    [
+        # each was an internal error (exit 3): list.get, UnicodeDecodeError, sorted([1, "a"])
+        (b"[1]", "team.json is a JSON list, not an object"),
+        (b'{"adapters": ["\xff"]}', "unreadable team.json"),
+        (b'{"adapters": [1, "solver"]}', "adapters must be a list of names, got [1, 'solver']"),
+    ],
+)
+def test_a_damaged_start_policy_is_refused_before_the_model_loads(tmp_path, team_json, said):
+    from orchestrace.learn.team.checkpoints import check_policy_file
+
+    (tmp_path / "team.json").write_bytes(team_json)
+    with pytest.raises(OrchestraceError, match=re.escape(said)) as ei:
+        check_policy_file(str(tmp_path), ["aggregator", "solver"])
+    assert ei.value.code == "OT698" and ei.value.exit_code == 1

@@ -94,11 +94,18 @@ def check_policy_file(folder: str, adapters: list[str]) -> None:
 
     p = Path(folder) / POLICY_FILE
     try:
-        info = json.loads(p.read_text(encoding="utf-8"))
+        info = json.loads(p.read_bytes())
     except OSError:
         raise BadInput("OT698", f"not a team policy folder (no {POLICY_FILE})", path=folder) from None
-    except json.JSONDecodeError as e:
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError (an internal error before)
         raise BadInput("OT698", f"unreadable {POLICY_FILE}: {e}", path=str(p)) from None
+    if not isinstance(info, dict):  # info.get: an internal error
+        raise BadInput("OT698", f"{POLICY_FILE} is a JSON {type(info).__name__}, not an object", path=str(p))
+    names = info.get("adapters")
+    if not isinstance(names, list) or not all(isinstance(a, str) for a in names):  # sorted([1, "a"])
+        raise BadInput(
+            "OT698", f"adapters must be a list of names, got {names!r:.80}", path=str(p), pointer="/adapters"
+        )
     if info.get("base_model") != base_model_id():
         raise BadInput(
             "OT698",
