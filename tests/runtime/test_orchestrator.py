@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from orchestrace.core.io import load_one
 from orchestrace.core.validate import validate_path, validate_trace
 from orchestrace.runtime.backends.base import BackendError
@@ -217,3 +221,35 @@ def test_debate_messages_read_cause_the_next_answer(tmp_path):
         # its own task message from the orchestrator, and one message from each other debater
         others = sorted(f"debater_{i}" for i in range(3) if f"debater_{i}" != r.agent)
         assert heard == sorted(["orchestrator", *others])
+
+
+@pytest.mark.parametrize(
+    ("program", "config", "said"),
+    [
+        ("debate", {"n": "abc"}, "debate: config 'n' must be a positive integer, got 'abc'"),  # int(): exit 3
+        (
+            "debate",
+            {"rounds": 0},
+            "debate: config 'rounds' must be a positive integer, got 0",
+        ),  # an empty run
+        (
+            "debate",
+            {"early": "false"},
+            "debate: config 'early' must be true or false",
+        ),  # bool("false") is True
+        ("debate", {"on_error": "stop"}, "debate: config 'on_error' must be one of continue, fail"),
+        ("centralized", {"words": "hot"}, "centralized: config 'words' must be a non-empty list"),  # h, o, t
+        ("pec", {"cycles": -1}, "pec: config 'cycles' must be a positive integer, got -1"),
+    ],
+)
+def test_a_program_config_value_of_the_wrong_kind_is_named(tmp_path, program, config, said):
+    from orchestrace.core.errors import OrchestraceError
+
+    with pytest.raises(OrchestraceError, match=re.escape(said)) as e:
+        run(
+            program,
+            str(tmp_path / "r.events.jsonl"),
+            config=config,
+            backend=ScriptedBackend(choices=["cold"]),
+        )
+    assert e.value.code == "OT604" and not (tmp_path / "r.events.jsonl").exists()

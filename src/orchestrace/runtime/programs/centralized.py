@@ -8,6 +8,8 @@ from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
 from . import Setup
 from .antonyms import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SYSTEM, word
+from .config import ON_ERROR, choice
+from .config import words as read_words
 
 WORDS = ["hot", "tall", "early", "happy"]
 SCRIPT = {"hot": "cold", "tall": "short", "early": "late", "happy": "sad", "fast": "slow", "big": "small"}
@@ -51,8 +53,8 @@ class CentralizedPolicy(BasePolicy):
 
 
 def build(config: dict[str, Any]) -> Setup:
-    words = list(config.get("words") or WORDS)
-    on_error = str(config.get("on_error", "continue"))
+    words = read_words(config, "words", WORDS, "centralized")
+    on_error = choice(config, "on_error", "continue", ON_ERROR, "centralized")
     return Setup(
         policy=CentralizedPolicy(words, on_error),
         task="antonyms of: " + ", ".join(words),

@@ -13,6 +13,7 @@ from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Message, Result, RunState, Task
 from . import Setup
 from .antonyms import ANTONYM_EXAMPLES, ANTONYM_FEWSHOT, ANTONYM_SYSTEM, word
+from .config import ON_ERROR, choice, flag, positive_int, text
 
 
 class DebatePolicy(BasePolicy):
@@ -76,11 +77,11 @@ class DebatePolicy(BasePolicy):
 
 
 def build(config: dict[str, Any]) -> Setup:
-    w = str(config.get("word", "hot"))
-    n = int(config.get("n", 3))
-    rounds = int(config.get("rounds", 3))
-    on_error = str(config.get("on_error", "continue"))
-    early = bool(config.get("early", True))
+    w = text(config, "word", "hot", "debate")
+    n = positive_int(config, "n", 3, "debate")
+    rounds = positive_int(config, "rounds", 3, "debate")
+    on_error = choice(config, "on_error", "continue", ON_ERROR, "debate")
+    early = flag(config, "early", True, "debate")
     return Setup(
         policy=DebatePolicy(ANTONYM_FEWSHOT.format(w=w), n, rounds, on_error, early),
         task=f"opposite of {w!r}",

@@ -11,6 +11,7 @@ from typing import Any
 from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Message, Result, RunState, Task
 from . import Setup
+from .config import ON_ERROR, choice, positive_int, text
 
 _OPS = {
     ast.Add: operator.add,
@@ -115,10 +116,10 @@ class PECPolicy(BasePolicy):
 
 
 def build(config: dict[str, Any]) -> Setup:
-    q = str(config.get("question", "What is 17 * 23 + 4?"))
-    cycles = int(config.get("cycles", 2))
+    q = text(config, "question", "What is 17 * 23 + 4?", "pec")
+    cycles = positive_int(config, "cycles", 2, "pec")
     return Setup(
-        policy=PECPolicy(q, cycles, str(config.get("on_error", "continue"))),
+        policy=PECPolicy(q, cycles, choice(config, "on_error", "continue", ON_ERROR, "pec")),
         task=q,
         topology="planner_executor_critic",
         tools={"calculator": calculator},

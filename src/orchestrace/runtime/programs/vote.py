@@ -25,6 +25,7 @@ from ..backends.scripted import ScriptedBackend
 from ..orchestrator import AgentSpec, BasePolicy, Result, RunState, Task
 from . import Setup
 from .antonyms import ANTONYM_FEWSHOT, ANTONYM_SHOTS
+from .config import positive_int
 
 _ANTONYM_SHOTS = [[ANTONYM_FEWSHOT.format(w=q), a] for q, a in ANTONYM_SHOTS]
 
@@ -82,13 +83,6 @@ class VotePolicy(BasePolicy):
         return "budget" if len(s.results) >= self.budget else None
 
 
-def _int(config: dict[str, Any], key: str, default: int) -> int:
-    v = config.get(key, default)
-    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise OrchestraceError("OT604", f"vote: config {key!r} must be a positive integer, got {v!r}")
-    return v
-
-
 def _answer(config: dict[str, Any]) -> str:
     v = config.get("answer", "majority")
     if v not in ("majority", "confidence"):
@@ -111,10 +105,10 @@ def build(config: dict[str, Any]) -> Setup:
     policy = VotePolicy(
         question,
         fewshot,
-        _int(config, "budget", 8),
-        _int(config, "width", 1),
+        positive_int(config, "budget", 8, "vote"),
+        positive_int(config, "width", 1, "vote"),
         system=str(config.get("system", "You are a careful assistant. Answer briefly.")),
-        max_tokens=_int(config, "max_tokens", 8),
+        max_tokens=positive_int(config, "max_tokens", 8, "vote"),
         temperature=float(config.get("temperature", 0.7)),
         weighted=_answer(config) == "confidence",
     )
