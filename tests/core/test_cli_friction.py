@@ -261,3 +261,34 @@ def test_a_bank_name_with_a_typo_lists_the_embedded_banks() -> None:
     assert (
         "antonym: OT001 error: no such bank file, nor an embedded bank of that name (antonyms, " in r.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("target", "opt", "said"),
+    [
+        (
+            "samples",
+            "samples=abc",
+            "OT420 error: option samples must be an integer, got 'abc'",
+        ),  # int(): exit 3
+        (
+            "samples",
+            "partition=maybe",
+            "OT420 error: option partition must be true or false",
+        ),  # read as false
+        ("samples", "seed=-1", "OT420 error: option seed must be >= 0, got -1"),
+        ("trl", "max_prompt_chars=-5", "OT420 error: option max_prompt_chars must be >= 1, got -5"),
+        ("samples", "eps=abc", "OT420 error: option eps must be a number, got 'abc'"),
+        (
+            "otlp",
+            "epoch=abc",
+            "OT020 error: otlp option epoch must be a number of seconds",
+        ),  # float(): exit 3
+    ],
+)
+def test_an_export_option_that_is_no_value_of_its_kind_is_named(
+    corpus: Path, tmp_path: Path, target: str, opt: str, said: str
+) -> None:
+    out = tmp_path / ("o.json" if target == "otlp" else "o")
+    r = run("export", str(corpus), "--to", target, "--opt", opt, "-o", str(out))
+    assert r.returncode == 2 and said in r.stderr and "internal" not in r.stderr, r.stderr

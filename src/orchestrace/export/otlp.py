@@ -387,7 +387,12 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
         if k == "include_content":
             out[k] = v.strip().lower() in ("1", "true", "yes", "on") if isinstance(v, str) else bool(v)
         elif k == "epoch":
-            out[k] = None if v is None else float(v)
+            try:  # float("abc") was an internal error; nan or 1e300 fail at the first span (OT416)
+                out[k] = None if v is None else float(v)
+            except ValueError:
+                raise OrchestraceError(
+                    "OT020", f"otlp option epoch must be a number of seconds, got {v!r}"
+                ) from None
         elif k == "project":
             out[k] = None if v is None else str(v)
         else:

@@ -169,14 +169,34 @@ def _fname(stream: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", stream) or "_"
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
 def _options(opts: dict[str, Any]) -> dict[str, Any]:
-    """CLI options arrive as strings; turn the known ones into their types."""
+    """CLI options arrive as strings; turn the known ones into their types. A value that is none
+    (samples=abc: int() was an internal error; partition=maybe was false) is OT420."""
     out = dict(opts)
     if isinstance(out.get("partition"), str):
-        out["partition"] = out["partition"].lower() in ("1", "true", "yes")
-    for k in ("samples", "seed", "max_prompt_chars"):
+        word = out["partition"].strip().lower()
+        if word not in (*_TRUE, *_FALSE):
+            raise OrchestraceError(
+                "OT420", f"option partition must be true or false, got {out['partition']!r}"
+            )
+        out["partition"] = word in _TRUE
+    for k, kind, low in (("samples", int, 1), ("seed", int, 0), ("max_prompt_chars", int, 1)):
         if isinstance(out.get(k), str):
-            out[k] = int(out[k])
+            try:
+                out[k] = kind(out[k])
+            except ValueError:
+                raise OrchestraceError("OT420", f"option {k} must be an integer, got {out[k]!r}") from None
+        if k in out and out[k] < low:
+            raise OrchestraceError("OT420", f"option {k} must be >= {low}, got {out[k]}")
+    for k in ("alpha", "eps"):  # reach the credit methods, which check their range
+        if isinstance(out.get(k), str):
+            try:
+                out[k] = float(out[k])
+            except ValueError:
+                raise OrchestraceError("OT420", f"option {k} must be a number, got {out[k]!r}") from None
     return out
 
 
