@@ -390,3 +390,22 @@ def test_a_negative_seed_is_refused():
     with pytest.raises(OrchestraceError, match="the seed must be >= 0, got -5") as e:  # numpy's ValueError
         generate(seed=-5, size=10)
     assert e.value.code == "OT010"
+
+
+def test_an_output_folder_that_is_a_file_is_named(tmp_path):
+    """-o FOLDER on a file (eval team, report, parquet, bank traces, export --to samples, train/loop
+    stop...) was FileExistsError or NotADirectoryError: internal errors (exit 3)."""
+    from orchestrace.cli import main
+    from orchestrace.core.paths import make_dirs
+
+    (tmp_path / "f").write_text("")
+    for path in (tmp_path / "f", tmp_path / "f" / "sub"):
+        with pytest.raises(LoadError, match="it, or a folder on its path, is a file") as e:
+            make_dirs(path)
+        assert (e.value.code, e.value.path) == ("OT001", str(path))
+    assert make_dirs(tmp_path / "a" / "b").is_dir()
+    trace = tmp_path / "t.json"
+    ot.save(generate(seed=0, size=10), trace)
+    with pytest.raises(SystemExit) as e:
+        main(["export", str(trace), "--to", "samples", "-o", str(tmp_path / "f")])
+    assert e.value.code == 2

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import BadInput
+from .paths import make_dirs
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def record_outputs(
     )
     for place in places:
         if d := os.path.dirname(place.record):
-            os.makedirs(d, exist_ok=True)
+            make_dirs(d)
         with open(place.record, "w", encoding="utf-8") as f:
             f.write(text + "\n")
     return [place.record for place in places]

@@ -9,7 +9,23 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .errors import OrchestraceError
+from .errors import LoadError, OrchestraceError
+
+
+def make_dirs(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a folder, made with its parents when missing. A file there or on its way is
+    OT001 naming the path; it was FileExistsError or NotADirectoryError, an internal error (exit 3)
+    of every command that writes a folder (-o FOLDER) or a file in one."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise LoadError(
+            "OT001", "cannot make this folder: it, or a folder on its path, is a file", path=str(p)
+        ) from None
+    except OSError as e:
+        raise LoadError("OT001", f"cannot make this folder: {e.strerror or e}", path=str(p)) from None
+    return p
 
 
 def data_dir(required: bool = True) -> Path | None:

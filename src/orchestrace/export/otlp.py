@@ -40,6 +40,7 @@ import orjson
 
 from ..core.errors import BadInput
 from ..core.model import Event, Trace, event_to_dict, trace_to_dict
+from ..core.paths import make_dirs
 from .context import event_prompts, task_text
 
 SCOPE = {"name": "orchestrace", "version": "0.1.0"}
@@ -476,7 +477,7 @@ def export_otlp(traces: Iterable[Trace], out: str, **options: Any) -> int:
             "OT020", "headers/timeout/encoding apply only when the output is an OTLP endpoint"
         )
     if p != "-":
-        Path(p).parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(Path(p).parent)
     n = 0
     lines = p.endswith(".jsonl")
     binary = p.endswith((".pb", ".binpb"))

@@ -36,6 +36,7 @@ import orjson
 from ..core.errors import OrchestraceError
 from ..core.io import atomic_output
 from ..core.model import Trace
+from ..core.paths import make_dirs
 from ..credit import EPS, assign_credit, normalise, option_names, unit_keys
 from ..reward.spec import channel_value
 from .context import DEFAULT_MAX_CHARS, event_prompts
@@ -201,7 +202,7 @@ def _options(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_jsonl(rows_by_stream: dict[str, list[dict[str, Any]]], out: str) -> int:
-    os.makedirs(out, exist_ok=True)
+    make_dirs(out)
     n = 0
     for stream, rows in rows_by_stream.items():
         with atomic_output(os.path.join(out, _fname(stream) + ".jsonl")) as tmp, open(tmp, "wb") as f:
@@ -285,7 +286,7 @@ def export_verl(traces: Iterable[Trace], out: str, **opts: Any) -> int:
     import pyarrow.parquet as pq
 
     streams = samples(traces, **_options(opts))
-    os.makedirs(out, exist_ok=True)
+    make_dirs(out)
     n = 0
     for stream, rows in streams.items():
         table = pa.Table.from_pylist([verl_row(s, i) for i, s in enumerate(rows)])

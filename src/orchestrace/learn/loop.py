@@ -25,6 +25,7 @@ from typing import Protocol
 import msgspec
 
 from ..core.errors import BadInput, LoadError, OrchestraceError
+from ..core.paths import make_dirs
 from .scalar_log import log_scalars
 
 ITERATION_FILE = "iteration.json"
@@ -197,8 +198,7 @@ def run_loop(
     """
     if iterations < 0:
         raise OrchestraceError("OT681", f"iterations must be >= 0, got {iterations}")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_dirs(out)
     records = completed(out)
     if not records:
         d = iteration_dir(out, 0)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.errors import OrchestraceError
+from ..core.paths import make_dirs
 
 LOG_FORMATS = ("tensorboard", "mlflow")
 MLFLOW_DB = "mlflow.db"
@@ -112,7 +113,7 @@ def mlflow_store(root: Path) -> tuple[Any, str]:
         # after the import, which sets MLflow's logger to INFO: creating a store logs its migrations
         for name in ("mlflow", "alembic"):
             logging.getLogger(name).setLevel(logging.WARNING)
-        root.mkdir(parents=True, exist_ok=True)
+        make_dirs(root)
         client = MlflowClient(tracking_uri=f"sqlite:///{(root / MLFLOW_DB).resolve()}")
     found = client.get_experiment_by_name(MLFLOW_EXPERIMENT)
     if found is not None:

@@ -19,6 +19,7 @@ import tempfile
 from typing import Any
 
 from ..core.errors import OrchestraceError
+from ..core.paths import make_dirs
 from ..parallel import LOCAL, ensure_ray
 from .db import connect, store_error
 from .schema import TABLES
@@ -77,7 +78,7 @@ def export_parquet(
     for n in names:
         if os.path.exists(os.path.join(out, n)) and not overwrite:
             raise OrchestraceError("OT011", f"{n}/ exists already (use --overwrite to replace it)", path=out)
-    os.makedirs(out, exist_ok=True)
+    make_dirs(out)
     con = connect(store, read_only=True)
     if tables is None:  # an orchestrace-store/1 file has no summary
         present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}

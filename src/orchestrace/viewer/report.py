@@ -38,6 +38,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import LoadError, OrchestraceError
+from ..core.paths import make_dirs
 from ..core.stats import pareto_front
 
 COST_KEYS = ("cost", "mean_samples", "usd", "tokens")
@@ -519,7 +520,7 @@ def build_report(run_dir: str | Path, out: str | Path | None = None) -> RunRepor
     if not run.is_dir():
         raise OrchestraceError("OT001", "run directory not found", path=str(run))
     dest = Path(out) if out is not None else default_report_dir(run)
-    dest.mkdir(parents=True, exist_ok=True)
+    make_dirs(dest)
     files = sorted(p for p in run.rglob("*") if p.is_file())
     pareto = [p for p in files if p.name.startswith("pareto") and p.suffix == ".json"]
     curves = [p for p in files if p.name.startswith("learning_curve") and p.suffix == ".json"]

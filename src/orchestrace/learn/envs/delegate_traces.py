@@ -25,6 +25,7 @@ import numpy as np
 
 from ...core.errors import BadInput
 from ...core.model import Trace
+from ...core.paths import make_dirs
 from ...runtime.programs.route import AGENT_PREFIX
 from ..datasets import RouteData
 from .delegate import query_features
@@ -243,7 +244,7 @@ def route_to_traces(data: RouteData, out_dir: str) -> list[str]:
     """One route trace per (query, model): the model's logged answer, quality and price; returns the paths."""
     from ...runtime.recorder import Recorder
 
-    os.makedirs(out_dir, exist_ok=True)
+    make_dirs(out_dir)
     paths = []
     for q, qid in enumerate(data.ids):
         for j, m in enumerate(data.models):

@@ -18,6 +18,7 @@ import msgspec
 import numpy as np
 
 from ...core.errors import BadInput, OrchestraceError
+from ...core.paths import make_dirs
 from ...core.stats import mean_ci
 from ..rl import check_algorithm, check_target_kl
 from ..rl.rollouts import NumpyPolicy
@@ -102,8 +103,7 @@ class Trained(Generic[R]):
 def write_trained(out: str | Path, trained: Trained[R]) -> R:
     """Save the policies and the result JSON in OUT; the result returned (and written) lists
     every file in ``files_written`` (the policies, then the JSON itself) for the CLI to name."""
-    d = Path(out)
-    d.mkdir(parents=True, exist_ok=True)
+    d = make_dirs(out)
     files: list[str] = []
     for name, policy in trained.policies.items():
         st = policy.save(d / name)

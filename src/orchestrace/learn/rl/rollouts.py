@@ -19,6 +19,7 @@ import msgspec
 import numpy as np
 
 from ...core.errors import BadInput, OrchestraceError
+from ...core.paths import make_dirs
 
 #: the decision a policy answers, by the environment it was trained on (``orchestrace.decision``)
 ENV_DECISION = {"RetryStop": "retry_stop", "Delegate": "delegate", "Swarm": "spawn"}
@@ -79,7 +80,7 @@ class NumpyPolicy:
 
         base = Path(path)
         base = base.with_suffix("") if base.suffix in (".safetensors", ".json") else base
-        base.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(base.parent)
         tensors = {}
         for i, (w, b) in enumerate(self.weights):
             tensors[f"l{i}.weight"], tensors[f"l{i}.bias"] = w, b

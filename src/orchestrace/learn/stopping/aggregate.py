@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.paths import make_dirs
 from .banks import NULL, Bank, BankQuestion
 
 CAND_FEATURES: tuple[str, ...] = ("log_votes", "vote_share", "log_prior", "echo", "log_prior_x_concentration")
@@ -281,7 +282,7 @@ def save_aggregator(path: str, agg: Aggregator, priors: dict[str, AnswerPrior]) 
         sort_keys=True,
     )
     if d := os.path.dirname(base):
-        os.makedirs(d, exist_ok=True)
+        make_dirs(d)
     with open(base + ".safetensors", "wb") as f:
         w = np.array(agg.weights, dtype=np.float64)
         f.write(

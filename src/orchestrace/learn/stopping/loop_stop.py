@@ -29,6 +29,7 @@ import numpy as np
 
 from ...core.errors import OrchestraceError
 from ...core.model import Trace
+from ...core.paths import make_dirs
 from ...core.stats import majority
 from ...credit import FnGame, leave_one_out
 from ...reward.stop import stop_reward
@@ -405,7 +406,7 @@ def loop_stop(
     if cfg.target_kl is not None and not cfg.target_kl > 0:
         raise OrchestraceError("OT630", f"--target-kl must be > 0, got {cfg.target_kl}")
     step = StopLoop(cfg)
-    Path(out).mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     start = Path(out) / "start-policy"
     start_path = str(start) + ".safetensors"
     if not Path(start_path).exists():

@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 
 from ...core.errors import BadInput, OrchestraceError
+from ...core.paths import make_dirs
 from .aggregate import Aggregator
 from .features import FEATURE_NAMES, FEATURE_SETS, feature_names
 
@@ -179,7 +180,7 @@ class StopPolicy:
                 tensors[f"{prefix}layers.{i}.bias"] = b
         d = os.path.dirname(base)
         if d:
-            os.makedirs(d, exist_ok=True)
+            make_dirs(d)
         # written like the .json twin (safetensors' save_file creates files mode 0600)
         with open(base + ".safetensors", "wb") as f:
             f.write(

@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 from msgspec import UNSET, UnsetType
 
+from ...core.paths import make_dirs
 from ...viewer.report import label_marks, plain_log_axis
 from .evaluation import MethodCI, ResultRow
 from .policy import PolicyConfig
@@ -266,7 +267,7 @@ def write_report(report: StopReport, out_dir: str) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    os.makedirs(out_dir, exist_ok=True)
+    make_dirs(out_dir)
     paths = []
     fig = pareto_figure(report)
     p = os.path.join(out_dir, "pareto.png")

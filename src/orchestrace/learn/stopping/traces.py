@@ -18,7 +18,7 @@ from typing import Any
 
 from ...core.errors import BadInput, OrchestraceError
 from ...core.model import Event, Trace
-from ...core.paths import glob_paths
+from ...core.paths import glob_paths, make_dirs
 from ...runtime.backends.base import LogprobSummary, logprob_attrs, logprob_from_attrs
 from .banks import Bank, BankQuestion
 
@@ -281,7 +281,7 @@ def record_question(
     for replaying a bank as ``loop stop``'s runs."""
     from ...runtime.recorder import Recorder
 
-    os.makedirs(out_dir, exist_ok=True)
+    make_dirs(out_dir)
     cfg = {"question": q.question, "question_id": q.id, "gold": q.gold, "bank": bank,
            "bank_index": index, "budget": len(q.samples), **(sampling or {})}  # fmt: skip
     if family is not None:

@@ -22,6 +22,7 @@ from functools import partial
 
 import numpy as np
 
+from ...core.paths import make_dirs
 from .adapt import bayes_stoppers, fit_label_free
 from .banks import Bank, SynthParams, default_bank, default_bank_names
 from .evaluation import Result, paired_diff_ci, run_rule, run_stopper, tables
@@ -261,7 +262,7 @@ def transfer_rows(per_family: dict[str, list[Result]], budget: int, seed: int) -
 
 def write_transfer(rep: TransferReport, path: str) -> None:
     """The report as JSON, written to a temporary file and renamed (never half-written)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    make_dirs(os.path.dirname(path) or ".")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(asdict(rep), f, indent=1)

@@ -23,6 +23,7 @@ import numpy as np
 from ...core.errors import LoadError
 from ...core.io import load_one
 from ...core.model import Trace
+from ...core.paths import make_dirs
 from ...core.stats import mean_ci
 from ..loop import ITERATION_FILE, IterationRecord, completed, iteration_dir
 from .config import CONFIG_FILE, read_config
@@ -309,7 +310,7 @@ def write_report(report: TeamReport, out: Path) -> tuple[Path, Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     js = out / REPORT_JSON
     tmp = js.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(asdict(report), indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from ...core.paths import make_dirs
 from ..loop import IterationRecord, run_loop
 from ..scalar_log import check_log, open_log
 from ..tasks import resolve_ref
@@ -86,7 +87,7 @@ def run_in_folder(
     if start is not None:
         load_policy(step.model, start)
     step.last_iteration = iterations
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     cfg_path = out / CONFIG_FILE
     if not cfg_path.is_file():
         cfg_path.write_text(json.dumps(asdict(cfg), indent=2, sort_keys=True) + "\n", encoding="utf-8")
