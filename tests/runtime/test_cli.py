@@ -134,3 +134,12 @@ def test_a_run_written_to_a_folder_says_so(tmp_path, capsys):
     """-o DIR/ was an internal error (IsADirectoryError, exit 3)."""
     code, cap = _cli(["run", "vote", "--backend", "scripted", "-o", str(tmp_path)], capsys)
     assert code == 2 and "is a folder: the run writes one event log" in cap.err and "internal" not in cap.err
+
+
+def test_a_run_written_under_a_file_says_so(tmp_path, capsys):
+    """-o FILE/x.events.jsonl was FileExistsError (exit 3), after the program and backend loaded."""
+    (tmp_path / "f").write_text("")
+    code, cap = _cli(
+        ["run", "vote", "--backend", "scripted", "-o", str(tmp_path / "f" / "x.events.jsonl")], capsys
+    )
+    assert code == 2 and "a folder on its path, is a file" in cap.err and "internal" not in cap.err

@@ -24,6 +24,7 @@ import msgspec
 import orjson
 
 from ..core.errors import OrchestraceError
+from ..core.paths import make_dirs
 from .backends.base import (
     Backend,
     BackendError,
@@ -65,7 +66,7 @@ class CallCache:
                     self.entries[(rec["key"], rec["n"])] = rec
         self._write = write and path is not None
         if self._write:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)  # type: ignore[arg-type]
+            make_dirs(Path(path).parent)  # type: ignore[arg-type]
             self._f = open(path, "ab")  # noqa: SIM115 - closed in close(); exists even if no call is made
 
     def get(self, key: str, n: int) -> dict[str, Any] | None:

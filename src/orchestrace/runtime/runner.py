@@ -26,6 +26,7 @@ import msgspec
 from ..core.errors import BadInput, OrchestraceError
 from ..core.io import load_one
 from ..core.model import Trace, trace_to_dict
+from ..core.paths import make_dirs
 from .backends.base import Backend, content_key
 from .cache import CallCache, Calls, Intervention, Mode, cache_path, parse_intervention
 from .learned import TraceDecider, WithTracePolicies, check_trace_policies
@@ -195,6 +196,7 @@ async def execute(
             "OT010", "is a folder: the run writes one event log (e.g. runs/a.events.jsonl)", path=out
         )
     _check_limits(timeout, retries, budget)
+    make_dirs(os.path.dirname(os.path.abspath(out)))  # under a file: OT001 before any model loads
     read = _ReadKeys(config or {})
     setup: Setup = load_program(program)(read)
     if trace_policies:
