@@ -177,3 +177,12 @@ def test_a_damaged_start_policy_is_refused_before_the_model_loads(tmp_path, team
     with pytest.raises(OrchestraceError, match=re.escape(said)) as ei:
         check_policy_file(str(tmp_path), ["aggregator", "solver"])
     assert ei.value.code == "OT698" and ei.value.exit_code == 1
+
+
+def test_zero_torch_threads_are_refused_before_torch_is_asked():
+    from orchestrace.learn.team.model import TeamModel
+
+    # torch.set_num_threads(0): RuntimeError, an internal error of train team / bench team / serve
+    with pytest.raises(OrchestraceError, match="--threads must be >= 1, got 0") as ei:
+        TeamModel(["solver"], threads=0)
+    assert ei.value.code == "OT690"

@@ -109,6 +109,8 @@ class TeamModel:
     def __init__(
         self, adapters: list[str], lora: LoraSettings | None = None, threads: int | None = None
     ) -> None:
+        if threads is not None and threads < 1:  # torch's RuntimeError (exit 3) of --threads 0
+            raise BadInput("OT690", f"--threads must be >= 1, got {threads}")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
