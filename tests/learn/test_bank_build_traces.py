@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,36 @@ def test_a_vote_run_of_an_unknown_family_names_its_file(tmp_path: Path) -> None:
     with pytest.raises(OrchestraceError, match="unknown task family 'nosuch'") as e:
         bank_from_traces(str(tmp_path / "t" / "*.events.jsonl"))
     assert e.value.path == bad
+
+
+def test_a_bank_of_failed_calls_is_an_error_not_a_bank_of_nulls(tmp_path: Path) -> None:
+    """bank build against a server that is not there wrote '238 questions x 40 samples' of null
+    answers and exited 0; every call of a question failing is now OT619 with the cause."""
+    from orchestrace.runtime.backends.base import BackendError
+
+    class Down:
+        name = "down"
+
+        async def chat(self, req):
+            raise BackendError("connection", "nobody listens")
+
+    with pytest.raises(OrchestraceError, match="every sample of a question failed: .*nobody listens") as e:
+        build_bank(
+            "antonyms", samples=3, limit=2, model=BackendSampler(Down(), "down"), traces_dir=str(tmp_path)
+        )
+    assert e.value.code == "OT619"
+
+
+@pytest.mark.parametrize(
+    ("kw", "said"),
+    [
+        ({"limit": -1}, "got 3 and -1"),  # questions[:-1]: every question but the last
+        ({"samples": 0}, "got 0 and 2"),
+        ({"temperature": float("nan")}, "--temperature must be a finite number >= 0, got nan"),
+    ],
+)
+def test_bank_build_numbers_it_cannot_use_are_refused(kw, said) -> None:
+    args = {"samples": 3, "limit": 2, "model": _sampler(), **kw}
+    with pytest.raises(OrchestraceError, match=re.escape(said)) as e:
+        build_bank("antonyms", **args)
+    assert e.value.code == "OT631"

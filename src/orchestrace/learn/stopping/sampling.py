@@ -8,9 +8,11 @@ through ``traces``, which reads banks: here both are below, neither imports this
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from typing import Any
 
+from ...core.errors import OrchestraceError
 from ...runtime.backends.base import ScoredText, summarise_logprobs
 from .banks import Bank, BankQuestion
 from .traces import bank_from_traces, check_traces, record_question
@@ -40,6 +42,10 @@ def build_bank(
     (``traces.bank_from_traces``): the bank is a view over what was recorded."""
     from .families import family
 
+    if samples < 1 or (limit is not None and limit < 1):  # --limit -1 kept all but the last question
+        raise OrchestraceError("OT631", f"--samples and --limit must be >= 1, got {samples} and {limit}")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise OrchestraceError("OT631", f"--temperature must be a finite number >= 0, got {temperature}")
     fam = family(family_name)
     if model is None:
         from ...runtime.backends.local import LocalModel
@@ -50,7 +56,7 @@ def build_bank(
     if question_ids is not None:  # a chosen subset, in the family's order
         wanted = set(question_ids)
         questions = tuple(q for q in questions if q.id in wanted)
-    questions = questions[:limit] if limit else questions
+    questions = questions[:limit] if limit is not None else questions
     out: list[BankQuestion] = []
     paths: list[str] = []
     for i, q in enumerate(questions):
@@ -107,20 +113,26 @@ class BackendSampler:
 
         from ...runtime.backends.base import BackendError, ChatRequest
 
+        failed: list[BackendError] = []
+
         async def one(i: int) -> ScoredText:
             req = ChatRequest(
                 messages=messages, temperature=temperature, max_tokens=max_new_tokens, seed=seed + i
             )
             try:
                 r = await self.backend.chat(req)
-            except BackendError:
+            except BackendError as e:
+                failed.append(e)
                 return ScoredText("", None)
             return ScoredText(r.text, r.logprobs)
 
         async def all_() -> list[ScoredText]:
             return list(await asyncio.gather(*(one(i) for i in range(n))))
 
-        return asyncio.run(all_())
+        texts = asyncio.run(all_())
+        if n and len(failed) == n:  # a server that is not there gave a bank of null samples, exit 0
+            raise OrchestraceError("OT619", f"every sample of a question failed: {failed[0]}")
+        return texts
 
 
 def remote_sampler(base_url: str, model: str = "default", logprobs: bool = False) -> BackendSampler:
