@@ -290,3 +290,20 @@ def test_train_stop_refuses_numbers_it_cannot_train_with(tmp_path: Path, kw: dic
     with pytest.raises(OrchestraceError, match=re.escape(said)) as e:
         train_stop([str(bank)], [str(bank)], **{**args, **kw})
     assert e.value.code == "OT631" and not (tmp_path / "o").exists()
+
+
+def test_loop_stop_whose_every_run_failed_stops_with_the_cause(tmp_path: Path) -> None:
+    """loop stop against a server nobody listens at trained on runs of null answers and exited 0."""
+    import socket
+
+    from orchestrace.learn.stopping.loop_stop import StopLoopConfig, loop_stop
+    from orchestrace.runtime.runner import backend_spec
+
+    with socket.socket() as s:  # a loopback port with nothing behind it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    spec = backend_spec(base_url=f"http://127.0.0.1:{port}/v1", model="m")
+    cfg = StopLoopConfig(iterations=1, questions=2, budget=3, backend=spec)
+    with pytest.raises(OrchestraceError, match="every run of iteration 1 failed: .*connection") as e:
+        loop_stop(cfg, str(tmp_path / "loop"))
+    assert e.value.code == "OT619"

@@ -343,7 +343,7 @@ class StopLoop:
         pol = StopPolicy.load(policy)
         rng = np.random.default_rng([self.cfg.seed, iteration])
         picks = rng.choice(self.train_idx, size=min(self.cfg.questions, len(self.train_idx)), replace=False)
-        paths = []
+        paths, outcomes = [], []
         for k, qi in enumerate(picks.tolist()):
             q = self.fam.questions[qi]
             config = {"question": q.question, "fewshot": [list(s) for s in self.fam.shots], "family": self.fam.name,
@@ -351,11 +351,18 @@ class StopLoop:
                       "max_tokens": self.fam.max_new_tokens}  # fmt: skip
             out = str(out_dir / f"run-{k:03d}.events.jsonl")
             learned = LearnedStop(pol, Path(policy).stem, policy, explore=True)
-            asyncio.run(
+            res = asyncio.run(
                 execute("vote", out, config=config, seed=self.cfg.seed * 1000 + iteration * 100 + k,
                         backend=self._live_backend(), trace_id=f"loop-i{iteration}-{k}", trace_policies={"stop": learned})
             )  # fmt: skip
             paths.append(out)
+            outcomes.append(res.outcome)
+        if outcomes and all(o.get("status") == "error" for o in outcomes):
+            # a --base-url nobody listens at: every answer null, and the loop trained on that, exit 0
+            raise OrchestraceError(
+                "OT619",
+                f"every run of iteration {iteration} failed: {outcomes[0].get('cause', 'no cause recorded')}",
+            )
         self.collect_s = time.perf_counter() - t0
         return paths
 
