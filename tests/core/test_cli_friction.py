@@ -292,3 +292,8 @@ def test_an_export_option_that_is_no_value_of_its_kind_is_named(
     out = tmp_path / ("o.json" if target == "otlp" else "o")
     r = run("export", str(corpus), "--to", target, "--opt", opt, "-o", str(out))
     assert r.returncode == 2 and said in r.stderr and "internal" not in r.stderr, r.stderr
+
+
+def test_stats_with_an_unknown_format_is_a_usage_error(corpus: Path) -> None:
+    r = run("stats", str(corpus), "-f", "bogus")  # printed the table and exited 0
+    assert r.returncode == 2 and "--format must be table or json, got 'bogus'" in r.stderr

@@ -154,6 +154,8 @@ def stats(
       orchestrace stats corpus.jsonl --per-trace\n
       orchestrace stats corpus.jsonl --format json
     """
+    if format not in ("table", "json"):  # -f bogus printed the table and exited 0
+        raise OrchestraceError("OT010", f"--format must be table or json, got {format!r}")
     out: list[TraceCounts] = []
     failed: dict[int, OrchestraceError] = {}
     for i, p in enumerate(expand_paths(paths)):  # one bad file does not hide the others
