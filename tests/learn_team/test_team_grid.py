@@ -78,7 +78,9 @@ def test_bench_team_seeds_that_are_no_integers_are_a_usage_error(tmp_path, capsy
 
     with pytest.raises(SystemExit) as e:  # int("x") in the command: exit 3
         main(["bench", "team", "--report-only", "--seeds", "0,x", "-o", str(tmp_path)])
-    assert e.value.code == 2 and "--seeds: comma-separated integers, got '0,x'" in capsys.readouterr().err
+    assert (
+        e.value.code == 2 and "--seeds: comma-separated integers >= 0, got '0,x'" in capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(
@@ -186,3 +188,23 @@ def test_zero_torch_threads_are_refused_before_torch_is_asked():
     with pytest.raises(OrchestraceError, match="--threads must be >= 1, got 0") as ei:
         TeamModel(["solver"], threads=0)
     assert ei.value.code == "OT690"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "swarm", "--seed", "-1"],  # numpy's "expected non-negative integer": exit 3
+        ["eval", "team", "x", "--seed", "-1"],
+        ["eval", "team", "x", "--examples", "-1"],  # flips[:-1]: every flip but the last, silently
+        ["train", "stop", "--seed", "-1"],
+        ["loop", "stop", "--seed", "-1"],
+        ["bench", "team", "--report-only", "--seeds", "0,-1"],
+    ],
+)
+def test_a_negative_seed_or_count_is_a_usage_error(argv, capsys):
+    from orchestrace.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and ("x>=0" in err or ">= 0" in err) and "internal" not in err, err

@@ -91,7 +91,7 @@ def train_stop_cmd(
     report: str = typer.Option(None, "--report", help="report directory (default: <dir of -o>/report)"),
     algo: str = typer.Option("exact", "--algo", help="exact, reinforce, ppo or grpo"),
     budget: int = typer.Option(40, "--budget"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0),
     iterations: int = typer.Option(None, "--iterations", help="training iterations (default per algorithm)"),
     aggregate: bool = typer.Option(
         True, "--aggregate/--no-aggregate", help="also train policies with a learned aggregator (O4)"
@@ -298,7 +298,7 @@ def eval_stop_cmd(
     out: str = typer.Option(
         "runs/stop/leave_one_family_out.json", "--out", "-o", help="JSON of --leave-one-family-out"
     ),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0),
     ray: RayOption = None,
 ) -> None:
     """Every stopping baseline (and a learned policy) on one bank.
@@ -398,7 +398,7 @@ def bank_build_cmd(
     samples: int = typer.Option(40, "--samples", "-n"),
     limit: int = typer.Option(None, "--limit", help="first N questions only"),
     temperature: float = typer.Option(0.7, "--temperature"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0),
     base_url: str = typer.Option(
         None, "--base-url", help="OpenAI-compatible server (default: offline SmolLM2-135M)"
     ),
@@ -449,7 +449,7 @@ def bank_build_cmd(
 def bank_synth_cmd(
     out: Path = typer.Option(..., "-o", "--out"),
     questions: int = typer.Option(500, "--questions", "-n"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0),
     like: str = typer.Option(None, "--like", help="calibrate the generator to this bank"),
 ) -> None:
     """Write a synthetic bank (default generator parameters, or calibrated to a bank with --like)."""
@@ -516,7 +516,7 @@ def loop_stop_cmd(
     max_weight: float = typer.Option(
         2.0, "--max-weight", min=1.0, help="weighted: truncation of the importance weights"
     ),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0),
     backend: str = typer.Option("local", "--backend", help="local (SmolLM2-135M) or scripted"),
     base_url: str = typer.Option(None, "--base-url", help="any OpenAI-compatible server instead"),
     model: str = typer.Option("default", "--model", help="model name sent to --base-url"),

@@ -106,7 +106,7 @@ def credit(
         bool, typer.Option("--partition", help="Exact partition: unit credits sum to R.")
     ] = False,
     samples: Annotated[int, typer.Option(min=1, help="Permutations for Shapley beyond 12 players.")] = 256,
-    seed: Annotated[int, typer.Option(help="Seed for sampled Shapley.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed for sampled Shapley.")] = 0,
     baseline: Annotated[str, typer.Option(help="broadcast baseline: none or mean")] = "none",
     opt: Annotated[
         list[str] | None,

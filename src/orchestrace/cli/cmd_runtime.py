@@ -47,7 +47,7 @@ def run(
         str | None,
         typer.Option("--out", "-o", help="Trace to write (default runs/PROGRAM-sSEED.events.jsonl)."),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of every sampled call.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of every sampled call.")] = 0,
     backend: Annotated[
         str, typer.Option(help="auto (local model if installed, else scripted), local or scripted.")
     ] = "auto",

@@ -66,7 +66,7 @@ def train_team_cmd(
         None, "--target-kl", help="stop an iteration's epochs once PPO's approximate KL passes this"
     ),
     reward: str = typer.Option(None, "--reward", help="reward spec TOML (default: R1 team success)"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0),
     threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
     start: str = typer.Option(None, "--start", help="start from these adapters (a policy folder)"),
     out: str = typer.Option("runs/team", "-o", "--out", help="loop folder (resumed if it exists)"),
@@ -156,9 +156,9 @@ def eval_team_cmd(
     folders: list[str] = typer.Argument(..., help="train team loop folders (credit methods x seeds)"),
     out: str = typer.Option(None, "-o", "--out", help="write team-report.json and team-report.png here"),
     examples: int = typer.Option(
-        2, "--examples", help="held-out questions whose team answer flipped, per run"
+        2, "--examples", min=0, help="held-out questions whose team answer flipped, per run"
     ),
-    seed: int = typer.Option(0, "--seed", help="bootstrap seed"),
+    seed: int = typer.Option(0, "--seed", min=0, help="bootstrap seed"),
 ) -> None:
     """Compare train team runs: held-out team accuracy before/after per run and per credit method
     (seeds averaged, paired 95% CI over questions), each method against broadcast, what each agent
@@ -219,11 +219,14 @@ def _csv(text: str) -> list[str]:
 
 
 def _seeds(text: str) -> list[int]:
-    """--seeds 0,1,2; a word there was an internal error (int("x"))."""
+    """--seeds 0,1,2; a word there (int("x")) or a negative seed was an internal error."""
     try:
-        return [int(s) for s in _csv(text)]
+        seeds = [int(s) for s in _csv(text)]
     except ValueError:
-        raise typer.BadParameter(f"comma-separated integers, got {text!r}", param_hint="--seeds") from None
+        seeds = [-1]
+    if any(s < 0 for s in seeds):  # numpy refuses a negative seed once the cell runs
+        raise typer.BadParameter(f"comma-separated integers >= 0, got {text!r}", param_hint="--seeds")
+    return seeds
 
 
 def bench_team_cmd(

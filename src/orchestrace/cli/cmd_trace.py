@@ -240,7 +240,7 @@ def gen(
             help="centralized, hierarchical, swarm, debate, planner_executor_critic, harness, or all"
         ),
     ] = "all",
-    seed: Annotated[int, typer.Option(help="Seed; the same seed gives the same bytes.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed; the same seed gives the same bytes.")] = 0,
     width: Annotated[int, typer.Option(min=1, help="Sub-agents per spawn round (max).")] = 4,
     error_rate: Annotated[float, typer.Option(help="Probability that a tool call fails.")] = 0.05,
 ) -> None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..learn.experiments.swarm import SwarmParallelEval, SwarmReport
 
 _FORMAT = typer.Option("table", "--format", help="table or json")
-_SEED = typer.Option(0, "--seed", help="training/bootstrap seed (the data split is fixed)")
+_SEED = typer.Option(0, "--seed", min=0, help="training/bootstrap seed (the data split is fixed)")
 _LOG = typer.Option(
     None,
     "--log",
