@@ -166,3 +166,24 @@ def test_reward_table_calls_r6_judge_and_says_where_team_comes_from(tmp_path):
     assert len(rows) == 3 and all(row[judge] == "-" for row in rows)  # no message carries a judge score
     text = " ".join(r.output.split())
     assert "team: R1 team outcome (from the spec's [hooks] verifier); judge: R6 mean judge score" in text
+
+
+def test_an_option_the_chosen_method_does_not_read_is_refused(tmp_path, capsys):
+    """credit -m grpo --opt variant=drgrpo was ignored: grpo's numbers, no word (variant is drmas's)."""
+    import pytest
+
+    from orchestrace.cli import main
+
+    p = tmp_path / "t.json"
+    save(centralized(team=1.0), p)
+    with pytest.raises(SystemExit) as e:
+        main(["credit", "-m", "grpo", "--opt", "variant=drgrpo", str(p)])
+    err = capsys.readouterr().err
+    assert (
+        e.value.code == 2
+        and "OT413" in err
+        and "grpo does not read option(s) 'variant'; it reads: eps" in err
+    )
+    with pytest.raises(SystemExit) as e:  # an option the method reads still works
+        main(["credit", "-m", "drmas", "--opt", "variant=drgrpo", str(p)])
+    assert e.value.code in (0, None)

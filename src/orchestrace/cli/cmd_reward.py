@@ -133,7 +133,7 @@ def credit(
       orchestrace credit --method shapley --unit agent big.jsonl --ray -o out.jsonl   # per-trace work on Ray
     """
     from ..core.io import save
-    from ..credit import METHODS, REST, UNITS, iter_credit
+    from ..credit import METHODS, REST, UNITS, check_method_options, iter_credit
     from ..credit.methods import REST_CREDIT, credit_at, streamable
 
     if method not in METHODS:
@@ -144,7 +144,9 @@ def credit(
         opts.update(samples=samples, seed=seed)
     if method == "broadcast":
         opts["baseline"] = baseline
-    opts.update(_method_options(opt or []))
+    given = _method_options(opt or [])
+    check_method_options(method, given)
+    opts.update(given)
     tables = {u: Table("trace", "unit", "credit", title=f"{method}/{u}") for u in units}
     rest_shown: set[str] = set()  # unit levels whose table lists the residual unit
     n = 0

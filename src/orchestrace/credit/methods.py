@@ -353,6 +353,25 @@ _IMPL = {
 }
 
 
+def check_method_options(method: str, options: Iterable[str]) -> None:
+    """OT413 for an option the method does not read. ``compute_credit`` takes any method's options
+    (one set for every method); a user naming an option for one method (``credit -m grpo --opt
+    variant=drgrpo``) meant it for that one, and it was ignored without a word."""
+    if method not in _IMPL:
+        return  # compute_credit names the unknown method
+    reads = {
+        name
+        for name, p in inspect.signature(_IMPL[method]).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "channel"
+    }
+    if unread := sorted(set(options) - reads):
+        raise OrchestraceError(
+            "OT413",
+            f"{method} does not read option(s) {', '.join(map(repr, unread))}; it reads: "
+            f"{', '.join(sorted(reads)) or 'none'}",
+        )
+
+
 def option_names() -> frozenset[str]:
     """Every option some credit method reads (each ignores the others', so a caller can pass one set
     to any method): what a typo in an option name is checked against."""
