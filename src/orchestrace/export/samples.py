@@ -37,7 +37,7 @@ from ..core.errors import OrchestraceError
 from ..core.io import atomic_output
 from ..core.model import Trace
 from ..core.paths import make_dirs
-from ..credit import EPS, assign_credit, normalise, option_names, unit_keys
+from ..credit import EPS, assign_credit, check_method_options, normalise, option_names, unit_keys
 from ..reward.spec import channel_value
 from .context import DEFAULT_MAX_CHARS, event_prompts
 
@@ -113,6 +113,7 @@ def samples(
     traces = list(traces)
     key = key or f"{method}/{unit}"
     method, _, unit = key.partition("/")
+    check_method_options(method, set(credit_options) - {"partition"})  # alpha with grpo: ignored
     if group == "task" and traces and any(key not in (e.credit or {}) for t in traces for e in t.events):
         traces = assign_credit(traces, method, unit, channel=channel, **credit_options)
     streams: dict[str, list[Sample]] = defaultdict(list)
