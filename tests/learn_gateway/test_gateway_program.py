@@ -140,3 +140,34 @@ def test_the_runs_of_a_group_sample_apart_even_when_the_program_fixes_the_seed(t
         remote.close()
     seeds = [orjson.loads(Path(cache_path(p)).read_bytes().splitlines()[0])["request"]["seed"] for p in kept]
     assert len(seeds) == 2 and seeds[0] != seeds[1] and 1 not in seeds
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("def run(:\n", "SyntaxError while importing it"),
+        ("raise RuntimeError('boom')\n", "RuntimeError while importing it: boom"),
+        ("import sys\nsys.exit(3)\n", "SystemExit while importing it: 3"),  # exit 3 and no word
+    ],
+)
+def test_user_code_that_fails_while_imported_is_named_not_an_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, says: str
+):
+    """A --program file, a run program module or a reward hook module that fails at import was an
+    internal error (exit 3, 'a bug in orchestrace')."""
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.core.plugins import resolve
+    from orchestrace.runtime.runner import load_program
+
+    (tmp_path / "usermod.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BadInput, match=says) as e:
+        load_team_function(f"{tmp_path / 'usermod.py'}:run")
+    assert e.value.code == "OT742"
+    for load, code in (
+        (lambda: resolve("usermod:f"), "OT401"),
+        (lambda: load_program("usermod:build"), "OT604"),
+    ):
+        with pytest.raises(OrchestraceError, match=says) as e:
+            load()
+        assert e.value.code == code

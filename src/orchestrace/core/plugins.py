@@ -5,9 +5,22 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from .errors import OrchestraceError
+
+
+def import_user_module(name: str) -> ModuleType:
+    """``importlib.import_module`` of a user's module (a hook, a program): a module that fails
+    while it is imported (a SyntaxError, an exception it raises, ``sys.exit``) is the user's code
+    failing, so an ImportError saying what happened; it was an internal error of orchestrace (exit 3)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise
+    except (Exception, SystemExit) as e:
+        raise ImportError(f"{type(e).__name__} while importing it: {e}") from None
 
 
 def resolve(
@@ -20,7 +33,7 @@ def resolve(
     if not fn:
         raise OrchestraceError(code, f"{what} must look like package.module:function, got {ref!r}")
     try:
-        found = getattr(importlib.import_module(mod), fn)
+        found = getattr(import_user_module(mod), fn)
     except (ImportError, AttributeError, ValueError) as e:
         raise OrchestraceError(code, f"cannot import {what} {ref!r}: {e}") from None
     if not callable(found):

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import math
 import os
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from ..core.errors import BadInput, OrchestraceError
 from ..core.io import load_one
 from ..core.model import Trace, trace_to_dict
 from ..core.paths import make_dirs
+from ..core.plugins import import_user_module
 from .backends.base import Backend, content_key
 from .cache import CallCache, Calls, Intervention, Mode, cache_path, parse_intervention
 from .learned import TraceDecider, WithTracePolicies, check_trace_policies
@@ -91,7 +91,7 @@ def load_program(name: str) -> Any:
             "OT604", f"unknown program {name!r}: use one of {', '.join(programs())} or module:function"
         )
     try:
-        return getattr(importlib.import_module(mod), fn)
+        return getattr(import_user_module(mod), fn)
     except (ImportError, AttributeError) as e:
         raise OrchestraceError("OT604", f"cannot load program {name!r}: {e}") from None
 

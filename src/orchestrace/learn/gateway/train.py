@@ -33,6 +33,7 @@ from typing import Any
 
 from ...core.io import load_one
 from ...core.model import Trace
+from ...core.plugins import import_user_module
 from ..loop import IterationRecord
 from ..scalar_log import check_log
 from ..team.checkpoints import check_policy_file, save_policy
@@ -56,7 +57,7 @@ TeamFunction = Callable[..., Any]
 def _module(name: str) -> Any:
     """A module by dotted name, or by the path of its ``.py`` file (``examples/teams/x.py``)."""
     if not name.endswith(".py"):
-        return importlib.import_module(name)
+        return import_user_module(name)
     path = Path(name).resolve()
     if not path.is_file():
         raise ImportError(f"no file {name}")
@@ -69,9 +70,11 @@ def _module(name: str) -> Any:
     sys.modules[mod_name] = mod
     try:
         spec.loader.exec_module(mod)
-    except BaseException:
+    except BaseException as e:
         del sys.modules[mod_name]
-        raise
+        if isinstance(e, ImportError | KeyboardInterrupt):
+            raise
+        raise ImportError(f"{type(e).__name__} while importing it: {e}") from None  # the user's code
     return mod
 
 
