@@ -145,3 +145,10 @@ def test_eval_stop_with_a_budget_below_two_is_refused() -> None:
     with pytest.raises(OrchestraceError, match="--budget must be >= 2 samples, got 0") as e:  # IndexError
         eval_stop("antonyms", budget=0)
     assert e.value.code == "OT631"
+
+
+def test_a_bank_with_a_byte_order_mark_is_read(tmp_path) -> None:
+    # docs/input-limits.md: one UTF-8 BOM is accepted by every reader; the bank said "not JSON"
+    p = tmp_path / "b.jsonl"
+    p.write_bytes(b'\xef\xbb\xbf{"id": "a", "question": "q", "samples": ["x", "y"]}\n')
+    assert [q.id for q in load_bank(str(p)).questions] == ["a"]

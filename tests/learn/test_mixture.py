@@ -136,3 +136,9 @@ def test_calibrated_mixture_spends_the_budget() -> None:
     assert rule(tables(held, 12, 1, 0)[0][0], 12) in range(1, 13)
     _, _, again = calibrate_cost(train, held, 3.0, **fast)
     assert again == used  # same seed, same mixture, same draws
+
+
+def test_a_policy_config_with_a_byte_order_mark_is_read(tmp_path) -> None:
+    _policy(0.02, 1.0).save(str(tmp_path / "p"))
+    (tmp_path / "p.json").write_bytes(b"\xef\xbb\xbf" + (tmp_path / "p.json").read_bytes())  # was OT622
+    assert StopPolicy.load(str(tmp_path / "p")).config.cost == 0.02

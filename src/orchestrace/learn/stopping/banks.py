@@ -183,6 +183,7 @@ def parse_bank(data: bytes, path: str, name: str | None = None) -> Bank:
     """Parse JSONL bytes; every problem names the file, the line and the field."""
     questions: list[BankQuestion] = []
     seen: dict[str, int] = {}
+    data = data.removeprefix(b"\xef\xbb\xbf")  # one byte-order mark, as every reader accepts
     for n, raw in enumerate(data.splitlines(), start=1):
         if not raw.strip():
             continue

@@ -213,7 +213,7 @@ class StopPolicy:
         cfg_text = None
         if os.path.isfile(base + ".json"):
             try:
-                with open(base + ".json", encoding="utf-8") as f:
+                with open(base + ".json", encoding="utf-8-sig") as f:  # one BOM, as every reader
                     cfg_text = f.read()
             except UnicodeDecodeError as e:  # an internal error (exit 3)
                 raise BadInput("OT622", f"bad policy config: not UTF-8 ({e.reason} at byte {e.start})",
