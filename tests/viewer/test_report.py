@@ -215,6 +215,11 @@ def test_report_errors(tmp_path: Path):
         with pytest.raises(OrchestraceError) as e:
             build_report(odd)
         assert (e.value.code, e.value.pointer, e.value.exit_code) == ("OT010", pointer, 1)
+    # one byte-order mark is accepted, as by every reader (it was "not valid JSON")
+    (bad / "pareto.json").write_bytes(
+        b"\xef\xbb\xbf" + json.dumps([{"method": "a", "accuracy": 0.5, "cost": 1}]).encode()
+    )
+    assert build_report(bad).html.is_file()
     (bad / "pareto.json").write_text("{not json")
     with pytest.raises(OrchestraceError, match="not valid JSON") as e:
         build_report(bad)

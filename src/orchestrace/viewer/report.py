@@ -39,6 +39,7 @@ import orjson
 
 from ..core.errors import LoadError, OrchestraceError
 from ..core.paths import make_dirs
+from ..core.read import parse_json
 from ..core.stats import pareto_front
 
 COST_KEYS = ("cost", "mean_samples", "usd", "tokens")
@@ -61,10 +62,9 @@ class RunReport:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise LoadError("OT003", f"not valid JSON: {e}", path=str(path)) from None
+    """The shared JSON reader: one byte-order mark accepted (orjson said "not valid JSON"), the
+    place of a mistake and the limits of ``core.limits``."""
+    return parse_json(path.read_bytes(), path=str(path))
 
 
 def _need(cond: bool, path: Path, pointer: str, message: str) -> None:
