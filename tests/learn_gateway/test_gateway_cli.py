@@ -75,6 +75,7 @@ def test_serve_on_another_address_warns(tmp_path, capsys):
         ({"server": "gpu:8000"}, "--server must be an http(s) URL"),
         ({"policy": "runs/team/iter-003/policy"}, "--policy loads adapters into the local model"),
         ({"agents": "a=planner,a=writer"}, "agent 'a' named twice"),
+        ({"allow_hosts": ("",)}, "--allow-host needs a host name"),
     ],
 )
 def test_serve_options_that_would_serve_wrongly_are_refused(tmp_path, options, said):

@@ -45,6 +45,8 @@ def check_options(opts: ServeOptions) -> None:
     each call, --policy with --server loaded nothing (the server holds the adapters)."""
     if not (math.isfinite(opts.temperature) and opts.temperature >= 0):
         raise BadInput("OT740", f"--temperature must be a finite number >= 0, got {opts.temperature}")
+    if any(not h.strip() for h in opts.allow_hosts):  # "" let in every request that sends no Host
+        raise BadInput("OT740", "--allow-host needs a host name, got an empty one")
     if opts.max_tokens > opts.max_tokens_cap:
         raise BadInput(
             "OT740", f"--max-tokens {opts.max_tokens} is above --max-tokens-cap {opts.max_tokens_cap}"
