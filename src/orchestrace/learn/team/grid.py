@@ -585,7 +585,9 @@ def write_report(rep: GridReport, out: str | Path) -> tuple[Path, Path, Path]:
                 ys.append(r.gain)
                 lo.append(r.gain - r.gain_ci95[0])
                 hi.append(r.gain_ci95[1] - r.gain)
-            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=c, color=f"C{j}")
+            # a credit keeps its colour in every grid's figure, whichever credits it holds
+            colour = f"C{list(CREDITS).index(c)}"
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=c, color=colour)
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xlim(-0.5, len(families) - 0.5)
         ax.set_xticks(range(len(families)))
