@@ -30,14 +30,16 @@ if not os.environ.get("CI"):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("env_id", sorted(ENV_IDS))
-def test_sb3_ppo_trains_on_each_env_made_by_id_alone(env_id: str) -> None:
+def test_sb3_ppo_trains_on_each_env_made_by_id_alone(env_id: str, tmp_path: Path) -> None:
     """A few hundred PPO steps on the embedded default; the trained policy acts in the space."""
     import torch
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import configure
 
     torch.set_num_threads(1)
     env = gymnasium.make(env_id)
     model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=2, seed=0, device="cpu")
+    model.set_logger(configure(str(tmp_path / "sb3"), []))  # not a SB3-<time> folder in /tmp per run
     model.learn(total_timesteps=256)
     assert model.num_timesteps >= 256
     obs, _ = env.reset(seed=1)
