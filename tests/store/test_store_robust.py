@@ -209,3 +209,19 @@ def test_a_file_that_is_not_a_store_is_named_so(tmp_path: Path) -> None:
     with pytest.raises(OrchestraceError) as e2:
         export_parquet(str(store), str(trace))
     assert e2.value.code == "OT011" and "is a file" in e2.value.message
+
+
+def test_a_trace_file_whose_name_is_not_utf8_is_ingested(tmp_path: Path) -> None:
+    """Its path went into the store's source column as surrogate escapes: DuckDB's "cannot encode
+    str", reported as a store error (OT300), and nothing was stored."""
+    from orchestrace.store.db import query
+
+    folder = os.path.join(os.fsencode(tmp_path), b"d\xff")
+    os.mkdir(folder)
+    path = os.fsdecode(os.path.join(folder, b"t\xfe.json"))
+    save(hand_trace(), path)
+    store = str(tmp_path / "s.duckdb")
+    rep = ingest(store, [path])
+    assert not rep.failures and stats(store)["traces"] == 1
+    (row,) = query(store, "SELECT source FROM traces").to_pylist()
+    assert row["source"].endswith("d\\xff/t\\xfe.json")

@@ -12,6 +12,21 @@ from pathlib import Path
 from .errors import LoadError, OrchestraceError
 
 
+def utf8_path(path: str) -> str:
+    """A path as valid UTF-8 text: a file name that is not UTF-8 (the OS gives its bytes as
+    surrogate escapes) written with its bytes escaped (``bad\\xff.json``), so it can be stored."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that no file name byte made
+        raw = path.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def make_dirs(path: str | os.PathLike[str]) -> Path:
     """``path`` as a folder, made with its parents when missing. A file there or on its way is
     OT001 naming the path; it was FileExistsError or NotADirectoryError, an internal error (exit 3)

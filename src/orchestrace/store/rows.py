@@ -26,6 +26,7 @@ from ..core.fastcheck import VEvent, VTrace, decode_structs, kept_every_key
 from ..core.fastload import trace_of_structs
 from ..core.limits import may_hold_long_string, needs_exact_check
 from ..core.model import EVENT_FIELD_TYPES, TRACE_HEADER_FIELDS, Trace
+from ..core.paths import utf8_path
 from ..core.read import (
     Piece,
     RawTrace,
@@ -498,7 +499,8 @@ def iter_chunks(
     piece = Piece(path) if isinstance(path, str) else path
     path = piece.path
     now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    r = _Rows(os.path.abspath(path), today or now.date(), now, measure, known)
+    # a file name that is not UTF-8: DuckDB's "cannot encode str", reported as a broken store
+    r = _Rows(utf8_path(os.path.abspath(path)), today or now.date(), now, measure, known)
     cols, failures, same = _Columns(), [], []
     ids: set[str] = set()  # trace ids with rows in ``cols``: a chunk holds each id once
     try:
