@@ -82,3 +82,27 @@ def test_mangled_logs_import_or_fail_cleanly(data: Path, tmp_path: Path, rel: st
     # validity check above ran
     expected = (imported, refused) == (0, 30) if fmt == "who-and-when" else imported >= 30
     assert expected, (imported, refused)
+
+
+def test_a_log_whose_file_name_is_not_utf8_is_imported(tmp_path: Path) -> None:
+    """Its path went into metadata.source (and a ChatDev name into the trace id) as surrogate
+    escapes: the trace could not be written, "str is not valid UTF-8" (exit 3)."""
+    import os
+
+    from orchestrace.core.io import load
+
+    src = (
+        Path(__file__).parents[1]
+        / "data"
+        / "public"
+        / "who-and-when"
+        / "Who&When"
+        / "Hand-Crafted"
+        / "1.json"
+    )
+    name = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"w\xfe.json"))
+    shutil.copy(src, name)
+    out = tmp_path / "out.jsonl"
+    importers.import_files([(name, "who-and-when")], str(out))
+    (tr,) = load(out)
+    assert tr.metadata["source"].endswith("w\\xfe.json") and validate_trace(tr) == []

@@ -18,6 +18,7 @@ from ..core.build import TraceBuilder
 from ..core.errors import LoadError
 from ..core.model import SCHEMA_VERSION, Event, Trace, derived_costs
 from ..core.order import successor_lists, topological_order
+from ..core.paths import utf8_path
 from .reading import ImportStats
 from .redact import redact
 from .values import as_text, content_hash
@@ -229,6 +230,11 @@ class ImportStaging:
             all_costs.update(costs)
         meta = dict(metadata or {})
         meta["import"] = {**meta.get("import", {}), **self.stats.to_dict()}
+        # a log whose file name is not UTF-8 (its path in metadata.source, a name in the trace id):
+        # the trace could not be written ("str is not valid UTF-8", exit 3); its bytes are escaped
+        if isinstance(meta.get("source"), str):
+            meta["source"] = utf8_path(meta["source"])
+        trace_id, task_id = utf8_path(trace_id), utf8_path(task_id)
         meta.setdefault("t0_unix", base if known else None)
         return built.trace(
             trace_id=trace_id,
