@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 import orchestrace as ot
-from orchestrace.core.errors import InvalidTrace, LoadError
+from orchestrace.core.errors import BadInput, InvalidTrace, LoadError
 from orchestrace.core.io import EventLogWriter, dumps
 from orchestrace.core.model import Edge, Event
 from orchestrace.core.read import iter_log_records
@@ -409,3 +409,25 @@ def test_an_output_folder_that_is_a_file_is_named(tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["export", str(trace), "--to", "samples", "-o", str(tmp_path / "f")])
     assert e.value.code == 2
+
+
+def test_an_otlp_export_onto_a_folder_or_failing_leaves_nothing(tmp_path):
+    """export --to otlp -o FOLDER was IsADirectoryError at the rename (exit 3), and an export that
+    failed (a span time out of range) left its .part file behind."""
+    from orchestrace.export.otlp import export_otlp
+
+    tr = generate(seed=0, size=10)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(LoadError, match="is a directory, expected a file to write"):
+        export_otlp([tr], str(tmp_path / "out"))
+    with pytest.raises(BadInput):
+        export_otlp([tr], str(tmp_path / "spans.json"), epoch=1e300)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_transfer_report_onto_a_folder_is_named(tmp_path):
+    from orchestrace.learn.stopping.transfer import TransferReport, write_transfer
+
+    (tmp_path / "r.json").mkdir()  # IsADirectoryError at the rename, after the seven trainings
+    with pytest.raises(LoadError, match="is a directory"):
+        write_transfer(TransferReport("p", 8, 1, 0, [0.01], [0.01]), str(tmp_path / "r.json"))

@@ -33,14 +33,14 @@ import math
 import os
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from contextlib import nullcontext
 from typing import Any
 
 import orjson
 
 from ..core.errors import BadInput
+from ..core.io import atomic_output
 from ..core.model import Event, Trace, event_to_dict, trace_to_dict
-from ..core.paths import make_dirs
 from .context import event_prompts, task_text
 
 SCOPE = {"name": "orchestrace", "version": "0.1.0"}
@@ -476,14 +476,14 @@ def export_otlp(traces: Iterable[Trace], out: str, **options: Any) -> int:
         raise OrchestraceError(
             "OT020", "headers/timeout/encoding apply only when the output is an OTLP endpoint"
         )
-    if p != "-":
-        make_dirs(Path(p).parent)
     n = 0
     lines = p.endswith(".jsonl")
     binary = p.endswith((".pb", ".binpb"))
     merged: list[dict[str, Any]] = []
-    tmp = p + ".part" if p != "-" else "/dev/stdout"
-    with open(tmp, "wb") as f:
+    # atomic_output: -o FOLDER was IsADirectoryError at the final rename (exit 3) and a failed
+    # export left its .part file behind
+    place = atomic_output(p) if p != "-" else nullcontext("/dev/stdout")
+    with place as tmp, open(tmp, "wb") as f:
         for req in iter_otlp(traces, **options):
             n += _count(req)
             if lines:
@@ -494,8 +494,6 @@ def export_otlp(traces: Iterable[Trace], out: str, **options: Any) -> int:
             f.write(to_protobuf({"resourceSpans": merged}).SerializeToString())
         elif not lines:
             f.write(orjson.dumps({"resourceSpans": merged}) + b"\n")
-    if p != "-":
-        os.replace(tmp, p)  # no half-written file on error
     return n
 
 

@@ -15,14 +15,13 @@ one of the two strictly.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
 import numpy as np
 
-from ...core.paths import make_dirs
+from ...core.io import atomic_output
 from .adapt import bayes_stoppers, fit_label_free
 from .banks import Bank, SynthParams, default_bank, default_bank_names
 from .evaluation import Result, paired_diff_ci, run_rule, run_stopper, tables
@@ -261,9 +260,7 @@ def transfer_rows(per_family: dict[str, list[Result]], budget: int, seed: int) -
 
 
 def write_transfer(rep: TransferReport, path: str) -> None:
-    """The report as JSON, written to a temporary file and renamed (never half-written)."""
-    make_dirs(os.path.dirname(path) or ".")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    """The report as JSON, written to a temporary file and renamed (never half-written; a folder
+    at ``path`` was IsADirectoryError at the rename, exit 3: now OT001)."""
+    with atomic_output(path) as tmp, open(tmp, "w") as f:
         json.dump(asdict(rep), f, indent=1)
-    os.replace(tmp, path)
