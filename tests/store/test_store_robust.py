@@ -209,6 +209,10 @@ def test_a_file_that_is_not_a_store_is_named_so(tmp_path: Path) -> None:
     with pytest.raises(OrchestraceError) as e2:
         export_parquet(str(store), str(trace))
     assert e2.value.code == "OT011" and "is a file" in e2.value.message
+    # a store that is none left an empty -o folder behind
+    with pytest.raises(StoreError):
+        export_parquet(str(trace), str(tmp_path / "pq"))
+    assert not (tmp_path / "pq").exists()
 
 
 def test_a_trace_file_whose_name_is_not_utf8_is_ingested(tmp_path: Path) -> None:

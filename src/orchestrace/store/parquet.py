@@ -78,8 +78,12 @@ def export_parquet(
     for n in names:
         if os.path.exists(os.path.join(out, n)) and not overwrite:
             raise OrchestraceError("OT011", f"{n}/ exists already (use --overwrite to replace it)", path=out)
-    make_dirs(out)
-    con = connect(store, read_only=True)
+    con = connect(store, read_only=True)  # first: a store that is none left an empty -o folder
+    try:
+        make_dirs(out)
+    except OrchestraceError:
+        con.close()
+        raise
     if tables is None:  # an orchestrace-store/1 file has no summary
         present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         names = [n for n in names if n in present]
