@@ -987,6 +987,123 @@ def _task_file(case: Case, main: Path, work: Path) -> Outcome:
     return Outcome(0, None if tasks.items else "a task set without questions")
 
 
+# ---------------------------------------------------------------- side files (28 Nov audit)
+
+#: TOML values a reward spec's writer would not put at a place (the JSON ones do not all parse)
+_TOML_VALUES = (
+    "nan", "inf", "-inf", "-1", "0", "9223372036854775808", "1e400", '"x"', '""', '"a:b"', '"os:getcwd"',
+    "true", "[1]", '["a", 2]', "{a = 1}", "[]", "1979-05-27", '"process"', '"team"', '"agent/x"', "3.5",
+)  # fmt: skip
+_SPEC = (
+    'total = "hybrid"\nteam_channel = "team"\n[[terms]]\nchannel = "team"\nweight = 1.0\n'
+    '[[terms]]\nchannel = "r_parallel"\nweight = 0.1\n'
+    'schedule = { kind = "linear", start = 1.0, end = 0.0, steps = 10, boundaries = [], values = [] }\n'
+    "[caps]\nmax_spawn = 8\nmin_subagent_steps = 1\nmax_tool_calls_per_agent = 10\n"
+    "max_message_tokens = 512\ntool_spam_penalty = 0.5\nmax_critical_steps = 100.0\n"
+    '[hooks]\nverifier = "orchestrace.reward.verifiers:calls_succeeded"\n'
+)
+
+
+def reward_spec_case(rng: random.Random) -> Case:
+    """A reward spec (``reward -s``) with one to three values swapped for hostile TOML, or its bytes
+    damaged."""
+    lines = _SPEC.splitlines()
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(lines))
+        key, eq, _ = lines[i].partition(" = ")
+        if eq:
+            lines[i] = f"{key} = {rng.choice(_TOML_VALUES)}"
+    data = ("\n".join(lines) + "\n").encode()
+    if rng.random() < 0.2:
+        data = mutate_text(data, rng)
+    return Case("spec", {"spec.toml": data}, "spec.toml")
+
+
+def _reward_spec(case: Case, main: Path, work: Path) -> Outcome:
+    """reward -s SPEC on a good trace: a result or bad input, never a crash."""
+    argv = ["reward", "-q", "-s", str(main), str(good_trace_file(work)), "-o", str(work / "r.jsonl")]
+    code, out, err, exc = run_cli(argv)
+    problem = _crash(code, err, exc)
+    if problem is None and code != 0 and (work / "r.jsonl").exists():
+        problem = "a failed reward left its output"
+    return Outcome(code, problem, out, err)
+
+
+def _vote_traces() -> list[dict[str, Any]]:
+    import tempfile
+
+    from orchestrace.learn.stopping.banks import Bank, BankQuestion
+    from orchestrace.learn.stopping.traces import bank_to_traces
+
+    with tempfile.TemporaryDirectory() as d:
+        q = BankQuestion("q0", "Q?", "a", ["a", "b", "a"], cost=[1.0, 2.0, 1.0], correct=[True, False, True])
+        (path,) = bank_to_traces(Bank("fuzz", [q]), d)
+        return [orjson.loads(x) for x in Path(path).read_bytes().splitlines()]
+
+
+def vote_trace_case(rng: random.Random) -> Case:
+    """A vote run (what train stop --traces reads) whose runtime config or a return's attrs hold
+    hostile values."""
+    recs = _vote_traces()
+    targets = [i for i, r in enumerate(recs) if r.get("type") in ("return", "orchestrator_decision")]
+    i = rng.choice([len(recs) - 1, *targets])
+    hot = [("metadata", "runtime", "config", k) for k in ("gold", "family", "question_id", "bank", "budget")]
+    hot += [("attrs", k) for k in ("answer", "sample_cost", "correct", "prob", "samples")]
+    lines = [orjson.dumps(r) for r in recs]
+    lines[i] = mutate_tree(recs[i], rng, hot)
+    return Case("events", {"run.events.jsonl": b"\n".join(lines) + b"\n"}, "run.events.jsonl")
+
+
+def _vote_trace_bank(case: Case, main: Path, work: Path) -> Outcome:
+    """bank_from_traces: a bank or bad input naming the file, never another exception."""
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.learn.stopping.traces import bank_from_traces
+
+    try:
+        bank_from_traces(str(main))
+    except OrchestraceError as e:
+        if e.exit_code == 3 or (e.path is None and e.code != "OT613"):
+            return Outcome(e.exit_code, f"vote run error without its file: {e}")
+        return Outcome(e.exit_code, None)
+    except Exception as e:  # noqa: BLE001 - the point: only our errors may escape
+        return Outcome(None, f"uncaught {type(e).__name__} in bank_from_traces: {str(e)[:200]}")
+    return Outcome(0, None)
+
+
+def loop_record_case(rng: random.Random) -> Case:
+    """A loop folder (what eval team, a resume and bench team --report-only read) whose
+    iteration.json or config.json holds hostile values."""
+    config = {"family": "continents", "credit": "grpo", "seed": 0, "lr": 0.002}
+    recs = [
+        {"iteration": i, "policy": None if i == 0 else f"iter-{i:03d}/policy", "traces": [],
+         "train": {} if i == 0 else {"reward": 0.5, "rollout_s": 1.0, "update_s": 2.0},
+         "eval": {"team_accuracy": 0.5}}
+        for i in range(3)
+    ]  # fmt: skip
+    files = {f"iter-{i:03d}/iteration.json": orjson.dumps(r) for i, r in enumerate(recs)}
+    files["config.json"] = orjson.dumps(config)
+    name = rng.choice(sorted(files))
+    doc = config if name == "config.json" else recs[int(name[5:8])]
+    files[name] = mutate_tree(doc, rng) if rng.random() < 0.8 else mutate_text(files[name], rng)
+    return Case("loop", files, name)
+
+
+def _loop_records(case: Case, main: Path, work: Path) -> Outcome:
+    """completed() and eval team on the folder: records or bad input, never a crash."""
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.learn.loop import completed
+
+    try:
+        completed(work)
+    except OrchestraceError as e:
+        if e.exit_code == 3 or e.path is None:
+            return Outcome(e.exit_code, f"loop record error without its file: {e}")
+    except Exception as e:  # noqa: BLE001 - the point: only our errors may escape
+        return Outcome(None, f"uncaught {type(e).__name__} in completed: {str(e)[:200]}")
+    code, out, err, exc = run_cli(["eval", "team", str(work), str(work)])
+    return Outcome(code, _crash(code, err, exc), out, err)
+
+
 TRACE_COMMANDS: dict[str, Check] = {
     "load": _load_agrees,
     "validate": _main_input_check(lambda f, w: ["validate", str(f)], agree=False),
@@ -1029,6 +1146,9 @@ TRACE_COMMANDS: dict[str, Check] = {
     "gateway-serve": _gateway_serve,
     "task-file": _task_file,
     "ui-serve": _ui_serve,
+    "reward-spec": _reward_spec,
+    "vote-traces": _vote_trace_bank,
+    "loop-records": _loop_records,
 }
 IMPORT_COMMANDS: dict[str, Check] = {
     **{f"import:{fmt}": _import(auto=False) for fmt in IMPORTERS},
@@ -1044,6 +1164,9 @@ def make_case(seed: int, command: str) -> Case:
         return importer_case(rng, rng.choice(IMPORTERS))
     if command == "task-file":
         return task_file_case(rng, seed)
+    side = {"reward-spec": reward_spec_case, "vote-traces": vote_trace_case, "loop-records": loop_record_case}
+    if command in side:
+        return side[command](rng)
     return trace_case(rng)
 
 

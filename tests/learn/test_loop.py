@@ -227,6 +227,11 @@ def test_loop_stop_is_reproducible_by_seed(tmp_path: Path) -> None:
         (b'{"iteration": 1.5, "policy": null}', "Expected `int`, got `float` - at `$.iteration`"),
         # pointed the readers at iter-007, which does not exist: "no shared held-out question"
         (b'{"iteration": 7, "policy": null}', "the record of iteration 1 says iteration 7"),
+        # json's RecursionError escaped (found by bench/fuzz_hostile.py loop-records seed 50058)
+        (
+            b'{"iteration": 1, "policy": null, "eval": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+            "maximum recursion depth",
+        ),
     ],
 )
 def test_an_iteration_record_of_the_wrong_shape_is_bad_input(

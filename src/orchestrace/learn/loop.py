@@ -80,7 +80,8 @@ def completed(out: str | Path) -> list[IterationRecord]:
         try:
             # json, not orjson: the writer's json.dumps writes a NaN figure (a diverged loss) as NaN
             rec = msgspec.convert(json.loads(p.read_bytes()), IterationRecord)
-        except (ValueError, msgspec.ValidationError) as e:  # JSONDecodeError, UnicodeDecodeError
+        # JSONDecodeError, UnicodeDecodeError; RecursionError: nested thousands deep (json's recursion)
+        except (ValueError, RecursionError, msgspec.ValidationError) as e:
             raise BadInput("OT680", f"unreadable loop iteration record: {e}", path=str(p)) from None
         except OSError as e:
             raise LoadError("OT001", f"cannot read: {e.strerror}", path=str(p)) from None

@@ -55,7 +55,7 @@ def policy_decision(path: str) -> str:
 
         try:
             env = json.loads(meta["config"]).get("env")
-        except (json.JSONDecodeError, AttributeError):
+        except (json.JSONDecodeError, AttributeError, RecursionError):
             env = None
         if env in ENV_DECISION:
             return ENV_DECISION[env]

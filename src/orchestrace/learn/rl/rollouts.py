@@ -108,7 +108,15 @@ class NumpyPolicy:
                 meta = msgspec.convert(json.loads((f.metadata() or {})["config"]), PolicyMeta)
                 n = len(meta.hidden) + 1
                 weights = [(f.get_tensor(f"l{i}.weight"), f.get_tensor(f"l{i}.bias")) for i in range(n)]
-        except (KeyError, ValueError, TypeError, OSError, msgspec.ValidationError, SafetensorError) as e:
+        except (
+            KeyError,
+            ValueError,
+            TypeError,
+            OSError,
+            RecursionError,
+            msgspec.ValidationError,
+            SafetensorError,
+        ) as e:
             raise BadInput("OT664", f"not a policy file of this kind: {e}", path=str(st)) from None
         if env is not None and meta.env != env:
             raise BadInput("OT664", f"policy was trained on {meta.env!r}, not {env!r}", path=str(st))

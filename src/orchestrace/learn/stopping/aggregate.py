@@ -322,6 +322,6 @@ def load_aggregator(path: str) -> tuple[Aggregator, dict[str, AnswerPrior]]:
         if list(cfg["features"]) != list(CAND_FEATURES) or len(weights) != len(CAND_FEATURES):
             raise ValueError(f"features {cfg['features']}, expected {list(CAND_FEATURES)}")
         priors = priors_from_json(cfg["priors"])
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise BadInput("OT622", f"bad aggregator config: {e}", path=base + ".json") from None
     return Aggregator(tuple(float(x) for x in weights)), priors

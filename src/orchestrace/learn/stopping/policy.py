@@ -69,7 +69,7 @@ def _read_config(text: str, path: str) -> PolicyConfig:
         if unknown := sorted(set(raw) - _KNOWN_FIELDS):
             raise TypeError(f"unknown field(s) {', '.join(unknown)}")
         config = msgspec.convert(raw, PolicyConfig)
-    except (TypeError, ValueError, msgspec.ValidationError) as e:  # ValueError: JSONDecodeError
+    except (TypeError, ValueError, RecursionError, msgspec.ValidationError) as e:  # JSONDecodeError, too deep
         raise BadInput("OT622", f"bad policy config: {e}", path=path) from None
     checks = (
         (config.activation in ("tanh", "relu"), f"activation {config.activation!r} is not tanh or relu"),

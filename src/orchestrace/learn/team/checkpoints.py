@@ -97,7 +97,7 @@ def check_policy_file(folder: str, adapters: list[str]) -> None:
         info = json.loads(p.read_bytes())
     except OSError:
         raise BadInput("OT698", f"not a team policy folder (no {POLICY_FILE})", path=folder) from None
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError (an internal error before)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError, nested too deep
         raise BadInput("OT698", f"unreadable {POLICY_FILE}: {e}", path=str(p)) from None
     if not isinstance(info, dict):  # info.get: an internal error
         raise BadInput("OT698", f"{POLICY_FILE} is a JSON {type(info).__name__}, not an object", path=str(p))

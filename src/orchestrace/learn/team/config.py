@@ -138,7 +138,7 @@ def read_config(p: Path) -> dict[str, Any]:
     or bytes that are not UTF-8 were internal errors of its readers)."""
     try:
         old = json.loads(p.read_bytes())
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError, nested too deep
         raise BadInput("OT699", f"unreadable loop configuration: {e}", path=str(p)) from None
     if not isinstance(old, dict):
         raise BadInput(

@@ -63,7 +63,7 @@ def read_run(folder: str | Path) -> Run:
     while (p := root / f"iter-{k:03d}" / ITERATION_FILE).is_file():
         try:
             rec = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise OrchestraceError("OT342", f"unreadable iteration record: {e}", path=str(p)) from None
         if not isinstance(rec, dict):
             raise OrchestraceError("OT342", "an iteration record is a JSON object", path=str(p))
