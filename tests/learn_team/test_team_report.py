@@ -169,6 +169,8 @@ def test_two_runs_of_one_credit_and_seed_are_refused(folders):
         # read as seed 1 without a word
         (b'{"family": "continents", "credit": "grpo", "seed": 1.7}', "Expected `int`, got `float` - at `$.seed`"),
         (b'{"family": ' + b"[" * 5000 + b"]" * 5000 + b"}", "maximum recursion depth"),  # RecursionError
+        # a lone surrogate escape: msgspec's UnicodeEncodeError (bench/fuzz_hostile.py loop-records 61185)
+        (b'{"family": "continents", "credit": "grpo", "seed": "\\udfff\\ud800"}', "surrogates not allowed"),
     ],
 )  # fmt: skip
 def test_a_damaged_config_is_bad_input_naming_it(folders, tmp_path, config, said):

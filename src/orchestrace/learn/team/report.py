@@ -179,7 +179,7 @@ def _config(folder: Path) -> RunIdentity:
         raise BadInput("OT699", f"not a train team folder (no {CONFIG_FILE})", path=str(folder))
     try:
         return msgspec.convert(read_config(p), RunIdentity)
-    except msgspec.ValidationError as e:
+    except (msgspec.ValidationError, UnicodeEncodeError) as e:  # json keeps a lone "\ud800" escape
         raise BadInput("OT699", f"bad {CONFIG_FILE}: {e}", path=str(p)) from None
 
 
