@@ -1104,6 +1104,62 @@ def _loop_records(case: Case, main: Path, work: Path) -> Outcome:
     return Outcome(code, _crash(code, err, exc), out, err)
 
 
+def _stop_policy_files() -> dict[str, bytes]:
+    import tempfile
+
+    from orchestrace.learn.stopping.policy import PolicyConfig, StopPolicy
+
+    with tempfile.TemporaryDirectory() as d:
+        StopPolicy.init(PolicyConfig(hidden=[4], budget=8), seed=0).save(f"{d}/p")
+        return {name: Path(d, name).read_bytes() for name in ("p.json", "p.safetensors")}
+
+
+def stop_policy_case(rng: random.Random) -> Case:
+    """A stop policy (``eval stop -p``, ``run --policy stop=``) whose .json config is damaged."""
+    files = _stop_policy_files()
+    cfg = orjson.loads(files["p.json"])
+    hot = [(k,) for k in ("budget", "cost", "threshold", "hidden", "activation", "features", "mixture")]
+    files["p.json"] = mutate_tree(cfg, rng, hot) if rng.random() < 0.8 else mutate_text(files["p.json"], rng)
+    return Case("policy", files, "p.json")
+
+
+def _stop_policy(case: Case, main: Path, work: Path) -> Outcome:
+    """StopPolicy.load: a policy or bad input naming the file, never another exception."""
+    from orchestrace.core.errors import OrchestraceError
+    from orchestrace.learn.stopping.policy import StopPolicy
+
+    try:
+        StopPolicy.load(str(main))
+    except OrchestraceError as e:
+        return Outcome(
+            e.exit_code, None if e.exit_code != 3 and e.path else f"policy error without its file: {e}"
+        )
+    except Exception as e:  # noqa: BLE001 - the point: only our errors may escape
+        return Outcome(None, f"uncaught {type(e).__name__} in StopPolicy.load: {str(e)[:200]}")
+    return Outcome(0, None)
+
+
+def bank_case(rng: random.Random) -> Case:
+    """A sample bank (``train stop -b``, ``eval stop -b``) with hostile values on some lines."""
+    recs = [{"id": f"q{i}", "question": "Q?", "gold": "a", "samples": ["a", "b", None],
+             "correct": [True, False, False], "cost": [1, 2.5, 0]} for i in range(4)]  # fmt: skip
+    lines = [orjson.dumps(r) for r in recs]
+    for _ in range(rng.randint(1, 2)):
+        i = rng.randrange(len(lines))
+        lines[i] = mutate_tree(recs[i], rng) if rng.random() < 0.8 else mutate_text(lines[i], rng)
+    data = b"\n".join(lines) + b"\n"
+    name = "bank.jsonl"
+    if rng.random() < 0.25:
+        data, name = compress(data, rng), name + ".gz"
+    return Case("bank", {name: data}, name)
+
+
+def _bank(case: Case, main: Path, work: Path) -> Outcome:
+    """load_bank and bank info: a bank or bad input naming the file, never a crash."""
+    code, out, err, exc = run_cli(["bank", "info", str(main)])
+    return Outcome(code, _crash(code, err, exc), out, err)
+
+
 TRACE_COMMANDS: dict[str, Check] = {
     "load": _load_agrees,
     "validate": _main_input_check(lambda f, w: ["validate", str(f)], agree=False),
@@ -1149,6 +1205,8 @@ TRACE_COMMANDS: dict[str, Check] = {
     "reward-spec": _reward_spec,
     "vote-traces": _vote_trace_bank,
     "loop-records": _loop_records,
+    "stop-policy": _stop_policy,
+    "bank": _bank,
 }
 IMPORT_COMMANDS: dict[str, Check] = {
     **{f"import:{fmt}": _import(auto=False) for fmt in IMPORTERS},
@@ -1164,7 +1222,13 @@ def make_case(seed: int, command: str) -> Case:
         return importer_case(rng, rng.choice(IMPORTERS))
     if command == "task-file":
         return task_file_case(rng, seed)
-    side = {"reward-spec": reward_spec_case, "vote-traces": vote_trace_case, "loop-records": loop_record_case}
+    side = {
+        "reward-spec": reward_spec_case,
+        "vote-traces": vote_trace_case,
+        "loop-records": loop_record_case,
+        "stop-policy": stop_policy_case,
+        "bank": bank_case,
+    }
     if command in side:
         return side[command](rng)
     return trace_case(rng)
