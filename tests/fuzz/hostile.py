@@ -1160,6 +1160,46 @@ def _bank(case: Case, main: Path, work: Path) -> Outcome:
     return Outcome(code, _crash(code, err, exc), out, err)
 
 
+_RECORDED: dict[str, bytes] = {}
+
+
+def _recorded_run() -> dict[str, bytes]:
+    """A scripted vote run and its call cache, recorded once per process."""
+    if not _RECORDED:
+        import tempfile
+
+        from orchestrace.runtime.runner import backend_spec, run
+
+        with tempfile.TemporaryDirectory() as d:
+            run("vote", f"{d}/r.events.jsonl", backend=backend_spec("scripted"), config={"budget": 2})
+            for name in ("r.events.jsonl", "r.cache.jsonl"):
+                _RECORDED[name] = Path(d, name).read_bytes()
+    return dict(_RECORDED)
+
+
+def replay_case(rng: random.Random) -> Case:
+    """A recorded run (``replay``, ``fork``) whose metadata.runtime or metadata.fork is damaged."""
+    files = _recorded_run()
+    recs = [orjson.loads(x) for x in files["r.events.jsonl"].splitlines()]
+    last = recs[-1]
+    if rng.random() < 0.3:
+        last["metadata"]["fork"] = {"parent": "x", "at": "e1", "index": 1, "do": "stop", "fresh_ids_from": 9}
+    hot = [
+        ("metadata", "runtime", k)
+        for k in ("program", "config", "seed", "clock", "timeout", "retries", "budget")
+    ]
+    hot += [("metadata", "fork", k) for k in ("at", "index", "do", "fresh_ids_from")]
+    recs_text = [orjson.dumps(r) for r in recs[:-1]] + [mutate_tree(last, rng, hot)]
+    files["r.events.jsonl"] = b"\n".join(recs_text) + b"\n"
+    return Case("events", files, "r.events.jsonl")
+
+
+def _replay(case: Case, main: Path, work: Path) -> Outcome:
+    """replay of the damaged run: a replay or bad input, never a crash."""
+    code, out, err, exc = run_cli(["replay", str(main), "-o", str(work / "again.events.jsonl")])
+    return Outcome(code, _crash(code, err, exc), out, err)
+
+
 TRACE_COMMANDS: dict[str, Check] = {
     "load": _load_agrees,
     "validate": _main_input_check(lambda f, w: ["validate", str(f)], agree=False),
@@ -1207,6 +1247,7 @@ TRACE_COMMANDS: dict[str, Check] = {
     "loop-records": _loop_records,
     "stop-policy": _stop_policy,
     "bank": _bank,
+    "replay-meta": _replay,
 }
 IMPORT_COMMANDS: dict[str, Check] = {
     **{f"import:{fmt}": _import(auto=False) for fmt in IMPORTERS},
@@ -1228,6 +1269,7 @@ def make_case(seed: int, command: str) -> Case:
         "loop-records": loop_record_case,
         "stop-policy": stop_policy_case,
         "bank": bank_case,
+        "replay-meta": replay_case,
     }
     if command in side:
         return side[command](rng)
