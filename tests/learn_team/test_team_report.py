@@ -250,3 +250,22 @@ def test_mean_advantage_of_a_centred_batch_is_zero_not_float_noise() -> None:
     ]
     assert sum(r - mean for r in rewards) / len(rewards) != 0.0  # the noise the plot showed
     assert mean_advantages(rows) == {"checker": 0.0, "solver": 0.0}
+
+
+def test_a_held_out_run_naming_an_unknown_question_is_the_file_named(folders, tmp_path):
+    """The error named the shipped task file ("no question 'nope' in task set 'continents'"),
+    which holds no mistake; the run's file holds it."""
+    from orchestrace.learn.team.report import team_report
+
+    _, b, g = folders
+    bad = tmp_path / "grpo-s0"
+    shutil.copytree(g, bad)
+    run = bad / "iter-001" / "eval" / "cont-angola-g0.events.jsonl"
+    recs = [json.loads(line) for line in run.read_text().splitlines()]
+    for r in recs:
+        if isinstance(r.get("metadata"), dict) and "runtime" in r["metadata"]:
+            r["metadata"]["runtime"]["config"]["question"] = "nope"
+    run.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(OrchestraceError, match="no question 'nope'") as ei:
+        team_report([b, bad])
+    assert (ei.value.path, ei.value.pointer) == (str(run), "/metadata/runtime/config")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...core.io import load_one
 from ...core.model import Trace
-from .program import BadInput, answer_correct, answering, trace_question
+from .program import BadInput, answer_correct, answering, run_question, trace_question
 
 
 def accuracy_figures(traces: list[Trace]) -> dict[str, float]:
@@ -60,7 +60,7 @@ def _per_question(folder: Path) -> dict[str, float]:
     rows: dict[str, list[float]] = defaultdict(list)
     for p in sorted((folder / "eval").glob("*.events.jsonl")):
         tr = load_one(p)
-        fam, q = trace_question(tr)
+        fam, q = run_question(tr, str(p))
         rows[q.id].append(
             float(answer_correct(fam, q, ((tr.metadata or {}).get("outcome") or {}).get("final")))
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.errors import BadInput  # the one of core; the other team modules import it from here
+from ...core.errors import BadInput, OrchestraceError  # BadInput: the other team modules import it from here
 from ...core.model import Trace
 from ...runtime.backends.scripted import ScriptedBackend
 from ...runtime.orchestrator import AgentSpec, BasePolicy, Message, Result, RunState, Task
@@ -245,6 +245,16 @@ def trace_question(trace: Trace) -> tuple[TaskSet, TaskItem]:
     verifier = cfg.get("verifier")
     fam = family(str(cfg.get("family", "countries")), None if verifier is None else str(verifier))
     return fam, question(fam, str(cfg["question"]))
+
+
+def run_question(trace: Trace, path: str) -> tuple[TaskSet, TaskItem]:
+    """``trace_question`` of a recorded run read from ``path``: a question or family its config
+    names that does not exist is the run's mistake, named by the run's file (it named the task
+    file, which holds no mistake)."""
+    try:
+        return trace_question(trace)
+    except OrchestraceError as e:
+        raise BadInput(e.code, e.message, path=path, pointer="/metadata/runtime/config") from None
 
 
 def verify(trace: Trace) -> float:

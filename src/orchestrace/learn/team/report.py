@@ -27,7 +27,7 @@ from ...core.paths import make_dirs
 from ...core.stats import mean_ci
 from ..loop import ITERATION_FILE, IterationRecord, completed, iteration_dir
 from .config import CONFIG_FILE, read_config
-from .program import AGGREGATOR, BadInput, answer_correct, canonical, trace_question
+from .program import AGGREGATOR, BadInput, answer_correct, canonical, run_question
 
 REPORT_JSON = "team-report.json"
 REPORT_PNG = "team-report.png"
@@ -112,12 +112,12 @@ def held_out_answers(folder: Path) -> dict[str, Answers]:
     """question id -> the answers of its (first) held-out run in an iteration folder."""
     out: dict[str, Answers] = {}
     for p in sorted((folder / "eval").glob("*-g0.events.jsonl")):
-        out.setdefault(*_answers(load_one(p)))
+        out.setdefault(*_answers(load_one(p), str(p)))
     return out
 
 
-def _answers(tr: Trace) -> tuple[str, Answers]:
-    fam, q = trace_question(tr)
+def _answers(tr: Trace, path: str) -> tuple[str, Answers]:
+    fam, q = run_question(tr, path)
     text: dict[str, str | None] = {}
     for e in tr.events:
         if e.type == "return" and e.status != "error" and e.agent:
