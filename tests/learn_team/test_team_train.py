@@ -220,10 +220,11 @@ def test_loo_fork_credit_reruns_each_run_without_one_solver(trained):
         assert row.advantage == r - reward_by_seed(fork)
 
 
-def final_of_even_length(trace) -> float:
-    """A verifier for tests: 1 when the team's final answer has an even number of characters (so
-    samples of the aggregator's call on the same answers differ in reward)."""
-    return float(len((trace.metadata["outcome"] or {}).get("final") or "") % 2 == 0)
+def id_of_even_length(trace) -> float:
+    """A verifier for tests: 1 when the trace id has an even length. A run and its resample forks
+    (``~resample~aggregator``, ``~resample2~aggregator``, ...) differ, whatever the model samples,
+    so the group's credit is never all 0."""
+    return float(len(trace.trace_id) % 2 == 0)
 
 
 def test_loo_fork_rloo_trains_every_sample_of_the_last_call(trained, tmp_path):
@@ -237,7 +238,7 @@ def test_loo_fork_rloo_trains_every_sample_of_the_last_call(trained, tmp_path):
 
     _, step, _, recs = trained
     traces = recs[1].traces
-    spec = load_spec(verifier_spec(tmp_path, "final_of_even_length"))
+    spec = load_spec(verifier_spec(tmp_path, "id_of_even_length"))
     forks = run_forks(step.backend, traces, resamples=3)
     assert len(forks) == 5 * len(traces)  # two solvers dropped, the aggregator sampled 3 times
     batch = read_batch(traces, spec, "loo-fork", "agent", 3)
@@ -245,8 +246,8 @@ def test_loo_fork_rloo_trains_every_sample_of_the_last_call(trained, tmp_path):
     for i, path in enumerate(traces):
         rows = [r for r in batch.rows if r.trace == i and r.agent == "aggregator"]
         assert len(rows) == 4
-        group = [final_of_even_length(load_one(path))]
-        group += [final_of_even_length(load_one(resample_path(path, "aggregator", k))) for k in (1, 2, 3)]
+        group = [id_of_even_length(load_one(path))]
+        group += [id_of_even_length(load_one(resample_path(path, "aggregator", k))) for k in (1, 2, 3)]
         want = [g - (sum(group) - g) / 3 for g in group]
         assert [r.advantage for r in rows] == pytest.approx(want)
         for k, row in zip((1, 2, 3), rows[1:], strict=True):  # each row: its fork's own sampled tokens
@@ -258,7 +259,7 @@ def test_loo_fork_rloo_trains_every_sample_of_the_last_call(trained, tmp_path):
         for row in batch.rows:
             if row.trace == i and row.agent.startswith("solver"):
                 fork = load_one(fork_path(path, row.agent))
-                assert row.advantage == group[0] - final_of_even_length(fork)
+                assert row.advantage == group[0] - id_of_even_length(fork)
     assert len(seen_seeds) == 3 * len(traces)  # every resample its own draw
     assert any(r.advantage != 0 for r in batch.rows if r.agent == "aggregator")  # not a trivial check
     with pytest.raises(OrchestraceError, match="resamples is for the fork credit methods"):
