@@ -192,6 +192,8 @@ def test_fork_refuses_what_cannot_apply(debate, tmp_path):
     dec = next(e for e in original.events if e.type == "orchestrator_decision")
     with pytest.raises(OrchestraceError, match="unknown policy"):
         fork(path, dec.id, "policy:nope")
+    with pytest.raises(OrchestraceError, match="'stop' takes no argument"):  # was ignored
+        fork(path, dec.id, "stop:extra")
     bare = tmp_path / "bare.events.jsonl"
     bare.write_text(open(path).read())
     with pytest.raises(OrchestraceError, match="cache"):

@@ -111,6 +111,8 @@ def parse_intervention(text: str) -> Intervention:
         )
     if kind in ("replace", "delegate", "policy") and not arg:
         raise OrchestraceError("OT602", f"intervention {kind!r} needs an argument: {kind}:VALUE")
+    if kind in ("drop", "stop") and arg:
+        raise OrchestraceError("OT602", f"intervention {kind!r} takes no argument, got {kind}:{arg}")
     if kind == "resample" and arg and not arg.lstrip("-").isdigit():
         raise OrchestraceError("OT602", f"resample takes an integer seed, got {arg!r}")
     return Intervention(kind, arg or None)
