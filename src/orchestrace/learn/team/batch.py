@@ -59,13 +59,10 @@ def credit_options(method: str) -> dict[str, str]:
     return {"baseline": "mean"} if method == "broadcast" else {}
 
 
-def _resampled_rows(
-    i: int, path: str, trace: Trace, r: float, spec: RewardSpec, resamples: int
-) -> list[CallRow]:
-    """The last agent's resampled calls of one run (forks.py) as training rows: each of its
-    ``resamples + 1`` samples on the same inputs (the recorded one's row comes from the run) is
-    credited against the mean reward of the others, RLOO's baseline within the group."""
-    samples = last_samples(path, trace, spec, resamples)
+def _resampled_rows(i: int, r: float, samples: list[tuple[str, float]]) -> list[CallRow]:
+    """The last agent's resampled calls of one run (``samples``: :func:`forks.last_samples`) as
+    training rows: each of its samples on the same inputs (the recorded one's row comes from the
+    run) is credited against the mean reward of the others, RLOO's baseline within the group."""
     group = [r] + [rk for _, rk in samples]
     rows = []
     for fork, rk in samples:
@@ -101,11 +98,15 @@ def read_batch(
     forked = method in FORK_METHODS
     if resamples > 1 and not forked:
         raise BadInput("OT695", f"resamples is for the fork credit methods, not {method!r}")
+    samples = [
+        last_samples(p, t, spec, resamples) if resamples > 1 else []
+        for p, t in zip(paths, traces, strict=True)
+    ]
     if forked:
         method = FORK_METHODS[method]
         credited = [
-            assign_credit([t], method, unit, channel=channel, game=fork_game(p, spec, resamples))[0]
-            for p, t in zip(paths, traces, strict=True)
+            assign_credit([t], method, unit, channel=channel, game=fork_game(p, spec, [r for _, r in s]))[0]
+            for p, t, s in zip(paths, traces, samples, strict=True)
         ]
     else:
         credited = assign_credit(traces, method, unit, channel=channel, **options)
@@ -121,8 +122,7 @@ def read_batch(
             if sample is None or not sample.completion_ids:
                 continue
             rows.append(CallRow(i, e.id, e.agent, sample.adapter, float((e.credit or {})[key]), sample))
-        if resamples > 1:
-            rows += _resampled_rows(i, p, tr, rewards[i], spec, resamples)
+        rows += _resampled_rows(i, rewards[i], samples[i])
     if not rows:
         raise BadInput(
             "OT697",

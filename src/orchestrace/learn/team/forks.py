@@ -149,7 +149,9 @@ def last_samples(trace_path: str, trace: Trace, spec: RewardSpec, resamples: int
     return out
 
 
-def fork_game(trace_path: str, spec: RewardSpec, resamples: int = 1) -> Callable[[Trace, Any], Any]:
+def fork_game(
+    trace_path: str, spec: RewardSpec, resampled: list[float] | None = None
+) -> Callable[[Trace, Any], Any]:
     """The coalition game of one run at the agent level, from its forks. Players outside a
     coalition S: an earlier agent (a solver, the proposer) outside S has its answer dropped, so
     g(S) = R of the fork without those answers (g(everyone) = R); the last agent (aggregator,
@@ -159,7 +161,9 @@ def fork_game(trace_path: str, spec: RewardSpec, resamples: int = 1) -> Callable
     inputs. (Until this fix v(all but the last) was 0: the last agent got R with no baseline, so
     every run pushed its sampled answer up when the team was right, whatever it chose.) The
     orchestrator is not a player (the same in every coalition: credit 0). A coalition whose fork
-    was not run (Shapley over forks made for leave-one-out only) is an error."""
+    was not run (Shapley over forks made for leave-one-out only) is an error. ``resampled``: the
+    rewards of the last agent's resamples (:func:`last_samples`, read once by the caller); without
+    it the one resample fork is read here."""
     from ...credit import FnGame
 
     def reward(path: str) -> float:
@@ -173,9 +177,8 @@ def fork_game(trace_path: str, spec: RewardSpec, resamples: int = 1) -> Callable
             return resample_game(trace_path, trace, r, list(units.ids), reward)
         ans = [a for _, a in answering(trace)]
         earlier, last = ans[:-1], (ans[-1] if ans else None)
-        if resamples > 1:
-            others = [rk for _, rk in last_samples(trace_path, trace, spec, resamples)]
-            c = r - sum(others) / len(others)
+        if resampled:
+            c = r - sum(resampled) / len(resampled)
         else:
             rp = resample_path(trace_path, last) if last else ""
             c = r - reward(rp) if last and os.path.exists(rp) else r
