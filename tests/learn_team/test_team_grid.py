@@ -136,8 +136,8 @@ def revise_run(q: str, proposed: str, revised: str, gold: str) -> Answers:
 def test_report_lists_every_cell_and_what_the_reviser_did(tmp_path):
     # two questions, gold "a": at the start the reviser breaks q1's right proposal and keeps q2's
     # wrong one; after, it keeps q1's and corrects q2's
-    start = {"q1": revise_run("q1", "a", "b", "a"), "q2": revise_run("q2", "b", "b", "a")}
-    after = {"q1": revise_run("q1", "a", "a", "a"), "q2": revise_run("q2", "b", "a", "a")}
+    start = {"q1": [revise_run("q1", "a", "b", "a")], "q2": [revise_run("q2", "b", "b", "a")]}
+    after = {"q1": [revise_run("q1", "a", "a", "a")], "q2": [revise_run("q2", "b", "a", "a")]}
     found = {
         ("f", "revise", "loo-fork"): {0: (start, after)},
         ("f", "revise", "broadcast"): {0: (start, start)},
@@ -208,3 +208,36 @@ def test_a_negative_seed_or_count_is_a_usage_error(argv, capsys):
         main(argv)
     err = capsys.readouterr().err
     assert e.value.code == 2 and ("x>=0" in err or ">= 0" in err) and "internal" not in err, err
+
+
+def test_several_runs_per_question_are_averaged_and_each_counted():
+    """--eval-runs: a question's accuracy is the share of its runs the team got right, and every
+    run where the solvers disagree is one more choice counted (not only the first run)."""
+    gold = "europe"
+    right = {"solver_0": "asia", "solver_1": "asia", "solver_2": "europe", "aggregator": "europe"}
+    wrong = {"solver_0": "asia", "solver_1": "asia", "solver_2": "europe", "aggregator": "asia"}
+    agree = {"solver_0": "europe", "solver_1": "europe", "solver_2": "europe", "aggregator": "europe"}
+    start = {"q1": [answers(wrong, gold), answers(wrong, gold), answers(agree, gold), answers(right, gold)]}
+    after = {"q1": [answers(right, gold), answers(right, gold), answers(wrong, gold), answers(agree, gold)]}
+    rep = report_of({("f", "agg3", "loo-fork"): {0: (start, after)}}, {}, {}, resamples=50)
+    (cell,) = rep.per_cell
+    assert (cell.start, cell.after, cell.gain) == (0.5, 0.75, 0.25)
+    (choice,) = rep.choices
+    assert (choice.disagreements_start, choice.disagreements_after) == (3, 3)
+    assert choice.figures["right_when_one_has_it"][:2] == pytest.approx((1 / 3, 2 / 3))
+
+
+def test_choices_pool_the_families_questions():
+    """The aggregator's choice figures also pooled over families: their questions together."""
+    gold = "europe"
+    right = {"solver_0": "asia", "solver_1": "asia", "solver_2": "europe", "aggregator": "europe"}
+    wrong = {"solver_0": "asia", "solver_1": "asia", "solver_2": "europe", "aggregator": "asia"}
+    found = {
+        ("f", "agg3", "loo-fork"): {0: ({"a": [answers(wrong, gold)]}, {"a": [answers(right, gold)]})},
+        ("g", "agg3", "loo-fork"): {0: ({"b": [answers(wrong, gold)]}, {"b": [answers(wrong, gold)]})},
+    }
+    rep = report_of(found, {}, {}, resamples=50)
+    assert [c.family for c in rep.choices] == ["f", "g", "pooled"]
+    pooled = rep.choices[-1]
+    assert (pooled.disagreements_start, pooled.disagreements_after) == (2, 2)
+    assert pooled.figures["right_when_one_has_it"][:3] == pytest.approx((0.0, 0.5, 0.5))

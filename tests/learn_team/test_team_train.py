@@ -341,12 +341,13 @@ def test_bench_grid_runs_resumes_and_reports(tiny, tmp_path):
     """bench team on a tiny grid: every cell a loop folder that starts from the shared start
     evaluation; a second run keeps every finished cell; the table has a row per cell group and
     one against broadcast."""
-    from orchestrace.learn.loop import iteration_dir
+    from orchestrace.learn.loop import completed, iteration_dir
     from orchestrace.learn.team.grid import cells, grid_report, markdown, run_grid, write_report
     from orchestrace.learn.team.program import BadInput, adapters_for
+    from orchestrace.learn.team.report import held_out_runs
 
     cfg, step = tiny
-    base = replace(cfg, reward=None, questions=1, group=2, train_pool=2, heldout=2)
+    base = replace(cfg, reward=None, questions=1, group=2, train_pool=2, heldout=2, eval_runs=2)
     grid = cells(["countries"], ["agg2"], ["broadcast", "loo-fork"], [0])
     steps = {(*adapters_for("role", 2), str(cfg.lora_rank)): step}
     first = run_grid(grid, base, 1, tmp_path, steps=steps)
@@ -369,6 +370,17 @@ def test_bench_grid_runs_resumes_and_reports(tiny, tmp_path):
         ("countries", "loo-fork", [0], 2),
     ]
     assert rep.rows[1].vs_broadcast is not None and rep.rows[0].vs_broadcast is None
+    # every held-out run counts (2 per question): the start and after figures are the ones the
+    # training loop's own evaluation recorded over all the runs
+    assert all(
+        len(runs) == 2
+        for runs in held_out_runs(iteration_dir(tmp_path / "start" / "countries-agg2", 0)).values()
+    )
+    for c in rep.per_cell:
+        recs = completed(tmp_path / "cells" / f"countries-agg2-{c.credit}-s0")
+        assert (c.start, c.after) == pytest.approx(
+            (recs[0].eval["team_accuracy"], recs[-1].eval["team_accuracy"])
+        )
     _, md, png = write_report(rep, tmp_path)
     assert md.read_text() == markdown(rep) and png.stat().st_size > 0
 

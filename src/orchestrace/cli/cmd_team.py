@@ -245,7 +245,10 @@ def bench_team_cmd(
     questions: int = typer.Option(2, "--questions", help="training questions per iteration"),
     group: int = typer.Option(4, "--group", help="runs per training question"),
     train_pool: int = typer.Option(100, "--train-pool"),
-    heldout: int = typer.Option(40, "--heldout", help="held-out questions (one run each, start and end)"),
+    heldout: int = typer.Option(40, "--heldout", help="held-out questions (evaluated at the start and end)"),
+    eval_runs: int = typer.Option(
+        1, "--eval-runs", help="runs per held-out question (their mean is its accuracy)"
+    ),
     lr: float = typer.Option(2e-3, "--lr"),
     epochs: int = typer.Option(2, "--epochs"),
     threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
@@ -266,8 +269,9 @@ def bench_team_cmd(
     grid = cells(_csv(families), _csv(topologies), _csv(credits), _seeds(seeds))
     if not report_only:
         base = TeamConfig(
-            questions=questions, group=group, train_pool=train_pool, heldout=heldout, lr=lr, epochs=epochs
-        )
+            questions=questions, group=group, train_pool=train_pool, heldout=heldout, eval_runs=eval_runs,
+            lr=lr, epochs=epochs,
+        )  # fmt: skip
         res = run_grid(
             grid,
             base,

@@ -41,7 +41,7 @@ from ...core.errors import LoadError
 from ..loop import completed, iteration_dir
 from .config import TeamConfig, check_resume
 from .program import AGGREGATOR, PROPOSER, REVISER, BadInput
-from .report import Answers, held_out_answers
+from .report import Answers, held_out_runs
 
 TOPOLOGIES = {"agg2": ("aggregate", 2), "agg3": ("aggregate", 3), "revise": ("revise", 1)}
 #: grid credit -> (credit method, unit, resamples of the last agent's call)
@@ -236,14 +236,23 @@ class GridReport:
     revisions: list[Choice] = field(default_factory=list)
 
 
-def _cell_answers(folder: Path) -> tuple[dict[str, Answers], dict[str, Answers], int, float]:
-    """(start answers, after answers, iterations, mean training seconds per iteration) of a cell."""
+Runs = dict[str, list[Answers]]
+"""question id -> its held-out runs (one, or ``--eval-runs`` of them)"""
+
+
+def team_right(runs: list[Answers]) -> float:
+    """A question's held-out team accuracy: the share of its runs the team got right."""
+    return float(np.mean([a.team_right for a in runs]))
+
+
+def _cell_answers(folder: Path) -> tuple[Runs, Runs, int, float]:
+    """(start runs, after runs, iterations, mean training seconds per iteration) of a cell."""
     recs = completed(folder)
     last = recs[-1]
     s = [r.train.get("rollout_s", 0.0) + r.train.get("update_s", 0.0) for r in recs[1:]]
     return (
-        held_out_answers(iteration_dir(folder, 0)),
-        held_out_answers(iteration_dir(folder, last.iteration)),
+        held_out_runs(iteration_dir(folder, 0)),
+        held_out_runs(iteration_dir(folder, last.iteration)),
         last.iteration,
         float(np.mean(s)) if s else 0.0,
     )
@@ -301,7 +310,7 @@ def revision_counts(a: Answers) -> dict[str, tuple[float, float]] | None:
 
 
 def _choice(
-    family: str, credit: str, seeds: list[int], start: dict[str, Answers], afters: list[dict[str, Answers]],
+    family: str, credit: str, seeds: list[int], start: Runs, afters: list[Runs],
     resamples: int, seed: int,
     counts: Callable[[Answers], dict[str, tuple[float, float]] | None] = choice_counts,
     names: tuple[str, ...] = CHOICE_FIGURES,
@@ -309,20 +318,22 @@ def _choice(
     qs = sorted(start)
     figures = {}
     rng = np.random.default_rng(seed)
-    n_start = sum(counts(start[q]) is not None for q in qs)
-    n_after = sum(counts(af[q]) is not None for af in afters for q in qs if q in af)
+    n_start = sum(counts(a) is not None for q in qs for a in start[q])
+    n_after = sum(counts(a) is not None for af in afters for q in qs if q in af for a in af[q])
     for f in names:
-        # per question: hits and counts at the start, and summed over the seeds after
+        # per question: hits and counts summed over its runs at the start, and over the seeds' runs after
         sb = np.zeros((len(qs), 2))
         sa = np.zeros((len(qs), 2))
         for i, q in enumerate(qs):
-            c = counts(start[q])
-            if c and f in c:
-                sb[i] += c[f]
-            for af in afters:
-                c = counts(af[q]) if q in af else None
+            for a in start[q]:
+                c = counts(a)
                 if c and f in c:
-                    sa[i] += c[f]
+                    sb[i] += c[f]
+            for af in afters:
+                for a in af.get(q, []):
+                    c = counts(a)
+                    if c and f in c:
+                        sa[i] += c[f]
 
         def share(m: np.ndarray) -> float:
             return float(m[:, 0].sum() / m[:, 1].sum()) if m[:, 1].sum() else float("nan")
@@ -342,7 +353,7 @@ def _choice(
     return Choice(family, credit, seeds, n_start, n_after, figures)
 
 
-Found = dict[tuple[str, str, str], dict[int, tuple[dict[str, Answers], dict[str, Answers]]]]
+Found = dict[tuple[str, str, str], dict[int, tuple[Runs, Runs]]]
 """(family, topology, credit) -> seed -> (held-out answers at the start, after the last iteration)"""
 
 
@@ -398,36 +409,46 @@ def report_of(
                 )
 
     def shares(topology: str, counts: Any, names: tuple[str, ...]) -> list[Choice]:
-        return [
-            _choice(
-                f,
-                c,
-                sorted(found[(f, topology, c)]),
-                next(iter(found[(f, topology, c)].values()))[0],
-                [a for _, a in found[(f, topology, c)].values()],
-                resamples,
-                seed,
-                counts,
-                names,
-            )  # fmt: skip
-            for f in families
-            for c in credits
-            if (f, topology, c) in found
-        ]
+        """One group per family and credit, then "pooled" over the families (their questions
+        together, the seeds every family has) where a credit has more than one."""
+        out: list[Choice] = []
+        for c in credits:
+            parts = [f for f in families if (f, topology, c) in found]
+            groups = {f: found[(f, topology, c)] for f in parts}
+            if len(parts) > 1:
+                common = sorted(set.intersection(*(set(by_seed) for by_seed in groups.values())))
+                groups["pooled"] = {
+                    s: (
+                        {
+                            q: r
+                            for by_seed in groups.values()
+                            for q, r in next(iter(by_seed.values()))[0].items()
+                        },
+                        {q: r for by_seed in groups.values() for q, r in by_seed[s][1].items()},
+                    )
+                    for s in common
+                }
+            for f, by_seed in groups.items():
+                if by_seed:
+                    start = next(iter(by_seed.values()))[0]
+                    afters = [a for _, a in by_seed.values()]
+                    out.append(_choice(f, c, sorted(by_seed), start, afters, resamples, seed, counts, names))
+        order = {f: i for i, f in enumerate([*families, "pooled"])}
+        return sorted(out, key=lambda ch: (order[ch.family], list(credits).index(ch.credit)))
 
     per_cell = []
     for (f, t, c), by_seed in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
         for s, (start, after) in sorted(by_seed.items()):
             qs = sorted(start)
-            d = np.array([float(after[q].team_right) - float(start[q].team_right) for q in qs])
+            d = np.array([team_right(after[q]) - team_right(start[q]) for q in qs])
             per_cell.append(
                 CellResult(
                     f,
                     t,
                     c,
                     s,
-                    float(np.mean([start[q].team_right for q in qs])),
-                    float(np.mean([after[q].team_right for q in qs])),
+                    float(np.mean([team_right(start[q]) for q in qs])),
+                    float(np.mean([team_right(after[q]) for q in qs])),
                     float(d.mean()),
                     _boot([d], resamples, seed),
                     speed.get(Cell(f, t, c, s).name, 0.0),
@@ -457,8 +478,8 @@ def _parse(name: str) -> tuple[str, str, str, int]:
 
 def _row(
     family: str, topology: str, credit: str,
-    per_family: dict[str, dict[int, tuple[dict[str, Answers], dict[str, Answers]]]],
-    found: dict[tuple[str, str, str], dict[int, tuple[dict[str, Answers], dict[str, Answers]]]],
+    per_family: dict[str, dict[int, tuple[Runs, Runs]]],
+    found: Found,
     resamples: int, seed: int,
 ) -> Row:  # fmt: skip
     starts, afters, gains, vs = [], [], [], []
@@ -467,16 +488,16 @@ def _row(
     for f, by_seed in per_family.items():
         start = next(iter(by_seed.values()))[0]
         qs = sorted(start)
-        s_arr = np.array([float(start[q].team_right) for q in qs])
-        a_arr = np.mean([[float(by_seed[s][1][q].team_right) for q in qs] for s in seeds], axis=0)
+        s_arr = np.array([team_right(start[q]) for q in qs])
+        a_arr = np.mean([[team_right(by_seed[s][1][q]) for q in qs] for s in seeds], axis=0)
         starts.append(s_arr)
         afters.append(a_arr)
         gains.append(a_arr - s_arr)
         bc = found.get((f, topology, "broadcast"), {})
         common = sorted(set(seeds) & set(bc)) if credit != "broadcast" else []
         if common:
-            mine = np.mean([[float(by_seed[s][1][q].team_right) for q in qs] for s in common], axis=0)
-            theirs = np.mean([[float(bc[s][1][q].team_right) for q in qs] for s in common], axis=0)
+            mine = np.mean([[team_right(by_seed[s][1][q]) for q in qs] for s in common], axis=0)
+            theirs = np.mean([[team_right(bc[s][1][q]) for q in qs] for s in common], axis=0)
             vs.append(mine - theirs)
     start_all, after_all = np.concatenate(starts), np.concatenate(afters)
     vs_all = np.concatenate(vs) if len(vs) == len(per_family) and vs else None

@@ -109,11 +109,22 @@ class TeamReport:
 
 
 def held_out_answers(folder: Path) -> dict[str, Answers]:
-    """question id -> the answers of its (first) held-out run in an iteration folder."""
-    out: dict[str, Answers] = {}
-    for p in sorted((folder / "eval").glob("*-g0.events.jsonl")):
-        out.setdefault(*_answers(load_one(p), str(p)))
-    return out
+    """question id -> the answers of its first held-out run (g0) in an iteration folder."""
+    return {q: runs[0] for q, runs in held_out_runs(folder, first_only=True).items()}
+
+
+def held_out_runs(folder: Path, *, first_only: bool = False) -> dict[str, list[Answers]]:
+    """question id -> the answers of each of its held-out runs (g0, g1, ... in order) in an
+    iteration folder: ``--eval-runs`` above 1 gives each question several runs to average."""
+    runs: dict[str, list[tuple[int, Answers]]] = defaultdict(list)
+    pattern = "*-g0.events.jsonl" if first_only else "*-g*.events.jsonl"
+    for p in (folder / "eval").glob(pattern):
+        g = p.name[: -len(".events.jsonl")].rpartition("-g")[2]
+        if not (g.isascii() and g.isdigit()):
+            continue
+        q, a = _answers(load_one(p), str(p))
+        runs[q].append((int(g), a))
+    return {q: [a for _, a in sorted(rs, key=lambda x: x[0])] for q, rs in sorted(runs.items())}
 
 
 def _answers(tr: Trace, path: str) -> tuple[str, Answers]:
