@@ -120,3 +120,31 @@ def test_cli_functions(tmp_path, public_excerpt) -> None:
     assert res.exit_code == 0 and "makespan_heuristic" in json.loads(res.output)["methods"]
     res = run.invoke(app, ["eval-swarm", "--format", "yaml"])
     assert res.exit_code != 0
+
+
+@pytest.mark.parametrize(
+    ("command", "trainer"),
+    [
+        (cmd.train_retry_cmd, "train_retry"),
+        (cmd.train_delegate_cmd, "train_delegate"),
+        (cmd.train_swarm_cmd, "train_swarm"),
+    ],
+)
+def test_an_output_that_is_a_file_is_refused_before_training(tmp_path, monkeypatch, command, trainer) -> None:
+    """-o FILE: OT001 before any training (it was raised by the writer only after training)."""
+    import orchestrace.learn.experiments as experiments
+    from orchestrace.core.errors import LoadError
+
+    def must_not_train(*args, **kwargs):
+        raise AssertionError("trained before the output folder was checked")
+
+    monkeypatch.setattr(experiments, trainer, must_not_train)
+    app = typer.Typer()
+    app.command("train")(command)
+    app.command("other")(cmd.eval_swarm_cmd)  # two commands: typer keeps the name "train"
+    afile = tmp_path / "taken"
+    afile.write_text("x")
+    for out in (afile, afile / "below"):
+        res = CliRunner().invoke(app, ["train", "-o", str(out)])
+        assert isinstance(res.exception, LoadError), res.output
+        assert res.exception.code == "OT001" and res.exception.path == str(out)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import typer
 
+from ..core.paths import check_folder
 from .output import console
 
 if TYPE_CHECKING:
@@ -141,6 +142,7 @@ def train_retry_cmd(
     from ..learn.scalar_log import open_log
 
     _check_format(fmt)
+    check_folder(out)  # -o FILE was refused only after training
     with open_log(log, out):
         r = write_trained(
             out,
@@ -248,6 +250,7 @@ def train_delegate_cmd(
     from ..learn.scalar_log import open_log
 
     _check_format(fmt)
+    check_folder(out)  # -o FILE was refused only after training
     if logged:
         if not traces:
             from ..core.errors import OrchestraceError
@@ -374,6 +377,7 @@ def train_swarm_cmd(
     from ..learn.scalar_log import open_log
 
     _check_format(fmt)
+    check_folder(out)  # -o FILE was refused only after training
     if parallel and traces:
         from ..core.errors import OrchestraceError
 

@@ -27,6 +27,19 @@ def utf8_path(path: str) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
+def check_folder(path: str | os.PathLike[str]) -> None:
+    """OT001 now, before any work, where ``make_dirs(path)`` would fail at the end of it: ``path``
+    or a folder on its path is a file (a training command's -o FILE was refused only after training)."""
+    p = Path(path)
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                raise LoadError(
+                    "OT001", "cannot make this folder: it, or a folder on its path, is a file", path=str(p)
+                )
+            return
+
+
 def make_dirs(path: str | os.PathLike[str]) -> Path:
     """``path`` as a folder, made with its parents when missing. A file there or on its way is
     OT001 naming the path; it was FileExistsError or NotADirectoryError, an internal error (exit 3)
