@@ -76,6 +76,23 @@ def trained(tiny, tmp_path_factory):
     return cfg, step, out, recs
 
 
+def test_a_trained_folder_ingests_whole(trained, tmp_path):
+    """Every run of a train team folder is its own trace in a store: the held-out runs of
+    iteration 0 and 1 (same question, same run seed, other weights) shared a trace id, and
+    ``ingest`` refused the later ones (OT310)."""
+    from orchestrace.core.io import load_one
+    from orchestrace.store.db import connect, ingest
+
+    _, _, out, _ = trained
+    files = sorted(str(p) for p in out.rglob("*.events.jsonl"))
+    evals = [load_one(p).trace_id for p in files if "/eval/" in p]
+    assert len(evals) == 2 and len(set(evals)) == 2
+    rep = ingest(str(tmp_path / "team.duckdb"), files, workers=1)
+    assert rep.failures == [] and rep.inserted == len(files)
+    con = connect(str(tmp_path / "team.duckdb"), read_only=True)
+    assert con.execute("select count(*) from traces").fetchone()[0] == len(files)
+
+
 def test_loss_recomputed_from_traces_alone(trained):
     from orchestrace.learn.team.batch import read_batch
     from orchestrace.learn.team.config import reward_spec

@@ -103,13 +103,14 @@ class TeamConfig:
         if self.target_kl is not None and not (self.target_kl > 0 and math.isfinite(self.target_kl)):
             raise BadInput("OT695", f"target_kl must be a finite number > 0, got {self.target_kl}")
 
-    def rollout(self, question: str, seed: int, path: str) -> Rollout:
-        """The run of the team program on ``question`` with this configuration."""
+    def rollout(self, question: str, seed: int, path: str, policy: str = "") -> Rollout:
+        """The run of the team program on ``question`` with this configuration (``policy``: the
+        digest of the weights that run it, part of the trace id)."""
         return Rollout(
             program=self.program,
             seed=seed,
             path=path,
-            trace_id=f"team-{question}-s{seed}",
+            trace_id=f"team-{question}-s{seed}" + (f"-{policy}" if policy else ""),
             config={
                 "family": self.family,
                 "verifier": self.verifier,

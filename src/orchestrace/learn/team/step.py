@@ -4,6 +4,7 @@ rollouts, update the adapters, evaluate on held-out questions) and the loading o
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import math
 import random
 import time
@@ -95,6 +96,21 @@ class TeamStep:
     last_iteration: int = 0
     initial: dict[str, dict[str, Any]] = field(default_factory=dict)  # adapter tensors at the start
     remote: Any = None  # :func:`placement.remote_rollouts`: rollouts elsewhere (forks stay here)
+    policy_ids: dict[str | None, str] = field(default_factory=dict)  # loaded policy -> its digest
+
+    def policy_id(self) -> str:
+        """A digest of the adapters now loaded, in every run's trace id: the runs of one question and
+        seed by other weights (each evaluated iteration's held-out runs, a grid's cells) are other
+        traces to a store (they shared an id, and ``ingest`` refused all but the first); the same
+        weights give the same id."""
+        if self.loaded not in self.policy_ids:
+            h = hashlib.sha256()
+            for name in sorted(self.model.adapters):
+                for key, t in sorted(self.model.adapter_state(name).items()):
+                    h.update(f"{name}/{key}".encode())
+                    h.update(t.float().contiguous().numpy().tobytes())
+            self.policy_ids[self.loaded] = h.hexdigest()[:10]
+        return self.policy_ids[self.loaded]
 
     def rollouts(self, rollouts: list[Rollout]) -> list[Trace]:
         if self.remote is not None:
@@ -111,6 +127,7 @@ class TeamStep:
         for name, state in self.initial.items():
             self.model.load_adapter_state(name, state)
         self.cfg, self.spec, self.loaded = cfg, reward_spec(cfg), None
+        self.policy_ids.clear()
         self.train_ids, self.heldout_ids = split(cfg)
         params = [p for name in self.model.adapters for p in self.model.trainable(name)]
         self.optimizer = self.model.torch.optim.Adam(params, lr=cfg.lr)
@@ -130,6 +147,7 @@ class TeamStep:
                 q,
                 1_000_003 * self.cfg.seed + 1000 * iteration + 10 * j + g,
                 str(out_dir / "traces" / f"{q}-g{g}.events.jsonl"),
+                self.policy_id(),
             )
             for j, q in enumerate(_pick(self.cfg, self.train_ids, iteration))
             for g in range(self.cfg.group)
@@ -199,7 +217,9 @@ class TeamStep:
         if policy is not None:
             self._ensure(policy)
         rollouts = [
-            self.cfg.rollout(q, 7_000_000 + 10 * i + g, str(out_dir / "eval" / f"{q}-g{g}.events.jsonl"))
+            self.cfg.rollout(
+                q, 7_000_000 + 10 * i + g, str(out_dir / "eval" / f"{q}-g{g}.events.jsonl"), self.policy_id()
+            )
             for i, q in enumerate(self.heldout_ids)
             for g in range(self.cfg.eval_runs)
         ]
