@@ -12,11 +12,13 @@ import os
 import re
 from pathlib import Path
 
+import gymnasium
 import msgspec
 import numpy as np
 import pytest
 
 from orchestrace.cli import main
+from orchestrace.core.errors import BadInput
 from orchestrace.core.io import load_one
 from orchestrace.core.model import Trace
 from orchestrace.learn import load_policy
@@ -240,6 +242,12 @@ def test_swarm_runs_train_the_same_policy_as_their_tasks(
             backend={"kind": "scripted", "seed": 0})  # fmt: skip
     back = tasks_from_traces(str(tmp_path / "tr" / "*.events.jsonl"))
     assert [(t.id, t.stages) for t in back] == [(t.id, t.stages) for t in tasks]
+    # the env takes the runs as a file argument too, as the other envs take theirs
+    # (a str was an AttributeError at reset)
+    env = gymnasium.make("orchestrace/Swarm-v0", tasks=str(tmp_path / "tr" / "*.events.jsonl"))
+    assert [(t.id, t.stages) for t in env.unwrapped.tasks] == [(t.id, t.stages) for t in tasks]
+    with pytest.raises(BadInput, match="non-empty list of SwarmTask, got dict"):
+        SwarmEnv(tasks={"stages": [[1]]})
     write_trained(
         tmp_path / "a", train_swarm(iters=4, eval_tasks=2, seed=0, tasks=tasks)
     )  # the CLI's defaults
