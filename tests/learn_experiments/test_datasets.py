@@ -91,3 +91,27 @@ def test_unknown_alpaca_model_is_a_clear_error(data) -> None:
     with pytest.raises(OrchestraceError) as e:
         ds.load_alpaca(["no-such-model"], data)
     assert e.value.code == "OT663"
+
+
+def test_damaged_data_files_are_clear_errors(tmp_path) -> None:
+    """A public data file that is not UTF-8, or parses but lacks what the reader needs, is OT661
+    naming the file or the data folder (they were UnicodeDecodeError / KeyError, exit 3)."""
+    he = tmp_path / "reflexion" / "programming_runs" / "root" / "reflexion_humaneval_py_pass_at_1"
+    he.mkdir(parents=True)
+    (he / "reflexion_humaneval_py_pass_at_1.jsonl").write_bytes(b'{"task_id": "\xff"}\n')
+    with pytest.raises(OrchestraceError) as e:
+        ds.load_retry("humaneval", tmp_path)
+    assert e.value.code == "OT661" and "not UTF-8" in e.value.message
+    assert e.value.path == str(he / "reflexion_humaneval_py_pass_at_1.jsonl")
+    g24 = tmp_path / "tree-of-thoughts" / "logs" / "game24"
+    g24.mkdir(parents=True)
+    (g24 / "gpt-4_0.7_naive_cot_sample_100_start900_end1000.json").write_text('[{"idx": 1}]')
+    with pytest.raises(OrchestraceError) as e:
+        ds.load_retry("game24", tmp_path)
+    assert e.value.code == "OT661" and "KeyError" in e.value.message and e.value.path == str(tmp_path)
+    gsm = tmp_path / "routellm" / "routellm" / "evals" / "gsm8k"
+    gsm.mkdir(parents=True)
+    (gsm / "gsm8k_responses.csv").write_bytes(b"prompt,x\n\xff\xfe,1\n")
+    with pytest.raises(OrchestraceError) as e:
+        ds.load_route("gsm8k", tmp_path)
+    assert e.value.code == "OT661" and e.value.path == str(gsm / "gsm8k_responses.csv")

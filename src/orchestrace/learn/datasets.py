@@ -24,8 +24,11 @@ size class; :data:`PRICE_MAP` says which, and ``RouteData.price_source`` records
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,10 +56,35 @@ def _need(p: Path, what: str) -> Path:
     return p
 
 
-def _read_json(p: Path, what: str) -> object:
+def _text(p: Path, what: str) -> str:
+    """The file as UTF-8 text; a file that is not (or a folder there) is OT661 naming it."""
     try:
-        return json.loads(_need(p, what).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return _need(p, what).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise OrchestraceError("OT661", f"{what} is not UTF-8 text: {e}", path=str(p)) from None
+    except OSError as e:
+        raise OrchestraceError("OT661", f"cannot read the {what}: {e.strerror or e}", path=str(p)) from None
+
+
+@contextmanager
+def _damaged(what: str, where: Path) -> Iterator[None]:
+    """A data set whose files parse but do not hold what its reader expects (a missing key, a
+    list where a record should be) is OT661 naming it; it was a KeyError or TypeError, exit 3."""
+    try:
+        yield
+    except OrchestraceError:
+        raise
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError, csv.Error) as e:
+        raise OrchestraceError(
+            "OT661", f"the {what} data is not in the expected form ({type(e).__name__}: {e})", path=str(where)
+        ) from None
+
+
+def _read_json(p: Path, what: str) -> object:
+    text = _text(p, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
         raise OrchestraceError("OT661", f"{what} is not valid JSON: {e}", path=str(p)) from None
 
 
@@ -106,7 +134,7 @@ def load_humaneval(root: str | Path | None = None) -> list[RetryTask]:
     p = _root(root) / "reflexion" / "programming_runs" / "root" / "reflexion_humaneval_py_pass_at_1"
     p = _need(p / "reflexion_humaneval_py_pass_at_1.jsonl", "Reflexion HumanEval log")
     out = []
-    for ln, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for ln, line in enumerate(_text(p, "Reflexion HumanEval log").splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -151,14 +179,15 @@ def load_game24(root: str | Path | None = None, kind: str = "cot") -> list[Retry
 
 def load_retry(family: str, root: str | Path | None = None) -> list[RetryTask]:
     """One RetryStop family by name (``alfworld``, ``humaneval``, ``game24``, ``game24-standard``)."""
-    if family == "alfworld":
-        return load_alfworld(root)
-    if family == "humaneval":
-        return load_humaneval(root)
-    if family == "game24":
-        return load_game24(root, "cot")
-    if family == "game24-standard":
-        return load_game24(root, "standard")
+    with _damaged(family, _root(root)):
+        if family == "alfworld":
+            return load_alfworld(root)
+        if family == "humaneval":
+            return load_humaneval(root)
+        if family == "game24":
+            return load_game24(root, "cot")
+        if family == "game24-standard":
+            return load_game24(root, "standard")
     raise OrchestraceError(
         "OT662", f"unknown retry family {family!r} (alfworld, humaneval, game24, game24-standard)"
     )
@@ -276,7 +305,7 @@ def _contaminated(path: Path) -> set[str]:
     if not path.exists():
         return set()
     out = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in _text(path, "RouteLLM contaminated prompts").splitlines():
         try:
             out.add(str(json.loads(line).get("eval_prompt", "")).strip())
         except json.JSONDecodeError:
@@ -313,20 +342,19 @@ def load_routellm(bench: str = "gsm8k", root: str | Path | None = None) -> Route
     ids, texts, groups, qual, tin, tout, resp = [], [], [], [], [], [], []
     for f in files:
         group = f.stem.removeprefix("mmlu_") if bench == "mmlu" else "gsm8k"
-        with f.open(encoding="utf-8", newline="") as fh:
-            for i, row in enumerate(csv.DictReader(fh)):
-                prompt = row.get("prompt") or ""
-                if not prompt or prompt.strip() in bad or any(m not in row for m in models):
-                    continue
-                ids.append(f"{bench}-{group}-{i}")
-                texts.append(prompt)
-                groups.append(group)
-                qual.append([1.0 if row[m] == "True" else 0.0 for m in models])
-                tin.append([_tokens(prompt)] * len(models))
-                tout.append(
-                    [_tokens(row.get(f"{m}_response") or "x") if bench == "gsm8k" else 1.0 for m in models]
-                )
-                resp.append([row.get(f"{m}_response") or "" for m in models])
+        for i, row in enumerate(csv.DictReader(io.StringIO(_text(f, "RouteLLM responses"), newline=""))):
+            prompt = row.get("prompt") or ""
+            if not prompt or prompt.strip() in bad or any(m not in row for m in models):
+                continue
+            ids.append(f"{bench}-{group}-{i}")
+            texts.append(prompt)
+            groups.append(group)
+            qual.append([1.0 if row[m] == "True" else 0.0 for m in models])
+            tin.append([_tokens(prompt)] * len(models))
+            tout.append(
+                [_tokens(row.get(f"{m}_response") or "x") if bench == "gsm8k" else 1.0 for m in models]
+            )
+            resp.append([row.get(f"{m}_response") or "" for m in models])
     if not ids:
         raise OrchestraceError("OT661", "no usable prompt in the RouteLLM files", path=str(base))
     cost, src = _route_costs(models, np.array(tin), np.array(tout), root)
@@ -347,16 +375,15 @@ def load_alpaca(
     instr = [str(r.get("instruction", "")) for r in ref]  # type: ignore[union-attr]
     pref: dict[tuple[str, int], tuple[float, float, str]] = {}
     p = _need(base / "DERIVED_weighted_gpt4turbo_preference_matrix.csv", "AlpacaEval preference matrix")
-    with p.open(encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
-            try:
-                pref[(row["model"], int(row["instruction_idx"]))] = (
-                    float(row["preference_vs_gpt4_1106_preview"]),
-                    float(row["output_chars"] or 0.0),
-                    row["dataset"],
-                )
-            except (KeyError, ValueError):
-                continue
+    for row in csv.DictReader(io.StringIO(_text(p, "AlpacaEval preference matrix"), newline="")):
+        try:
+            pref[(row["model"], int(row["instruction_idx"]))] = (
+                float(row["preference_vs_gpt4_1106_preview"]),
+                float(row["output_chars"] or 0.0),
+                row["dataset"],
+            )
+        except (KeyError, ValueError):
+            continue
     known = {m for m, _ in pref}
     missing = [m for m in models if m not in known]
     if missing:
@@ -376,10 +403,11 @@ def load_alpaca(
 
 
 def load_route(source: str, root: str | Path | None = None, models: list[str] | None = None) -> RouteData:
-    if source in ("gsm8k", "mmlu"):
-        return load_routellm(source, root)
-    if source == "alpaca":
-        return load_alpaca(models, root)
+    with _damaged(source, _root(root)):
+        if source in ("gsm8k", "mmlu"):
+            return load_routellm(source, root)
+        if source == "alpaca":
+            return load_alpaca(models, root)
     raise OrchestraceError("OT662", f"unknown Delegate source {source!r} (gsm8k, mmlu, alpaca)")
 
 
