@@ -115,16 +115,21 @@ def free_cpus(load: float | None = None) -> int:
     return cpus - int(load)
 
 
+#: the most processes ``file_processes`` starts per CPU, whatever ``--workers`` asks
+MAX_PER_CPU = 4
+
+
 def file_processes(
     files: Sequence[str], workers: int | None, min_bytes: int, piece_bytes: int, load: float | None = None
 ) -> int:
     """How many processes share ``files``, a large JSONL file cut into pieces of about
     ``piece_bytes`` (``core.read.split_file``): ``workers`` (at most one per piece), or with None
     ``free_cpus(load)``, but 1 (this process) for an input under ``min_bytes``, where a worker
-    costs more than it saves. The one rule of ingest and validate."""
+    costs more than it saves. The one rule of ingest and validate. At most ``MAX_PER_CPU`` per CPU:
+    ``--workers 100000`` on a corpus of as many files started as many processes."""
     tasks = sum(piece_count(f, piece_bytes) for f in files)
     if workers is not None:
-        return max(1, min(workers, tasks))
+        return max(1, min(workers, tasks, MAX_PER_CPU * (os.cpu_count() or 1)))
     n = min(free_cpus(load), tasks)
     if n < 2 or sum(file_size(f) for f in files) < min_bytes:
         return 1

@@ -178,6 +178,10 @@ def test_default_workers_only_for_large_jsonl_imports(tmp_path: Path, logs: Path
     assert importers.import_processes(planned, "o.jsonl", None, load=0.0) == 1  # small: this process
     assert importers.import_processes(planned, "o.jsonl", 2) == 2  # asked for: always
     assert importers.import_processes(planned[:1], "o.jsonl", 8) == 1  # one file: nothing to share
+    many = [(f"{i}.log", "x") for i in range(8 * (os.cpu_count() or 1) + 1)]
+    assert importers.import_processes(many, "o.jsonl", 100_000) == 4 * (
+        os.cpu_count() or 1
+    )  # at most 4 per CPU
     big = tmp_path / "big.jsonl"
     with open(big, "wb") as f:
         f.truncate(importers.PARALLEL_MIN_BYTES)

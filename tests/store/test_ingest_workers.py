@@ -361,3 +361,14 @@ def test_workers_must_be_positive(tmp_path: Path, capsys, mixed: list[str]) -> N
     r = run_cli(capsys, "ingest", mixed[0], "--store", str(store), "--workers", "2", "--ray", "local")
     assert r.returncode == 2 and "not both" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not store.exists()  # refused before Ray starts or the store is created
+
+
+def test_asked_workers_are_at_most_four_per_cpu(tmp_path: Path) -> None:
+    """--workers 100000 on a corpus of as many files started as many processes."""
+    files = []
+    for i in range(8 * (os.cpu_count() or 1) + 1):
+        p = tmp_path / f"{i}.jsonl"
+        p.write_text("{}\n")
+        files.append(str(p))
+    assert ingest_processes(files, 100_000) == 4 * (os.cpu_count() or 1)
+    assert ingest_processes(files, 3) == 3

@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
             min=1,
             help="Processes importing files, this one included; it alone writes, in input order. "
             "Default: one per CPU other jobs leave free (1-minute load average), for a .jsonl output "
-            "and 4 MB of logs or more. 1: no other process.",
+            "and 4 MB of logs or more. 1: no other process; at most 4 per CPU.",
         ),
     ) -> None:
         """Import agent logs (Claude Code, Codex, Gemini CLI, opencode, OTel GenAI, OpenAI Agents SDK, Who&When, ChatDev)."""

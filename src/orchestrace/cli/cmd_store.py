@@ -60,7 +60,7 @@ def ingest_cmd(
             min=1,
             help="Processes preparing files (read, validate, columns), this one included; it alone "
             "writes. Default: one per CPU other jobs leave free (1-minute load average), for two or more "
-            "files of 8 MB in all. 1: no other process.",
+            "files of 8 MB in all. 1: no other process; at most 4 per CPU.",
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary line.")] = False,

@@ -38,7 +38,7 @@ def validate(
             min=1,
             help="Processes validating, this one included; a large JSONL file is shared out in "
             "pieces, and the output is the same for any number. Default: one per CPU other jobs leave "
-            "free (1-minute load average), for 8 MB of input or more. 1: no other process.",
+            "free (1-minute load average), for 8 MB of input or more. 1: no other process; at most 4 per CPU.",
         ),
     ] = None,
 ) -> None:

@@ -83,16 +83,16 @@ def import_processes(
     planned: list[tuple[str, str]], out: str, workers: int | None, load: float | None = None
 ) -> int:
     """How many processes import ``planned`` into ``out``: ``workers`` (at most one per file), or
-    with None one per CPU that other jobs leave free (``parallel.free_cpus``), but 1 (this
+    with None one per CPU that other jobs leave free (``parallel.free_cpus``; at most ``MAX_PER_CPU`` per CPU either way), but 1 (this
     process) under ``PARALLEL_MIN_BYTES`` of input. Only a ``.jsonl`` output gets workers: a
     ``.json`` file or an event log holds one trace, so there is nothing to share out."""
     from ..core.read import split_format
-    from ..parallel import free_cpus
+    from ..parallel import MAX_PER_CPU, free_cpus
 
     if split_format(out)[0] != "jsonl":
         return 1
     if workers is not None:
-        return max(1, min(workers, len(planned)))
+        return max(1, min(workers, len(planned), MAX_PER_CPU * (os.cpu_count() or 1)))
     if sum(_size(f) for f, _ in planned) < PARALLEL_MIN_BYTES:
         return 1
     return max(1, min(free_cpus(load), len(planned)))
