@@ -190,3 +190,17 @@ def test_second_result_for_one_call_and_spawn_without_target(base):
     assert ("OT214", "/events/1") in _codes(d)
     items, _ = check_raw(RawTrace(d, "<t>"))
     assert {f.severity for f in items if f.code in ("OT213", "OT214")} == {"warning"}
+
+
+def test_a_spawn_cycle_is_acting_before_spawn(base):
+    """a spawns b, then b spawns a: a's spawn is its action before it is spawned (it was valid,
+    spawn events were not counted as acting)."""
+
+    def f(d):
+        d["events"] = [
+            {"id": "e1", "t": 0, "type": "spawn", "agent": "a", "to": "b"},
+            {"id": "e2", "t": 1, "type": "spawn", "agent": "b", "to": "a"},
+        ]
+        d["edges"] = [{"src": "e1", "dst": "e2", "type": "spawn"}]
+
+    assert ("OT205", "/events/0") in _codes(_mutate(base, f))

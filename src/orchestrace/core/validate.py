@@ -796,17 +796,17 @@ def _check_semantics(
             spawn_t[child] = float(t[i])
             if isinstance(agents[i], str):
                 spawner[child] = agents[i]
-    # acting before spawn: only events of spawned agents can violate
+    # acting before spawn: only events of spawned agents can violate; spawning counts as acting
+    # (a spawned b, then b spawned a: a spawn cycle was valid)
     if spawn_t:
         born = np.asarray(list(map(spawn_t.get, agents, repeat(-1.0, len(agents)))), dtype=np.float64)
         for i in np.nonzero(ok_t & (t < born))[0].tolist():
             ag, st = agents[i], born[i]
-            if types[i] != "spawn":
-                s.add(
-                    "OT205",
-                    f"agent {_short(ag)} acts at t={t[i]:g} before it is spawned at t={st:g}",
-                    f"/events/{i}",
-                )
+            s.add(
+                "OT205",
+                f"agent {_short(ag)} acts at t={t[i]:g} before it is spawned at t={st:g}",
+                f"/events/{i}",
+            )
     _check_despawned(events, types, agents, t, ok_t, spawns, _of_type(types, interesting, "despawn"), s)
     # returns go back to the spawner; tool results follow calls
     if _tools_paired_by_id(events, types, t, interesting):
