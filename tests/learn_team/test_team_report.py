@@ -269,3 +269,20 @@ def test_a_held_out_run_naming_an_unknown_question_is_the_file_named(folders, tm
     with pytest.raises(OrchestraceError, match="no question 'nope'") as ei:
         team_report([b, bad])
     assert (ei.value.path, ei.value.pointer) == (str(run), "/metadata/runtime/config")
+
+
+def test_every_held_out_run_of_a_question_counts(folders, tmp_path):
+    """--eval-runs: a question's accuracy is the share of its runs right (only g0 was read)."""
+    from orchestrace.learn.team.report import team_report
+
+    run = shutil.copytree(folders[1], tmp_path / "broadcast-s0")
+    # a second run of each question after training: the aggregator wrong every time
+    for qid in QUESTIONS:
+        record(
+            run / "iter-001" / "eval" / f"{qid}-g1.events.jsonl",
+            qid,
+            {"solver_0": "Asia", "solver_1": "Asia", "aggregator": "Asia"},
+        )
+    one = team_report([folders[1]]).runs[0]
+    two = team_report([run]).runs[0]
+    assert two.before == one.before and two.after == pytest.approx(one.after / 2)

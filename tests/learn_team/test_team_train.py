@@ -361,7 +361,7 @@ def test_bench_grid_runs_resumes_and_reports(tiny, tmp_path):
     from orchestrace.learn.loop import completed, iteration_dir
     from orchestrace.learn.team.grid import cells, grid_report, markdown, run_grid, write_report
     from orchestrace.learn.team.program import BadInput, adapters_for
-    from orchestrace.learn.team.report import held_out_runs
+    from orchestrace.learn.team.report import held_out_runs, team_report
 
     cfg, step = tiny
     base = replace(cfg, reward=None, questions=1, group=2, train_pool=2, heldout=2, eval_runs=2)
@@ -398,6 +398,10 @@ def test_bench_grid_runs_resumes_and_reports(tiny, tmp_path):
         assert (c.start, c.after) == pytest.approx(
             (recs[0].eval["team_accuracy"], recs[-1].eval["team_accuracy"])
         )
+    # and so does eval team's report of the same folders
+    summary = team_report([tmp_path / "cells" / n for n in first.ran])
+    got = [x for r in summary.runs for x in (r.before, r.after)]
+    assert got == pytest.approx([x for c in rep.per_cell for x in (c.start, c.after)])
     _, md, png = write_report(rep, tmp_path)
     assert md.read_text() == markdown(rep) and png.stat().st_size > 0
 

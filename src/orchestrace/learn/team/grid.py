@@ -41,7 +41,7 @@ from ...core.errors import LoadError
 from ..loop import completed, iteration_dir
 from .config import TeamConfig, check_resume
 from .program import AGGREGATOR, PROPOSER, REVISER, BadInput
-from .report import Answers, held_out_runs
+from .report import Answers, held_out_runs, team_right
 
 TOPOLOGIES = {"agg2": ("aggregate", 2), "agg3": ("aggregate", 3), "revise": ("revise", 1)}
 #: grid credit -> (credit method, unit, resamples of the last agent's call)
@@ -238,11 +238,6 @@ class GridReport:
 
 Runs = dict[str, list[Answers]]
 """question id -> its held-out runs (one, or ``--eval-runs`` of them)"""
-
-
-def team_right(runs: list[Answers]) -> float:
-    """A question's held-out team accuracy: the share of its runs the team got right."""
-    return float(np.mean([a.team_right for a in runs]))
 
 
 def _cell_answers(folder: Path) -> tuple[Runs, Runs, int, float]:

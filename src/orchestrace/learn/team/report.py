@@ -108,23 +108,22 @@ class TeamReport:
     reward_curve: dict[str, dict[int, float]] = field(default_factory=dict)
 
 
-def held_out_answers(folder: Path) -> dict[str, Answers]:
-    """question id -> the answers of its first held-out run (g0) in an iteration folder."""
-    return {q: runs[0] for q, runs in held_out_runs(folder, first_only=True).items()}
-
-
-def held_out_runs(folder: Path, *, first_only: bool = False) -> dict[str, list[Answers]]:
+def held_out_runs(folder: Path) -> dict[str, list[Answers]]:
     """question id -> the answers of each of its held-out runs (g0, g1, ... in order) in an
     iteration folder: ``--eval-runs`` above 1 gives each question several runs to average."""
     runs: dict[str, list[tuple[int, Answers]]] = defaultdict(list)
-    pattern = "*-g0.events.jsonl" if first_only else "*-g*.events.jsonl"
-    for p in (folder / "eval").glob(pattern):
+    for p in (folder / "eval").glob("*-g*.events.jsonl"):
         g = p.name[: -len(".events.jsonl")].rpartition("-g")[2]
         if not (g.isascii() and g.isdigit()):
             continue
         q, a = _answers(load_one(p), str(p))
         runs[q].append((int(g), a))
     return {q: [a for _, a in sorted(rs, key=lambda x: x[0])] for q, rs in sorted(runs.items())}
+
+
+def team_right(runs: list[Answers]) -> float:
+    """A question's held-out team accuracy: the share of its runs the team got right."""
+    return float(np.mean([a.team_right for a in runs]))
 
 
 def _answers(tr: Trace, path: str) -> tuple[str, Answers]:
@@ -219,7 +218,7 @@ def team_report(
     if not folders:
         raise BadInput("OT699", "no train team folders given")
     runs: list[RunSummary] = []
-    acc: dict[str, dict[int, tuple[dict[str, Answers], dict[str, Answers]]]] = defaultdict(dict)
+    acc: dict[str, dict[int, tuple[dict[str, list[Answers]], dict[str, list[Answers]]]]] = defaultdict(dict)
     heldout_pts: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     reward_pts: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     families = set()
@@ -230,18 +229,21 @@ def team_report(
         if len(recs) < 2:
             raise BadInput("OT699", "fewer than two evaluated iterations (nothing to compare)", path=str(f))
         credit, run_seed = cfg.credit, cfg.seed
-        before = held_out_answers(iteration_dir(f, recs[0].iteration))
-        after = held_out_answers(iteration_dir(f, recs[-1].iteration))
+        before_runs = held_out_runs(iteration_dir(f, recs[0].iteration))
+        after_runs = held_out_runs(iteration_dir(f, recs[-1].iteration))
+        # accuracy over every run of a question (--eval-runs); the agents' changes on the first
+        before = {q: r[0] for q, r in before_runs.items()}
+        after = {q: r[0] for q, r in after_runs.items()}
         qs = sorted(set(before) & set(after))
         if not qs:  # the means below were of nothing: numpy's warning, then "share no question"
             raise BadInput(
                 "OT699",
-                f"no held-out question has a run (eval/*-g0.events.jsonl) in both iteration "
+                f"no held-out question has a run (eval/*-g*.events.jsonl) in both iteration "
                 f"{recs[0].iteration} and {recs[-1].iteration}",
                 path=str(f),
             )
-        b = np.array([before[q].team_right for q in qs], dtype=float)
-        a = np.array([after[q].team_right for q in qs], dtype=float)
+        b = np.array([team_right(before_runs[q]) for q in qs])
+        a = np.array([team_right(after_runs[q]) for q in qs])
         diff, ci = mean_ci(a - b, resamples, seed)
         trained = [r for r in completed(f) if r.train]
         s_it = (
@@ -277,7 +279,7 @@ def team_report(
         )
         if run_seed in acc[credit]:
             raise BadInput("OT699", f"two runs of credit {credit!r} with seed {run_seed}", path=str(f))
-        acc[credit][run_seed] = (before, after)
+        acc[credit][run_seed] = (before_runs, after_runs)
         for r in completed(f):
             if r.eval:
                 heldout_pts[credit][r.iteration].append(_figure(f, r, "eval", "team_accuracy"))
@@ -290,7 +292,7 @@ def team_report(
         raise BadInput("OT699", "the runs share no held-out question")
 
     def per_question(credit: str, which: int) -> np.ndarray:
-        return np.mean([[s[which][q].team_right for q in common] for s in acc[credit].values()], axis=0)
+        return np.mean([[team_right(s[which][q]) for q in common] for s in acc[credit].values()], axis=0)
 
     order = sorted(acc, key=lambda c: (c != "broadcast", c))
     credits = []
