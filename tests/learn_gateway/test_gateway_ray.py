@@ -30,7 +30,7 @@ def ray_local(tmp_path_factory):
     home = tmp_path_factory.mktemp("rayhome")
     (home / BOOTSTRAP_FILE).write_text(BOOTSTRAP_TEXT)
     start_local(num_cpus=2, home=str(home))
-    yield "local"
+    yield home
     import ray
 
     ray.shutdown()
@@ -54,8 +54,9 @@ def test_a_gateway_program_runs_on_a_ray_worker(ray_local, tmp_path):
     )
     out = tmp_path / "run"
     recs = train_program(
-        cfg, out, 1, ProgramOptions(timeout=200), threads=1, place=RolloutPlace(ray=ray_local, ray_workers=1)
+        cfg, out, 1, ProgramOptions(timeout=200), threads=1, place=RolloutPlace(ray="local", ray_workers=1)
     )
+    assert not (ray_local / ".cache" / "orchestrace").exists()  # the driver's model cache, not a copy
     assert [r.iteration for r in recs] == [0, 1] and "team_accuracy" in recs[0].eval
     # the runs on the worker, their forks here (a gateway of the driver's own): one per agent and
     # run, the solver's recorded call replayed in each checker fork

@@ -24,7 +24,7 @@ def ray_local(tmp_path_factory):
     home = tmp_path_factory.mktemp("rayhome")
     (home / BOOTSTRAP_FILE).write_text(BOOTSTRAP_TEXT)
     start_local(num_cpus=2, home=str(home))
-    yield "local"
+    yield home
     import ray
 
     ray.shutdown()
@@ -52,11 +52,14 @@ def test_ray_rollouts_equal_the_local_run(ray_local, tmp_path):
     cfg = TeamConfig(questions=1, group=2, train_pool=2, heldout=1, epochs=1, lr=1e-3)
     step = make_step(cfg, threads=1)
     local = train_team(cfg, tmp_path / "local", 1, step=step)
-    step.remote = RayRollouts(step.model, address=ray_local, workers=2, threads=1)
+    step.remote = RayRollouts(step.model, address="local", workers=2, threads=1)
     try:
         remote = train_team(cfg, tmp_path / "ray", 1, step=step)
     finally:
         step.remote.close()
+    # the workers loaded the driver's dequantised weights: none made its own copy under the HOME
+    # Ray's processes run with (each did, for 1-4 minutes on busy cores)
+    assert not (ray_local / ".cache" / "orchestrace").exists()
     files = sorted(
         p.relative_to(tmp_path / "local")
         for p in (tmp_path / "local").rglob("*")

@@ -307,8 +307,10 @@ class GatewayRolloutWorker(RolloutWorker):
         roles: dict[str, str],
         defaults: CallDefaults,
         timeout: float,
+        *,
+        model_cache: str | None = None,
     ) -> None:
-        super().__init__(adapters, rank, threads)
+        super().__init__(adapters, rank, threads, model_cache=model_cache)
         from ..team.backend import TrainableBackend
 
         serial = SerialModel(self.model)

@@ -17,6 +17,7 @@ A program given as ``module:function`` must be importable on the workers.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -25,16 +26,20 @@ from typing import Any
 from ...core.io import load_one
 from ...core.model import Trace
 from ...runtime.cache import cache_path
-from .model import LoraSettings, TeamModel
+from .model import LoraSettings, TeamModel, cache_root
 from .rollouts import Rollout, run_rollouts
 
 
 class RolloutWorker:
     """One rollout process: a model, the trainable backend over it, the adapters last pushed."""
 
-    def __init__(self, adapters: list[str], rank: int, threads: int | None) -> None:
+    def __init__(
+        self, adapters: list[str], rank: int, threads: int | None, *, model_cache: str | None = None
+    ) -> None:
         from .backend import TrainableBackend
 
+        if model_cache is not None:  # the driver's dequantised weights (see ``RayRollouts``)
+            os.environ["ORCHESTRACE_MODEL_CACHE"] = model_cache
         self.model = TeamModel(adapters, LoraSettings(rank=rank), threads=threads)
         self.backend = TrainableBackend(self.model)
 
@@ -70,7 +75,7 @@ class RayRollouts:
     ) -> None:
         import ray
 
-        from ...parallel import ensure_ray
+        from ...parallel import LOCAL, ensure_ray
         from .program import BadInput
 
         if workers < 1:
@@ -78,8 +83,13 @@ class RayRollouts:
         ensure_ray(address)
         actor = ray.remote(num_cpus=1)(worker)
         self.ray = ray
+        # the private local cluster's processes run with a HOME of their own (``parallel.start_local``),
+        # so each worker missed the driver's model cache and dequantised the GGUF again: 1-4 minutes
+        # per worker on 2 busy cores (the Ray tests' timeouts); on one machine they share it
+        cache = str(cache_root()) if address in ("", LOCAL) else None
         self.workers = [
-            actor.remote(model.adapters, model.lora.rank, threads, *worker_args) for _ in range(workers)
+            actor.remote(model.adapters, model.lora.rank, threads, *worker_args, model_cache=cache)
+            for _ in range(workers)
         ]
 
     def run(self, model: TeamModel, rollouts: list[Rollout]) -> list[Trace]:

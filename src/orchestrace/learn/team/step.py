@@ -102,7 +102,10 @@ class TeamStep:
         """A digest of the adapters now loaded, in every run's trace id: the runs of one question and
         seed by other weights (each evaluated iteration's held-out runs, a grid's cells) are other
         traces to a store (they shared an id, and ``ingest`` refused all but the first); the same
-        weights give the same id."""
+        weights give the same id. A step without a trainable model (a scripted completer) has no
+        weights to name: ""."""
+        if self.model is None:
+            return ""
         if self.loaded not in self.policy_ids:
             h = hashlib.sha256()
             for name in sorted(self.model.adapters):
