@@ -93,6 +93,8 @@ def test_bench_team_seeds_that_are_no_integers_are_a_usage_error(tmp_path, capsy
         ("clip", -0.2, "clip must be a finite number > 0, got -0.2"),
         ("target_kl", math.inf, "target_kl must be a finite number > 0, got inf"),
         ("temperature", -1.0, "temperature must be a finite number >= 0, got -1.0"),
+        ("kl_coef", -0.1, "kl_coef must be a finite number >= 0, got -0.1"),
+        ("kl_coef", math.nan, "kl_coef must be a finite number >= 0, got nan"),
         # i % 0 at the first iteration between the first and the last, after its rollouts and update
         ("eval_every", 0, "eval_every must be >= 1, got 0"),
     ],

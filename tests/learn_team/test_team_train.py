@@ -113,6 +113,57 @@ def test_loss_recomputed_from_traces_alone(trained):
     assert fig["clip_fraction"] == 0.0
 
 
+def test_kl_coef_adds_each_tokens_kl_to_the_base_model(trained):
+    """--kl-coef c: the loss grows by c x the k3 KL (exp(ref - new) - (ref - new) - 1) of every
+    token, averaged per call, then per adapter, then summed over adapters; the reference computed
+    here with the starting adapters loaded (zero-initialised LoRA: the base model), not with the
+    adapters switched off as the loss does."""
+    from collections import defaultdict
+
+    from orchestrace.learn.team.batch import read_batch
+    from orchestrace.learn.team.checkpoints import load_policy
+    from orchestrace.learn.team.config import reward_spec
+    from orchestrace.learn.team.loss import policy_loss
+
+    cfg, step, _, recs = trained
+    model, torch = step.model, step.model.torch
+    rows = read_batch(recs[1].traces, reward_spec(cfg), cfg.credit, cfg.unit).rows
+    by_adapter = defaultdict(list)
+    for r in rows:
+        by_adapter[r.adapter].append(r)
+
+    def logprobs(name, rs):
+        with torch.no_grad():
+            got, _ = model.token_logprobs(
+                name,
+                [r.sample.prompt_ids for r in rs],
+                [r.sample.completion_ids for r in rs],
+                [r.sample.temperature for r in rs],
+            )
+        return got
+
+    for name, state in step.initial.items():
+        model.load_adapter_state(name, state)
+    ref = {name: logprobs(name, rs) for name, rs in by_adapter.items()}
+    load_policy(model, recs[1].policy)  # the adapters after the update
+    expected, tokens, k3_sum = 0.0, 0, 0.0
+    for name, rs in by_adapter.items():
+        d = ref[name] - logprobs(name, rs)
+        k3 = (torch.exp(d) - d - 1).tolist()
+        i = 0
+        for r in rs:
+            n = len(r.sample.completion_ids)
+            expected += sum(k3[i : i + n]) / n / len(rs)
+            i += n
+        tokens += len(k3)
+        k3_sum += sum(k3)
+    plain, _ = policy_loss(model, rows, cfg.clip)
+    with_kl, fig = policy_loss(model, rows, cfg.clip, kl_coef=0.5)
+    assert expected > 1e-6  # the update moved the adapters away from the base model
+    assert float(with_kl - plain) == pytest.approx(0.5 * expected, rel=1e-3)
+    assert fig["kl_ref"] == pytest.approx(k3_sum / tokens, rel=1e-3)
+
+
 def test_advantages_are_the_credit_values(trained):
     from orchestrace.credit import compute_credit
     from orchestrace.learn.team.batch import read_batch

@@ -65,6 +65,9 @@ def train_team_cmd(
     target_kl: float = typer.Option(
         None, "--target-kl", help="stop an iteration's epochs once PPO's approximate KL passes this"
     ),
+    kl_coef: float = typer.Option(
+        0.0, "--kl-coef", help="weight of each token's KL to the base model in the loss (TRL's beta)"
+    ),
     reward: str = typer.Option(None, "--reward", help="reward spec TOML (default: R1 team success)"),
     seed: int = typer.Option(0, "--seed", min=0),
     threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
@@ -123,6 +126,7 @@ def train_team_cmd(
         lr=lr,
         clip=clip,
         target_kl=target_kl,
+        kl_coef=kl_coef,
         epochs=epochs,
         seed=seed,
         reward=reward,
@@ -249,6 +253,7 @@ def bench_team_cmd(
     eval_runs: int = typer.Option(
         1, "--eval-runs", help="runs per held-out question (their mean is its accuracy)"
     ),
+    kl_coef: float = typer.Option(0.0, "--kl-coef", help="each token's KL to the base model in the loss"),
     lr: float = typer.Option(2e-3, "--lr"),
     epochs: int = typer.Option(2, "--epochs"),
     threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
@@ -270,7 +275,7 @@ def bench_team_cmd(
     if not report_only:
         base = TeamConfig(
             questions=questions, group=group, train_pool=train_pool, heldout=heldout, eval_runs=eval_runs,
-            lr=lr, epochs=epochs,
+            kl_coef=kl_coef, lr=lr, epochs=epochs,
         )  # fmt: skip
         res = run_grid(
             grid,

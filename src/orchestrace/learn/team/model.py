@@ -316,6 +316,15 @@ class TeamModel:
 
     # ------------------------------------------------------------------ training
 
+    def reference_logprobs(
+        self, prompts: list[list[int]], completions: list[list[int]], temperatures: list[float]
+    ) -> Any:
+        """:meth:`token_logprobs` of the base model, every adapter off, without gradient: the
+        reference policy of ``--kl-coef`` (TRL's reference for a peft model)."""
+        with self.torch.no_grad(), self.model.disable_adapter():
+            logp, _ = self.token_logprobs(self.adapters[0], prompts, completions, temperatures)
+        return logp
+
     def token_logprobs(
         self, adapter: str, prompts: list[list[int]], completions: list[list[int]], temperatures: list[float]
     ) -> tuple[Any, Any]:

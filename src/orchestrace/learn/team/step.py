@@ -179,7 +179,9 @@ class TeamStep:
         steps = 0
         for epoch in range(self.cfg.epochs):
             self.optimizer.zero_grad()
-            loss, fig = policy_loss(self.model, batch.rows, self.cfg.clip, backward=True)
+            loss, fig = policy_loss(
+                self.model, batch.rows, self.cfg.clip, backward=True, kl_coef=self.cfg.kl_coef
+            )
             if epoch == 0:
                 figures |= {"loss": float(loss.detach()), **fig}
             else:
