@@ -246,7 +246,7 @@ def test_swarm_runs_train_the_same_policy_as_their_tasks(
     # (a str was an AttributeError at reset)
     env = gymnasium.make("orchestrace/Swarm-v0", tasks=str(tmp_path / "tr" / "*.events.jsonl"))
     assert [(t.id, t.stages) for t in env.unwrapped.tasks] == [(t.id, t.stages) for t in tasks]
-    with pytest.raises(BadInput, match="non-empty list of SwarmTask, got dict"):
+    with pytest.raises(BadInput, match=r"non-empty list of SwarmTask \(recorded swarm runs: .*\), got dict"):
         SwarmEnv(tasks={"stages": [[1]]})
     write_trained(
         tmp_path / "a", train_swarm(iters=4, eval_tasks=2, seed=0, tasks=tasks)

@@ -13,7 +13,7 @@ import gymnasium
 
 #: id -> entry point of every registered environment
 ENV_IDS = {
-    "orchestrace/Swarm-v0": "orchestrace.learn.envs.swarm:SwarmEnv",
+    "orchestrace/Swarm-v0": "orchestrace.learn.envs.swarm_traces:make_env",  # tasks= may be runs
     "orchestrace/RetryStop-v0": "orchestrace.learn.envs.retry:RetryStopEnv",
     "orchestrace/StopVote-v0": "orchestrace.learn.envs.stopvote:StopVoteEnv",
     "orchestrace/Delegate-v0": "orchestrace.learn.envs.delegate:DelegateEnv",

@@ -27,7 +27,6 @@ l1, l2 annealed to 0 during training. Critical Steps is the budget, not a reward
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -448,21 +447,18 @@ class SwarmEnv(gym.Env):
         task_seed: int = 0,
         l1: float = 0.0,
         l2: float = 0.0,
-        tasks: list[SwarmTask] | str | os.PathLike[str] | None = None,
+        tasks: list[SwarmTask] | None = None,
     ) -> None:
         self.cfg = cfg or SwarmConfig()
         self.task_seed = task_seed
-        if isinstance(tasks, str | os.PathLike):  # recorded swarm runs, as the other envs take files
-            from .swarm_traces import tasks_from_traces
-
-            tasks = tasks_from_traces(os.fspath(tasks))
         if tasks is not None and not (
             isinstance(tasks, list | tuple) and tasks and all(isinstance(t, SwarmTask) for t in tasks)
         ):  # a str was an AttributeError at reset ('str' object has no attribute 'stages')
             raise BadInput(
                 "OT606",
-                f"tasks must be recorded swarm runs (a path or glob) or a non-empty list of SwarmTask, "
-                f"got {type(tasks).__name__}",
+                "tasks must be a non-empty list of SwarmTask (recorded swarm runs: "
+                "gymnasium.make('orchestrace/Swarm-v0', tasks=PATH_OR_GLOB) or "
+                f"swarm_traces.tasks_from_traces), got {type(tasks).__name__}",
             )
         self.tasks = list(tasks) if tasks is not None else None
         self.l1, self.l2 = l1, l2

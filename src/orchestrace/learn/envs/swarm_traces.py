@@ -12,6 +12,7 @@ wall-clock: the live program runs every stage, where the env ends an episode at 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 from ...core.errors import BadInput
 from ...core.model import Trace
 from ...runtime.programs.swarm import stage_width
-from .swarm import SwarmConfig, SwarmTask, stage_critical, stage_features
+from .swarm import SwarmConfig, SwarmEnv, SwarmTask, stage_critical, stage_features
 
 SWARM_PROGRAM = "swarm"
 
@@ -90,3 +91,12 @@ def tasks_from_traces(pattern: str | Sequence[str]) -> list[SwarmTask]:
     from ..stopping.traces import trace_paths
 
     return [task_from_trace(load_one(p), p) for p in trace_paths(pattern)]
+
+
+def make_env(**kwargs: Any) -> SwarmEnv:
+    """``gymnasium.make("orchestrace/Swarm-v0", ...)``: a :class:`SwarmEnv`, whose ``tasks`` may be
+    recorded swarm runs by path or glob (:func:`tasks_from_traces`), as the other envs take files."""
+    tasks = kwargs.get("tasks")
+    if isinstance(tasks, str | os.PathLike):
+        kwargs["tasks"] = tasks_from_traces(os.fspath(tasks))
+    return SwarmEnv(**kwargs)
