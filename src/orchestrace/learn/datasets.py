@@ -67,7 +67,7 @@ def _text(p: Path, what: str) -> str:
 
 
 @contextmanager
-def _damaged(what: str, where: Path) -> Iterator[None]:
+def _damaged(what: str, root: str | Path | None) -> Iterator[None]:
     """A data set whose files parse but do not hold what its reader expects (a missing key, a
     list where a record should be) is OT661 naming it; it was a KeyError or TypeError, exit 3."""
     try:
@@ -76,7 +76,9 @@ def _damaged(what: str, where: Path) -> Iterator[None]:
         raise
     except (KeyError, IndexError, TypeError, AttributeError, ValueError, csv.Error) as e:
         raise OrchestraceError(
-            "OT661", f"the {what} data is not in the expected form ({type(e).__name__}: {e})", path=str(where)
+            "OT661",
+            f"the {what} data is not in the expected form ({type(e).__name__}: {e})",
+            path=str(_root(root)),
         ) from None
 
 
@@ -179,18 +181,18 @@ def load_game24(root: str | Path | None = None, kind: str = "cot") -> list[Retry
 
 def load_retry(family: str, root: str | Path | None = None) -> list[RetryTask]:
     """One RetryStop family by name (``alfworld``, ``humaneval``, ``game24``, ``game24-standard``)."""
-    with _damaged(family, _root(root)):
-        if family == "alfworld":
-            return load_alfworld(root)
-        if family == "humaneval":
-            return load_humaneval(root)
-        if family == "game24":
-            return load_game24(root, "cot")
-        if family == "game24-standard":
-            return load_game24(root, "standard")
-    raise OrchestraceError(
-        "OT662", f"unknown retry family {family!r} (alfworld, humaneval, game24, game24-standard)"
-    )
+    loaders = {
+        "alfworld": lambda: load_alfworld(root),
+        "humaneval": lambda: load_humaneval(root),
+        "game24": lambda: load_game24(root, "cot"),
+        "game24-standard": lambda: load_game24(root, "standard"),
+    }
+    if family not in loaders:  # before the data folder is looked for: the name is the mistake
+        raise OrchestraceError(
+            "OT662", f"unknown retry family {family!r} (alfworld, humaneval, game24, game24-standard)"
+        )
+    with _damaged(family, root):
+        return loaders[family]()
 
 
 # ----------------------------------------------------------------------------- prices
@@ -403,12 +405,10 @@ def load_alpaca(
 
 
 def load_route(source: str, root: str | Path | None = None, models: list[str] | None = None) -> RouteData:
-    with _damaged(source, _root(root)):
-        if source in ("gsm8k", "mmlu"):
-            return load_routellm(source, root)
-        if source == "alpaca":
-            return load_alpaca(models, root)
-    raise OrchestraceError("OT662", f"unknown Delegate source {source!r} (gsm8k, mmlu, alpaca)")
+    if source not in ("gsm8k", "mmlu", "alpaca"):
+        raise OrchestraceError("OT662", f"unknown Delegate source {source!r} (gsm8k, mmlu, alpaca)")
+    with _damaged(source, root):
+        return load_alpaca(models, root) if source == "alpaca" else load_routellm(source, root)
 
 
 _WORD = re.compile(r"[a-z0-9]+")
