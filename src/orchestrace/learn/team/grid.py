@@ -41,7 +41,7 @@ from ...core.errors import LoadError
 from ..loop import completed, iteration_dir
 from .config import TeamConfig, check_resume
 from .program import AGGREGATOR, PROPOSER, REVISER, BadInput
-from .report import Answers, held_out_runs, team_right
+from .report import Answers, Runs, held_out_runs, team_right
 
 TOPOLOGIES = {"agg2": ("aggregate", 2), "agg3": ("aggregate", 3), "revise": ("revise", 1)}
 #: grid credit -> (credit method, unit, resamples of the last agent's call)
@@ -234,10 +234,6 @@ class GridReport:
     per_cell: list[CellResult] = field(default_factory=list)
     #: the ``revise`` topology's reviser, start vs after (``Choice`` with REVISION_FIGURES)
     revisions: list[Choice] = field(default_factory=list)
-
-
-Runs = dict[str, list[Answers]]
-"""question id -> its held-out runs (one, or ``--eval-runs`` of them)"""
 
 
 def _cell_answers(folder: Path) -> tuple[Runs, Runs, int, float]:

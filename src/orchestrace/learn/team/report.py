@@ -108,7 +108,11 @@ class TeamReport:
     reward_curve: dict[str, dict[int, float]] = field(default_factory=dict)
 
 
-def held_out_runs(folder: Path) -> dict[str, list[Answers]]:
+Runs = dict[str, list[Answers]]
+"""question id -> its held-out runs (one, or ``--eval-runs`` of them)"""
+
+
+def held_out_runs(folder: Path) -> Runs:
     """question id -> the answers of each of its held-out runs (g0, g1, ... in order) in an
     iteration folder: ``--eval-runs`` above 1 gives each question several runs to average."""
     runs: dict[str, list[tuple[int, Answers]]] = defaultdict(list)
@@ -218,7 +222,7 @@ def team_report(
     if not folders:
         raise BadInput("OT699", "no train team folders given")
     runs: list[RunSummary] = []
-    acc: dict[str, dict[int, tuple[dict[str, list[Answers]], dict[str, list[Answers]]]]] = defaultdict(dict)
+    acc: dict[str, dict[int, tuple[Runs, Runs]]] = defaultdict(dict)
     heldout_pts: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     reward_pts: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     families = set()
