@@ -104,3 +104,53 @@ def test_batched_logprobs_and_gradient_equal_each_call_alone(step, tmp_path):
         for g, p in zip(grad_together, params, strict=True):
             assert float((g - p.grad).norm()) <= 1e-4 * float(p.grad.norm()) + 1e-8
         model.model.zero_grad()
+
+
+def test_a_cut_off_answer_is_marked_and_scores_zero_under_the_complete_reward(step, tmp_path):
+    """An answer the token limit cut off (finish_reason "length", the real model at 16 tokens) is
+    ``truncated`` on its return event; ``verify_complete`` scores such a final answer 0 where
+    ``verify`` reads its first words and may score it right."""
+    import json
+
+    from orchestrace.learn.team.config import TeamConfig
+    from orchestrace.learn.team.program import answering, verify, verify_complete
+    from orchestrace.learn.team.rollouts import run_rollouts
+    from orchestrace.runtime.cache import CallCache, cache_path
+
+    tasks = tmp_path / "count.jsonl"
+    rows = [
+        {
+            "id": "s1",
+            "question": "Count from one to five in words.",
+            "answer": "one, two, three, four, five",
+            "split": "shot",
+        },
+        {
+            "id": "s2",
+            "question": "Count from one to three in words.",
+            "answer": "one, two, three",
+            "split": "shot",
+        },
+        {"id": "c", "question": "Count from one to forty in words.", "answer": "one"},
+        {"id": "d", "question": "Count from one to two in words.", "answer": "one"},
+    ]
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cfg = TeamConfig(family=str(tasks), verifier="contains")
+    rollouts = [cfg.rollout(q, s, str(tmp_path / f"{q}{s}.events.jsonl")) for q in ("c", "d") for s in (1, 2)]
+    traces = run_rollouts(step.backend, rollouts)
+    cut = kept = 0
+    for tr, r in zip(traces, rollouts, strict=True):
+        cache = CallCache(cache_path(r.path), write=False)
+        for i, _ in answering(tr):
+            e = tr.events[i]
+            key, _, n = e.attrs["call"].rpartition("#")
+            length = cache.get(key, int(n))["outcome"]["ok"]["finish_reason"] == "length"
+            assert bool(e.attrs.get("truncated")) == length == (e.tokens_out == 16)
+        last = tr.events[answering(tr)[-1][0]]
+        if last.attrs.get("truncated"):
+            assert verify_complete(tr) == 0.0
+            cut += verify(tr) == 1.0  # right by the verifier, not finished
+        else:
+            assert verify_complete(tr) == verify(tr)
+            kept += 1
+    assert cut >= 1 and kept >= 1

@@ -254,6 +254,7 @@ def bench_team_cmd(
         1, "--eval-runs", help="runs per held-out question (their mean is its accuracy)"
     ),
     kl_coef: float = typer.Option(0.0, "--kl-coef", help="each token's KL to the base model in the loss"),
+    reward: str = typer.Option(None, "--reward", help="reward spec TOML (default: R1 team success)"),
     lr: float = typer.Option(2e-3, "--lr"),
     epochs: int = typer.Option(2, "--epochs"),
     threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
@@ -275,7 +276,7 @@ def bench_team_cmd(
     if not report_only:
         base = TeamConfig(
             questions=questions, group=group, train_pool=train_pool, heldout=heldout, eval_runs=eval_runs,
-            kl_coef=kl_coef, lr=lr, epochs=epochs,
+            kl_coef=kl_coef, reward=reward, lr=lr, epochs=epochs,
         )  # fmt: skip
         res = run_grid(
             grid,

@@ -428,6 +428,8 @@ class Orchestrator:
         attrs: dict[str, Any] = {"call": ref, "attempt": attempt}
         if dropped:
             attrs["dropped"] = True
+        if out.finish_reason == "length":  # cut off by max_tokens: the answer may be incomplete
+            attrs["truncated"] = True
         if out.tokens is not None:  # a trainable backend: which adapter answered (token ids in the cache)
             attrs["adapter"] = out.tokens.adapter
         if (lp := summarise_logprobs(out.logprobs)) is not None:

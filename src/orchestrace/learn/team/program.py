@@ -262,3 +262,14 @@ def verify(trace: Trace) -> float:
     fam, q = trace_question(trace)
     final = ((trace.metadata or {}).get("outcome") or {}).get("final")
     return fam.verifier.score(final, q)
+
+
+def verify_complete(trace: Trace) -> float:
+    """R1 that also asks for a finished answer: 0.0 when the team's final answer was cut off by
+    the token limit (its return event is ``truncated``), else :func:`verify`. A verifier that reads
+    only the first word scores "cats\ncats and" right, so nothing in R1 keeps an agent stopping
+    after its answer; this does (DAPO's overlong punishment, in its hard form)."""
+    last = answering(trace)
+    if last and (trace.events[last[-1][0]].attrs or {}).get("truncated"):
+        return 0.0
+    return verify(trace)
