@@ -243,3 +243,17 @@ def test_choices_pool_the_families_questions():
     pooled = rep.choices[-1]
     assert (pooled.disagreements_start, pooled.disagreements_after) == (2, 2)
     assert pooled.figures["right_when_one_has_it"][:3] == pytest.approx((0.0, 0.5, 0.5))
+
+
+def test_bench_team_refuses_a_missing_reward_spec_before_the_model_loads(tmp_path, capsys):
+    """``--reward`` goes to every cell; a file that is not there is refused by TeamConfig.check(),
+    before any cell runs (it was found only once the model had loaded)."""
+    from orchestrace.cli import main
+
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "team", "--families", "continents", "--topologies", "agg3", "--credits", "broadcast",
+              "--seeds", "0", "--reward", str(missing), "-o", str(tmp_path / "grid")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "OT001" in err and "nope.toml" in err
+    assert not (tmp_path / "grid").exists()

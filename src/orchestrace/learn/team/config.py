@@ -103,6 +103,7 @@ class TeamConfig:
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise BadInput("OT695", f"{name} must be a finite number >= 0, got {getattr(self, name)}")
         family(self.family, self.verifier).split(self.train_pool, self.heldout)
+        reward_spec(self)  # a missing or bad spec file: refused here, not after the model loads
         if self.target_kl is not None and not (self.target_kl > 0 and math.isfinite(self.target_kl)):
             raise BadInput("OT695", f"target_kl must be a finite number > 0, got {self.target_kl}")
 

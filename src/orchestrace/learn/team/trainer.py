@@ -35,7 +35,7 @@ from ..loop import IterationRecord, run_loop
 from ..scalar_log import check_log, open_log
 from ..tasks import resolve_ref
 from .checkpoints import check_policy_file, load_policy
-from .config import CONFIG_FILE, TeamConfig, check_resume, reward_spec
+from .config import CONFIG_FILE, TeamConfig, check_resume
 from .placement import RolloutPlace
 from .program import adapters_for
 from .step import TeamStep, make_step
@@ -61,7 +61,6 @@ def train_team(
     check_log(log)
     cfg.check()
     check_resume(out, cfg)
-    reward_spec(cfg)
     if start is not None:
         check_policy_file(start, adapters_for(cfg.adapters, cfg.solvers, cfg.topology))
     if step is None:
