@@ -257,3 +257,24 @@ def test_bench_team_refuses_a_missing_reward_spec_before_the_model_loads(tmp_pat
     err = capsys.readouterr().err
     assert e.value.code == 2 and "OT001" in err and "nope.toml" in err
     assert not (tmp_path / "grid").exists()
+
+
+def test_agreement_counts_where_all_solvers_are_right():
+    from orchestrace.learn.team.grid import agreement_counts
+
+    # all three right, the aggregator glued two words: it broke what it had only to repeat
+    broke = answers(
+        {"solver_0": "cats", "solver_1": "cats", "solver_2": "cats", "aggregator": "catscats"}, "cats"
+    )
+    assert agreement_counts(broke) == {"breaks_agreed_right": (1.0, 1.0)}
+    kept = answers({"solver_0": "cats", "solver_1": "cats", "solver_2": "cats", "aggregator": "cats"}, "cats")
+    assert agreement_counts(kept) == {"breaks_agreed_right": (0.0, 1.0)}
+    # one solver wrong, or all agreeing on a wrong answer: not counted
+    one_wrong = answers(
+        {"solver_0": "cats", "solver_1": "cat", "solver_2": "cats", "aggregator": "cats"}, "cats"
+    )
+    assert agreement_counts(one_wrong) is None
+    all_wrong = answers(
+        {"solver_0": "cat", "solver_1": "cat", "solver_2": "cat", "aggregator": "cat"}, "cats"
+    )
+    assert agreement_counts(all_wrong) is None

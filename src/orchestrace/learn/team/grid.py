@@ -196,8 +196,9 @@ class Row:
 
 @dataclass(frozen=True)
 class Choice:
-    """The k = 3 aggregator where its solvers disagree (or the reviser, every run), start vs after
-    (all seeds of a cell group); ``disagreements_*``: the runs counted."""
+    """The k = 3 aggregator where its solvers disagree (or where they all answer right; or the
+    reviser, every run), start vs after (all seeds of a cell group); ``disagreements_*``: the runs
+    counted."""
 
     family: str
     credit: str
@@ -234,6 +235,8 @@ class GridReport:
     per_cell: list[CellResult] = field(default_factory=list)
     #: the ``revise`` topology's reviser, start vs after (``Choice`` with REVISION_FIGURES)
     revisions: list[Choice] = field(default_factory=list)
+    #: the k = 3 aggregator where all its solvers are right (``Choice`` with AGREEMENT_FIGURES)
+    agreements: list[Choice] = field(default_factory=list)
 
 
 def _cell_answers(folder: Path) -> tuple[Runs, Runs, int, float]:
@@ -283,6 +286,18 @@ def choice_counts(a: Answers) -> dict[str, tuple[float, float]] | None:
 
 
 CHOICE_FIGURES = ("right_when_one_has_it", "plurality", "position_0", "position_1", "position_2")
+AGREEMENT_FIGURES = ("breaks_agreed_right",)
+
+
+def agreement_counts(a: Answers) -> dict[str, tuple[float, float]] | None:
+    """(hit, counted) for one run of a k = 3 team whose three solvers all answer right: whether the
+    aggregator's answer is wrong anyway (it broke an answer it had only to repeat); None otherwise."""
+    solvers = _solvers(a)
+    if AGGREGATOR not in a.canon or len(solvers) != 3 or not all(a.right[s] for s in solvers):
+        return None
+    return {"breaks_agreed_right": (float(not a.right[AGGREGATOR]), 1.0)}
+
+
 REVISION_FIGURES = ("changes", "corrects_wrong", "breaks_right")
 
 
@@ -453,6 +468,7 @@ def report_of(
         speed,
         per_cell,
         shares("revise", revision_counts, REVISION_FIGURES),
+        shares("agg3", agreement_counts, AGREEMENT_FIGURES),
     )
 
 
@@ -543,6 +559,12 @@ def markdown(rep: GridReport) -> str:
         CHOICE_FIGURES,
         "k = 3 aggregator where its solvers disagree (share at the start -> after, change and 95% CI):",
         "right when one solver is | plurality | copies solver_0 | solver_1 | solver_2",
+    )
+    lines += _change_table(
+        rep.agreements,
+        AGREEMENT_FIGURES,
+        "k = 3 aggregator where all three solvers answer right (share at the start -> after, change and 95% CI):",
+        "its answer wrong",
     )
     lines += _change_table(
         rep.revisions,
