@@ -122,3 +122,42 @@ def test_caller_and_transfer_attributes_are_spawns_and_handoffs(tmp_path):
         ("return", "researcher", "planner", None),
         ("spawn", "planner", "writer", "handoff"),  # once: the writer's own span says the same
     ]
+
+
+def test_finish_reason_length_is_a_truncated_call_both_ways(tmp_path):
+    """``gen_ai.response.finish_reasons`` ["length"] (OTel GenAI) is the runtime's ``truncated``: an
+    imported chat span carries it, and an exported cut-off return says it."""
+    from orchestrace.core.build import TraceBuilder
+    from orchestrace.core.model import Event
+    from orchestrace.export.otlp import iter_otlp
+
+    spans = copy.deepcopy(SPANS)
+    cut = {
+        "key": "gen_ai.response.finish_reasons",
+        "value": {"arrayValue": {"values": [{"stringValue": "length"}]}},
+    }
+    spans[1]["attributes"].append(cut)
+    (llm,) = [e for e in _load(tmp_path, spans).events if e.type == "orchestrator_decision"]
+    assert llm.attrs["truncated"] is True
+    spans[1]["attributes"][-1] = {**cut, "value": {"arrayValue": {"values": [{"stringValue": "stop"}]}}}
+    (llm,) = [e for e in _load(tmp_path, spans).events if e.type == "orchestrator_decision"]
+    assert "truncated" not in llm.attrs
+
+    b = TraceBuilder()
+    b.add(Event(id="e0", t=0.0, type="spawn", agent="orchestrator", to="w"))
+    b.add(Event(id="e1", t=1.0, type="return", agent="w", content="cats\ncats and", tokens_out=6, model="m",
+                attrs={"truncated": True}), ("e0", "spawn"))  # fmt: skip
+    b.add(
+        Event(id="e2", t=2.0, type="return", agent="w", content="cats", tokens_out=2, model="m"),
+        ("e1", "causal"),
+    )
+    req = next(iter_otlp([b.trace(trace_id="t", task_id="task")]))
+    said = [
+        a["value"]
+        for rs in req["resourceSpans"]
+        for ss in rs["scopeSpans"]
+        for s in ss["spans"]
+        for a in s["attributes"]
+        if a["key"] == "gen_ai.response.finish_reasons"
+    ]
+    assert said == [{"arrayValue": {"values": [{"stringValue": "length"}]}}]  # the cut-off call only

@@ -134,6 +134,8 @@ def _llm_attrs(e: Event, provider: str | None, prompt: str | None) -> dict[str, 
         "llm.token_count.completion": e.tokens_out,
         "llm.token_count.total": total,
     }
+    if (e.attrs or {}).get("truncated"):  # the runtime's mark of a call cut off by max_tokens
+        a["gen_ai.response.finish_reasons"] = ["length"]
     if prompt is not None:
         a.update(_io(prompt, e.content))
         a["gen_ai.input.messages"] = _messages("user", prompt)

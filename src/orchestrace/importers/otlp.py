@@ -262,6 +262,13 @@ def _fill_times(spans: list[dict[str, Any]]) -> None:
         s["end"] = s["start"] if s["end"] is None else s["end"]
 
 
+def _cut_off(a: dict[str, Any]) -> bool:
+    """An LLM span whose ``gen_ai.response.finish_reasons`` says ``length``: its answer was cut off
+    by the token limit (``truncated`` in our traces, as the runtime marks it)."""
+    reasons = a.get("gen_ai.response.finish_reasons")
+    return "length" in (reasons if isinstance(reasons, list) else [reasons])
+
+
 def usage(a: dict[str, Any], stats: ImportStats) -> tuple[int | None, int | None]:
     tin = a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))
     tout = a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
@@ -361,7 +368,8 @@ def _genai(tid: str, spans: list[dict[str, Any]], b: ImportStaging) -> None:
                 tokens_in=tin,
                 tokens_out=tout,
                 status="error" if error else None,
-                attrs={"kind": "llm_call", "span_id": s["id"], "operation": op},
+                attrs={"kind": "llm_call", "span_id": s["id"], "operation": op}
+                | ({"truncated": True} if _cut_off(a) else {}),
             )
         else:
             b.stats.unknown[f"span {s['name'][:40]}"] += 1
