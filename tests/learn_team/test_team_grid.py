@@ -95,6 +95,8 @@ def test_bench_team_seeds_that_are_no_integers_are_a_usage_error(tmp_path, capsy
         ("temperature", -1.0, "temperature must be a finite number >= 0, got -1.0"),
         ("kl_coef", -0.1, "kl_coef must be a finite number >= 0, got -0.1"),
         ("kl_coef", math.nan, "kl_coef must be a finite number >= 0, got nan"),
+        ("overlong_penalty", -1.0, "overlong_penalty must be a finite number >= 0, got -1.0"),
+        ("overlong_penalty", math.inf, "overlong_penalty must be a finite number >= 0, got inf"),
         # i % 0 at the first iteration between the first and the last, after its rollouts and update
         ("eval_every", 0, "eval_every must be >= 1, got 0"),
     ],
@@ -278,3 +280,27 @@ def test_agreement_counts_where_all_solvers_are_right():
         {"solver_0": "cat", "solver_1": "cat", "solver_2": "cat", "aggregator": "cat"}, "cats"
     )
     assert agreement_counts(all_wrong) is None
+
+
+def test_overlong_penalty_charges_every_cut_off_call_and_no_other():
+    """A call whose completion does not end with an end token ran to its limit: it pays the
+    penalty off its advantage, whichever agent made it; finished calls keep theirs."""
+    from orchestrace.learn.team.batch import CallRow, charge_cut_off, cut_off
+    from orchestrace.runtime.backends.base import TokenSample
+
+    eos = {2}
+
+    def row(agent: str, completion: list[int], adv: float) -> CallRow:
+        sample = TokenSample(
+            prompt_ids=[1],
+            completion_ids=completion,
+            logprobs=[-0.1] * len(completion),
+            adapter=agent,
+            temperature=0.7,
+        )
+        return CallRow(0, "e", agent, agent, adv, sample)
+
+    rows = [row("proposer", [5, 6, 7], 0.5), row("proposer", [5, 2], 0.5), row("reviser", [9, 9], -0.25)]
+    assert [cut_off(r, eos) for r in rows] == [True, False, True]
+    charge_cut_off(rows, eos, 1.0)
+    assert [r.advantage for r in rows] == [-0.5, 0.5, -1.25]

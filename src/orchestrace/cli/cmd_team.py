@@ -68,6 +68,9 @@ def train_team_cmd(
     kl_coef: float = typer.Option(
         0.0, "--kl-coef", help="weight of each token's KL to the base model in the loss (TRL's beta)"
     ),
+    overlong_penalty: float = typer.Option(
+        0.0, "--overlong-penalty", help="taken off the advantage of every call cut off by its token limit"
+    ),
     reward: str = typer.Option(None, "--reward", help="reward spec TOML (default: R1 team success)"),
     seed: int = typer.Option(0, "--seed", min=0),
     threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice)"),
@@ -127,6 +130,7 @@ def train_team_cmd(
         clip=clip,
         target_kl=target_kl,
         kl_coef=kl_coef,
+        overlong_penalty=overlong_penalty,
         epochs=epochs,
         seed=seed,
         reward=reward,
@@ -254,6 +258,9 @@ def bench_team_cmd(
         1, "--eval-runs", help="runs per held-out question (their mean is its accuracy)"
     ),
     kl_coef: float = typer.Option(0.0, "--kl-coef", help="each token's KL to the base model in the loss"),
+    overlong_penalty: float = typer.Option(
+        0.0, "--overlong-penalty", help="taken off the advantage of every call cut off by its token limit"
+    ),
     reward: str = typer.Option(None, "--reward", help="reward spec TOML (default: R1 team success)"),
     lr: float = typer.Option(2e-3, "--lr"),
     epochs: int = typer.Option(2, "--epochs"),
@@ -276,7 +283,7 @@ def bench_team_cmd(
     if not report_only:
         base = TeamConfig(
             questions=questions, group=group, train_pool=train_pool, heldout=heldout, eval_runs=eval_runs,
-            kl_coef=kl_coef, reward=reward, lr=lr, epochs=epochs,
+            kl_coef=kl_coef, overlong_penalty=overlong_penalty, reward=reward, lr=lr, epochs=epochs,
         )  # fmt: skip
         res = run_grid(
             grid,

@@ -37,6 +37,20 @@ class Batch:
     key: str  # "<method>/<unit>"
 
 
+def cut_off(row: CallRow, eos_ids: set[int]) -> bool:
+    """The call ran to its token limit: its completion does not end with an end token."""
+    return not row.sample.completion_ids or row.sample.completion_ids[-1] not in eos_ids
+
+
+def charge_cut_off(rows: list[CallRow], eos_ids: set[int], penalty: float) -> None:
+    """Every call the token limit cut off pays ``penalty`` off its advantage, whoever made it: the
+    team's reward reads only the final answer, so without this a proposer's or solver's cut-off
+    answer costs it nothing (DAPO's overlong punishment, per call)."""
+    for r in rows:
+        if cut_off(r, eos_ids):
+            r.advantage -= penalty
+
+
 def _tokens(path: str, cache: CallCache, ref: str, event: str) -> TokenSample | None:
     key, _, n = ref.rpartition("#")
     hit = cache.get(key, int(n)) if n.isdigit() else None

@@ -53,6 +53,7 @@ class TeamConfig:
     epochs: int = 2
     target_kl: float | None = None  # stop an iteration's epochs once the approximate KL passes it
     kl_coef: float = 0.0  # each token's KL to the base model in the loss (TRL's beta, verl's kl_coef)
+    overlong_penalty: float = 0.0  # taken off the advantage of every call cut off by its token limit
     temperature: float = 0.7
     aggregator_temperature: float = 0.7
     lora_rank: int = 8
@@ -97,8 +98,9 @@ class TeamConfig:
         for name in ("lr", "clip"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
                 raise BadInput("OT695", f"{name} must be a finite number > 0, got {getattr(self, name)}")
-        if not (math.isfinite(self.kl_coef) and self.kl_coef >= 0):
-            raise BadInput("OT695", f"kl_coef must be a finite number >= 0, got {self.kl_coef}")
+        for name in ("kl_coef", "overlong_penalty"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise BadInput("OT695", f"{name} must be a finite number >= 0, got {getattr(self, name)}")
         for name in ("temperature", "aggregator_temperature"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise BadInput("OT695", f"{name} must be a finite number >= 0, got {getattr(self, name)}")

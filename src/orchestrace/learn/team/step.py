@@ -17,7 +17,7 @@ from ...core.model import Trace
 from ...reward.spec import RewardSpec, compute_rewards
 from ..loop import Panel
 from .accuracy import accuracy_figures
-from .batch import CallRow, read_batch
+from .batch import CallRow, charge_cut_off, cut_off, read_batch
 from .checkpoints import load_policy, save_policy
 from .config import TeamConfig, reward_spec, split
 from .forks import FORK_METHODS, run_forks
@@ -175,6 +175,8 @@ class TeamStep:
         self._ensure(policy)
         t0 = time.perf_counter()
         batch = read_batch(traces, self.spec, self.cfg.credit, self.cfg.unit, self.cfg.resamples)
+        if self.cfg.overlong_penalty:
+            charge_cut_off(batch.rows, self.model.eos_ids, self.cfg.overlong_penalty)
         figures: dict[str, float] = {}
         steps = 0
         for epoch in range(self.cfg.epochs):
@@ -207,6 +209,7 @@ class TeamStep:
             **{f"rollout_{k}": v for k, v in accuracy_figures(batch.traces).items()},
             **{f"{agent}_advantage": v for agent, v in mean_advantages(batch.rows).items()},
             "calls": float(len(batch.rows)),
+            "cut_off_share": sum(cut_off(r, self.model.eos_ids) for r in batch.rows) / len(batch.rows),
             "epochs": float(steps),
             "rollout_s": rollout_s,
             "update_s": update_s,
