@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass
 
 from ...runtime.backends.base import BackendError, ChatRequest, ChatResponse, TokenSample
-from .model import SampleRequest, TeamModel
+from .model import SampleRequest, TeamModel, ended
 
 
 @dataclass
@@ -84,9 +84,7 @@ class TrainableBackend:
                     tokens_in=len(p.prompt_ids),
                     tokens_out=len(o.completion_ids),
                     model=p.req.model,
-                    finish_reason="stop"
-                    if o.completion_ids and o.completion_ids[-1] in self.model.eos_ids
-                    else "length",
+                    finish_reason="stop" if ended(o.completion_ids, self.model.eos_ids) else "length",
                     tokens=TokenSample(
                         prompt_ids=list(p.prompt_ids),
                         completion_ids=o.completion_ids,

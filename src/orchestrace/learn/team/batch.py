@@ -14,6 +14,7 @@ from ...reward.spec import RewardSpec, compute_rewards, with_rewards
 from ...runtime.backends.base import TokenSample
 from ...runtime.cache import CallCache, cache_path
 from .forks import FORK_METHODS, fork_game, last_samples
+from .model import ended
 from .program import BadInput, answering
 
 
@@ -39,7 +40,7 @@ class Batch:
 
 def cut_off(row: CallRow, eos_ids: set[int]) -> bool:
     """The call ran to its token limit: its completion does not end with an end token."""
-    return not row.sample.completion_ids or row.sample.completion_ids[-1] not in eos_ids
+    return not ended(row.sample.completion_ids, eos_ids)
 
 
 def charge_cut_off(rows: list[CallRow], eos_ids: set[int], penalty: float) -> None:

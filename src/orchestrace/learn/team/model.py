@@ -30,6 +30,12 @@ from .program import BadInput
 LORA_TARGETS = ("q_proj", "v_proj")
 
 
+def ended(completion_ids: list[int], eos_ids: set[int]) -> bool:
+    """The completion ended with an end token; otherwise it ran to its token limit (the backend's
+    finish_reason "length", a training call ``--overlong-penalty`` charges)."""
+    return bool(completion_ids) and completion_ids[-1] in eos_ids
+
+
 @dataclass(frozen=True)
 class LoraSettings:
     rank: int = 8
